@@ -1,0 +1,29 @@
+# Finds the library's dependencies through pkg-config. A missing one stops
+# configure with the Debian package that provides it.
+find_package(PkgConfig QUIET)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR
+    "pkg-config not found: install it with `sudo apt-get install -y pkg-config` "
+    "(or run scripts/deps.sh)")
+endif()
+
+find_package(Threads REQUIRED)
+
+# pw_require_pkg(<prefix> <pkg-config name> <apt package>)
+function(pw_require_pkg prefix module apt)
+  pkg_check_modules(${prefix} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(NOT ${prefix}_FOUND)
+    message(FATAL_ERROR
+      "libpathways needs ${module} (pkg-config module '${module}' not found): "
+      "install it with `sudo apt-get install -y ${apt}` (or run scripts/deps.sh)")
+  endif()
+  message(STATUS "Found ${module} ${${prefix}_VERSION}")
+endfunction()
+
+pw_require_pkg(PW_CK ck libck-dev)
+pw_require_pkg(PW_CBOR libcbor libcbor-dev)
+pw_require_pkg(PW_ZSTD libzstd libzstd-dev)
+pw_require_pkg(PW_XXHASH libxxhash libxxhash-dev)
+if(PW_BUILD_TESTS)
+  pw_require_pkg(PW_CRITERION criterion libcriterion-dev)
+endif()

@@ -1,0 +1,16 @@
+/* libpathways: the one include a user needs.
+ *
+ * A single-controller runtime for fleets of accelerators. See
+ * docs/architecture.md for the concepts and each header for its contracts. */
+#ifndef PATHWAYS_PATHWAYS_H_
+#define PATHWAYS_PATHWAYS_H_
+
+#include "pathways/api.h"
+#include "pathways/version.h"
+#include "pathways/status.h"
+#include "pathways/allocator.h"
+#include "pathways/log.h"
+#include "pathways/clock.h"
+#include "pathways/event.h"
+
+#endif /* PATHWAYS_PATHWAYS_H_ */

@@ -1,0 +1,1 @@
+typedef int pw__ring_placeholder_t;

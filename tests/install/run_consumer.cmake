@@ -1,0 +1,47 @@
+# Script mode (cmake -P). Inputs: BUILD_DIR WORK_DIR CONSUMER_DIR C_COMPILER GENERATOR.
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# 1. CMake package.
+run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/cmake-build -G ${GENERATOR}
+    -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_PREFIX_PATH=${prefix})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake-build)
+run(${WORK_DIR}/cmake-build/consumer)
+if(NOT LAST_OUTPUT MATCHES "consumer ok: libpathways [0-9]+\\.[0-9]+\\.[0-9]+")
+  message(FATAL_ERROR "unexpected consumer output: ${LAST_OUTPUT}")
+endif()
+message(STATUS "find_package consumer: ${LAST_OUTPUT}")
+
+# 2. pkg-config, from a moved prefix.
+set(moved ${WORK_DIR}/moved-prefix)
+file(RENAME ${prefix} ${moved})
+file(GLOB pcdirs ${moved}/lib*/pkgconfig)
+list(GET pcdirs 0 pcdir)
+set(ENV{PKG_CONFIG_PATH} ${pcdir})
+run(pkg-config --cflags pathways)
+string(STRIP "${LAST_OUTPUT}" cflags)
+run(pkg-config --libs pathways)
+string(STRIP "${LAST_OUTPUT}" libs)
+run(pkg-config --variable=libdir pathways)
+string(STRIP "${LAST_OUTPUT}" libdir)
+if(NOT libdir MATCHES "^${moved}")
+  message(FATAL_ERROR "pathways.pc is not relocatable: libdir=${libdir}")
+endif()
+separate_arguments(cflags UNIX_COMMAND "${cflags}")
+separate_arguments(libs UNIX_COMMAND "${libs}")
+run(${C_COMPILER} -std=c11 ${cflags} ${CONSUMER_DIR}/consumer.c -o ${WORK_DIR}/pc-consumer
+    ${libs} -Wl,-rpath,${libdir})
+run(${WORK_DIR}/pc-consumer)
+if(NOT LAST_OUTPUT MATCHES "consumer ok")
+  message(FATAL_ERROR "unexpected pkg-config consumer output: ${LAST_OUTPUT}")
+endif()
+message(STATUS "pkg-config consumer: ${LAST_OUTPUT}")
