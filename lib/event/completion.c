@@ -1,0 +1,1 @@
+typedef int pw__completion_placeholder_t;
