@@ -1,3 +1,432 @@
-/* Implemented by the lock-free core work (issue 3). */
+/* pw_event_t: a lock-free, refcounted, complete-once event.
+ *
+ * State (all in the event, nothing global):
+ *
+ *   state      32-bit futex word. Bit 0 is COMPLETED; bits 1..31 count the
+ *              waiters that have announced themselves parked (or about to
+ *              park). Completion publishes with one fetch_add of COMPLETED and
+ *              learns from the old value whether anyone is parked: only then
+ *              does it pay for a FUTEX_WAKE. Because the waiter count and the
+ *              completed bit share one word, the waiter's announcement and the
+ *              completer's publication are ordered by that word's RMWs, and
+ *              FUTEX_WAIT re-checks the word in the kernel: no lost wake-up.
+ *   callbacks  Treiber stack (LIFO) of pw__event_node_t, pushed with CAS.
+ *              Completion claims the event by exchanging the head with
+ *              PW_EVENT_CLOSED: the exchange that returns CLOSED belongs to a
+ *              second completion, which is rejected (FAILED_PRECONDITION)
+ *              without touching |status|. Pushes are the only other writes and
+ *              nothing is ever popped singly, so there is no ABA.
+ *   status     plain field, written by the one claimer before the release
+ *              RMW that sets COMPLETED, read only after an acquire load that
+ *              saw COMPLETED.
+ *
+ * Completion: exchange(callbacks, CLOSED) -> store status -> fetch_add(state,
+ * COMPLETED) -> FUTEX_WAKE only if waiters were counted -> run the captured
+ * callbacks in registration order (the stack reversed). With neither waiters
+ * nor callbacks that is two atomic RMWs (claim + publish) and no syscall.
+ *
+ * A registration that finds CLOSED runs its callback inline. It may have to
+ * wait for the claimer to publish its status: that window is a few
+ * instructions, and the wait uses the same spin-then-park path as
+ * pw_event_wait.
+ *
+ * Callbacks run with an internal reference held, so a callback may drop the
+ * last user reference. Nested completions (a callback completing another
+ * event) run inline up to PW_EVENT_MAX_INLINE_DEPTH deep; deeper ones are
+ * queued on a per-thread trampoline and drained by the outermost completion,
+ * so arbitrarily long chains (join of join of ...) do not grow the stack. */
+#define _GNU_SOURCE /* syscall(2) */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdalign.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/atomics.h"
+#include "event/event_internal.h"
 #include "pathways/event.h"
-typedef int pw__event_placeholder_t;
+
+#define PW_EVENT_COMPLETED 1u
+#define PW_EVENT_WAITER 2u /* one unit of the parked-waiter count */
+
+/* Head value of a completed event's callback stack: never a node address
+ * (nodes are at least pointer-aligned). */
+#define PW_EVENT_CLOSED ((void*)(uintptr_t)1)
+
+/* Polls before parking: at most a few microseconds, enough to catch a
+ * completion already in flight on another core, short enough not to steal
+ * a core the completer needs (machines here have two). */
+#define PW_EVENT_SPIN_ITERATIONS 64
+
+/* Nested completions that run their callbacks inline before the rest are
+ * deferred to the trampoline. */
+#define PW_EVENT_MAX_INLINE_DEPTH 32
+
+struct pw_event_s {
+  pw_atomic_u32_t state;
+  pw_atomic_u32_t refs;
+  pw_atomic_ptr_t callbacks;
+  pw_status_t status;
+  pw_allocator_t allocator;
+  /* Trampoline link, used only while this event's callbacks are deferred. */
+  pw_event_t* deferred_next;
+  pw__event_node_t* deferred_nodes;
+};
+
+/* Completions running callbacks on this thread, and those deferred. Empty
+ * whenever no completion is in progress on the thread. */
+typedef struct pw_event_trampoline_t {
+  uint32_t depth;
+  pw_event_t* head;
+  pw_event_t* tail;
+} pw_event_trampoline_t;
+
+static _Thread_local pw_event_trampoline_t pw_event_trampoline;
+
+/*---------------------------------------------------------------------------
+ * Parking
+ *-------------------------------------------------------------------------*/
+
+static uint32_t* pw_event_futex_word(pw_event_t* event) {
+  /* The wrapper struct's only member is the 32-bit word. */
+  return (uint32_t*)(void*)&event->state;
+}
+
+/* Sleeps while the state word equals |expected|, until woken or |deadline|.
+ * Returns false once |deadline| has passed, true otherwise (woken, value
+ * changed, signal): the caller re-reads the word. */
+static bool pw_event_futex_wait(pw_event_t* event, uint32_t expected,
+                                pw_time_t deadline) {
+  struct timespec ts;
+  struct timespec* timeout = NULL;
+  if (deadline != PW_INFINITE_FUTURE) {
+    if (deadline <= 0) return false;
+    /* FUTEX_WAIT_BITSET without FUTEX_CLOCK_REALTIME takes an absolute
+     * CLOCK_MONOTONIC time, the clock of pw_time_t. */
+    ts.tv_sec = (time_t)(deadline / 1000000000);
+    ts.tv_nsec = (long)(deadline % 1000000000);
+    timeout = &ts;
+  }
+  long rc = syscall(SYS_futex, pw_event_futex_word(event),
+                    FUTEX_WAIT_BITSET_PRIVATE, expected, timeout, NULL,
+                    FUTEX_BITSET_MATCH_ANY);
+  if (rc == 0) return true;
+  if (errno == ETIMEDOUT) return false;
+  /* EAGAIN (word changed) or EINTR: the caller re-checks; make sure a
+   * deadline that passed meanwhile is still noticed. */
+  return timeout == NULL || pw_clock_now() < deadline;
+}
+
+static void pw_event_futex_wake_all(pw_event_t* event) {
+  (void)syscall(SYS_futex, pw_event_futex_word(event), FUTEX_WAKE_PRIVATE,
+                INT_MAX, NULL, NULL, 0);
+}
+
+static bool pw_event_published(pw_event_t* event) {
+  return (pw_atomic_load_u32_acquire(&event->state) & PW_EVENT_COMPLETED) != 0;
+}
+
+/* Waits until |event| has published its completion or |deadline| passes.
+ * Returns true if complete; the status may then be read. The caller holds a
+ * reference. */
+static bool pw_event_block(pw_event_t* event, pw_time_t deadline) {
+  if (pw_event_published(event)) return true;
+  if (deadline == PW_IMMEDIATE_PAST) return false;
+  for (int i = 0; i < PW_EVENT_SPIN_ITERATIONS; ++i) {
+    pw_atomic_cpu_relax();
+    if (pw_event_published(event)) return true;
+  }
+  /* Announce before sleeping: a completer whose fetch_add comes after ours
+   * sees the count and wakes us; one whose fetch_add came first is visible
+   * in |seen| or makes FUTEX_WAIT return EAGAIN. */
+  uint32_t seen =
+      pw_atomic_fetch_add_u32(&event->state, PW_EVENT_WAITER) + PW_EVENT_WAITER;
+  bool in_time = true;
+  while ((seen & PW_EVENT_COMPLETED) == 0 && in_time) {
+    in_time = pw_event_futex_wait(event, seen, deadline);
+    seen = pw_atomic_load_u32_acquire(&event->state);
+  }
+  uint32_t last = pw_atomic_fetch_sub_u32(&event->state, PW_EVENT_WAITER);
+  return (last & PW_EVENT_COMPLETED) != 0;
+}
+
+uint32_t pw__event_parked_waiters(pw_event_t* event) {
+  return pw_atomic_load_u32_acquire(&event->state) / PW_EVENT_WAITER;
+}
+
+/*---------------------------------------------------------------------------
+ * Callbacks
+ *-------------------------------------------------------------------------*/
+
+static pw__event_node_t* pw_event_reverse(pw__event_node_t* node) {
+  pw__event_node_t* reversed = NULL;
+  while (node != NULL) {
+    pw__event_node_t* next = node->next;
+    node->next = reversed;
+    reversed = node;
+    node = next;
+  }
+  return reversed;
+}
+
+/* Runs one node. Its memory may be gone (owned: freed here; not owned: the
+ * registrant may free it from inside fn) once fn starts. */
+static void pw_event_run_node(pw_event_t* event, pw__event_node_t* node) {
+  pw_event_callback_fn_t fn = node->fn;
+  void* user = node->user;
+  if (node->flags & PW__EVENT_NODE_OWNED) {
+    pw_allocator_free(event->allocator, node, sizeof(*node));
+  }
+  fn(user, pw_status_clone(event->status));
+}
+
+static void pw_event_run_list(pw_event_t* event, pw__event_node_t* node) {
+  while (node != NULL) {
+    pw__event_node_t* next = node->next;
+    pw_event_run_node(event, node);
+    node = next;
+  }
+}
+
+/* Runs |nodes| (in order) of a published |event| and drops the reference
+ * the completer took for them; or defers both to the thread's trampoline
+ * when already deep in nested completions. */
+static void pw_event_dispatch(pw_event_t* event, pw__event_node_t* nodes) {
+  pw_event_trampoline_t* t = &pw_event_trampoline;
+  if (t->depth >= PW_EVENT_MAX_INLINE_DEPTH) {
+    event->deferred_nodes = nodes;
+    event->deferred_next = NULL;
+    if (t->tail != NULL) {
+      t->tail->deferred_next = event;
+    } else {
+      t->head = event;
+    }
+    t->tail = event;
+    return;
+  }
+  ++t->depth;
+  pw_event_run_list(event, nodes);
+  pw_event_release(event);
+  if (t->depth == 1) {
+    while (t->head != NULL) {
+      pw_event_t* next = t->head;
+      t->head = next->deferred_next;
+      if (t->head == NULL) t->tail = NULL;
+      pw_event_run_list(next, next->deferred_nodes);
+      pw_event_release(next);
+    }
+  }
+  --t->depth;
+}
+
+void pw__event_add_node(pw_event_t* event, pw__event_node_t* node) {
+  void* head = pw_atomic_load_ptr_relaxed(&event->callbacks);
+  for (;;) {
+    if (head == PW_EVENT_CLOSED) {
+      /* Claimed: its status is published within a few instructions. */
+      (void)pw_event_block(event, PW_INFINITE_FUTURE);
+      pw_event_run_node(event, node);
+      return;
+    }
+    node->next = head;
+    /* Sequentially consistent CAS: releases the node's fields to the
+     * completer's exchange. On failure |head| is reloaded. */
+    if (pw_atomic_cas_ptr(&event->callbacks, &head, node)) return;
+  }
+}
+
+/*---------------------------------------------------------------------------
+ * Completion
+ *-------------------------------------------------------------------------*/
+
+/* Completes |event| with |status| (consumed). |who| names the public entry
+ * point in errors. The caller holds a reference. */
+static pw_status_t pw_event_complete(pw_event_t* event, pw_status_t status,
+                                     const char* who) {
+  pw__event_node_t* nodes =
+      pw_atomic_exchange_ptr(&event->callbacks, PW_EVENT_CLOSED);
+  if (nodes == PW_EVENT_CLOSED) {
+    pw_status_free(status);
+    /* "Already completed" must also mean "ready": let the first completer
+     * finish publishing. */
+    (void)pw_event_block(event, PW_INFINITE_FUTURE);
+    return pw_status_make(
+        PW_STATUS_FAILED_PRECONDITION,
+        "%s: event already completed (%s); the first completion stands", who,
+        pw_status_code_string(pw_status_code(event->status)));
+  }
+  event->status = status;
+  if (nodes != NULL) pw_event_retain(event); /* held while callbacks run */
+  uint32_t old = pw_atomic_fetch_add_u32(&event->state, PW_EVENT_COMPLETED);
+  if (old >= PW_EVENT_WAITER) pw_event_futex_wake_all(event);
+  if (nodes != NULL) pw_event_dispatch(event, pw_event_reverse(nodes));
+  return NULL;
+}
+
+/*---------------------------------------------------------------------------
+ * Lifetime
+ *-------------------------------------------------------------------------*/
+
+static pw_status_t pw_event_allocate(pw_allocator_t allocator, const char* who,
+                                     pw_event_t** out_event) {
+  *out_event = NULL;
+  if (!pw_allocator_is_valid(allocator)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "%s: allocator has no alloc/free method", who);
+  }
+  void* memory = NULL;
+  pw_status_t status = pw_allocator_malloc(allocator, sizeof(pw_event_t),
+                                           alignof(pw_event_t), &memory);
+  if (status != NULL) return pw_status_annotate(status, "%s", who);
+  pw_event_t* event = memory;
+  pw_atomic_init_u32(&event->state, 0);
+  pw_atomic_init_u32(&event->refs, 1);
+  pw_atomic_init_ptr(&event->callbacks, NULL);
+  event->status = NULL;
+  event->allocator = allocator;
+  event->deferred_next = NULL;
+  event->deferred_nodes = NULL;
+  *out_event = event;
+  return NULL;
+}
+
+static void pw_event_destroy(pw_event_t* event) {
+  if (!pw_event_published(event) &&
+      pw_atomic_load_ptr_acquire(&event->callbacks) != NULL) {
+    /* Abandoned: nobody is left to complete it, yet its callbacks must run
+     * exactly once. Nobody else can reach it, so resurrect it for the
+     * completion; the final release below comes back here, completed. */
+    pw_atomic_store_u32_relaxed(&event->refs, 1);
+    pw_status_ignore(pw_event_complete(
+        event,
+        pw_status_make(PW_STATUS_CANCELLED,
+                       "event released before it completed"),
+        "pw_event_release"));
+    pw_event_release(event);
+    return;
+  }
+  pw_status_free(event->status);
+  pw_allocator_t allocator = event->allocator;
+  pw_allocator_free(allocator, event, sizeof(*event));
+}
+
+pw_status_t pw_event_create(pw_allocator_t allocator, pw_event_t** out_event) {
+  if (out_event == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_create: out_event is NULL");
+  }
+  return pw_event_allocate(allocator, "pw_event_create", out_event);
+}
+
+pw_status_t pw_event_create_completed(pw_allocator_t allocator,
+                                      pw_status_t status,
+                                      pw_event_t** out_event) {
+  if (out_event == NULL) {
+    pw_status_free(status);
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_create_completed: out_event is NULL");
+  }
+  pw_event_t* event = NULL;
+  pw_status_t result =
+      pw_event_allocate(allocator, "pw_event_create_completed", &event);
+  if (result != NULL) {
+    pw_status_free(status);
+    return result;
+  }
+  event->status = status;
+  pw_atomic_init_ptr(&event->callbacks, PW_EVENT_CLOSED);
+  pw_atomic_init_u32(&event->state, PW_EVENT_COMPLETED);
+  *out_event = event;
+  return NULL;
+}
+
+void pw_event_retain(pw_event_t* event) {
+  if (event != NULL) (void)pw_atomic_fetch_add_u32(&event->refs, 1);
+}
+
+void pw_event_release(pw_event_t* event) {
+  if (event == NULL) return;
+  if (pw_atomic_fetch_sub_u32(&event->refs, 1) == 1) pw_event_destroy(event);
+}
+
+/*---------------------------------------------------------------------------
+ * Public operations
+ *-------------------------------------------------------------------------*/
+
+pw_status_t pw_event_signal(pw_event_t* event) {
+  if (event == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_signal: event is NULL");
+  }
+  return pw_event_complete(event, NULL, "pw_event_signal");
+}
+
+pw_status_t pw_event_fail(pw_event_t* event, pw_status_t status) {
+  if (event == NULL) {
+    pw_status_free(status);
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_fail: event is NULL");
+  }
+  return pw_event_complete(event, status, "pw_event_fail");
+}
+
+bool pw_event_is_ready(pw_event_t* event) {
+  return event != NULL && pw_event_published(event);
+}
+
+pw_status_t pw_event_query(pw_event_t* event, bool* out_ready) {
+  if (out_ready == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_query: out_ready is NULL");
+  }
+  *out_ready = false;
+  if (event == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_query: event is NULL");
+  }
+  if (!pw_event_published(event)) return NULL;
+  *out_ready = true;
+  return pw_status_clone(event->status);
+}
+
+pw_status_t pw_event_wait(pw_event_t* event, pw_time_t deadline) {
+  if (event == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_wait: event is NULL");
+  }
+  if (!pw_event_block(event, deadline)) {
+    return pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
+                          "pw_event_wait: event not complete by the deadline");
+  }
+  return pw_status_clone(event->status);
+}
+
+pw_status_t pw_event_on_ready(pw_event_t* event, pw_event_callback_fn_t fn,
+                              void* user) {
+  if (event == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_on_ready: event is NULL");
+  }
+  if (fn == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_event_on_ready: fn is NULL");
+  }
+  if (pw_event_published(event)) {
+    fn(user, pw_status_clone(event->status)); /* no record needed */
+    return NULL;
+  }
+  void* memory = NULL;
+  pw_status_t status = pw_allocator_malloc(
+      event->allocator, sizeof(pw__event_node_t), alignof(pw__event_node_t),
+      &memory);
+  if (status != NULL) return pw_status_annotate(status, "pw_event_on_ready");
+  pw__event_node_t* node = memory;
+  node->next = NULL;
+  node->fn = fn;
+  node->user = user;
+  node->flags = PW__EVENT_NODE_OWNED;
+  pw__event_add_node(event, node);
+  return NULL;
+}

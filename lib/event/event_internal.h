@@ -1,0 +1,39 @@
+/* Internal: callback records of pw_event_t, shared by event.c and the
+ * combinators (event_combinators.c). Not installed.
+ *
+ * A record (node) is what pw_event_on_ready pushes onto an event's lock-free
+ * callback stack. Public registrations allocate one node each from the
+ * event's allocator; the combinators embed their nodes in their own state so
+ * that, once that state is allocated, registering on every input cannot
+ * fail (a join must never be left half-registered). */
+#ifndef PW_EVENT_EVENT_INTERNAL_H_
+#define PW_EVENT_EVENT_INTERNAL_H_
+
+#include "pathways/event.h"
+
+/* The completer frees the node with the event's allocator before it calls
+ * |fn| (public pw_event_on_ready records). Without it the node belongs to
+ * whoever registered it and is never touched after |fn| starts. */
+#define PW__EVENT_NODE_OWNED 1u
+
+typedef struct pw__event_node_s {
+  struct pw__event_node_s* next;
+  pw_event_callback_fn_t fn;
+  void* user;
+  uint32_t flags;
+} pw__event_node_t;
+
+/* Registers |node| (fn, user and flags set by the caller; next is
+ * overwritten) on |event|. Cannot fail. If |event| has already completed,
+ * runs node->fn inline before returning and, with PW__EVENT_NODE_OWNED,
+ * frees the node. Otherwise node->fn runs exactly once when |event|
+ * completes (or is abandoned: see pw_event_release). The caller must keep a
+ * non-owned |node| alive until its fn has started. |event| is borrowed. */
+void pw__event_add_node(pw_event_t* event, pw__event_node_t* node);
+
+/* Waiters currently announced as parked (or about to park) on |event|. A
+ * snapshot, for tests and diagnostics: lets a test know a waiter has
+ * reached the futex path without sleeping. */
+uint32_t pw__event_parked_waiters(pw_event_t* event);
+
+#endif /* PW_EVENT_EVENT_INTERNAL_H_ */
