@@ -1,0 +1,158 @@
+/* libpathways: the device backend plug.
+ *
+ * A backend runs computations on devices and holds their memory. The host
+ * application (or a bundled backend: cpu, sim) fills a pw_backend_vtable_t
+ * and hands the runtime a pw_backend_t {vtable, self}. Backend authors
+ * include only this header.
+ *
+ * ABI: the vtable starts with struct_size and only grows at the end. The
+ * runtime accepts any struct_size >= PW_BACKEND_VTABLE_SIZE_V1 and treats a
+ * method that is NULL, or that lies beyond struct_size, as UNIMPLEMENTED —
+ * never a crash.
+ *
+ * Threading: every method may be called from any thread, concurrently,
+ * except destroy (called once, when nothing else is in flight).
+ *
+ * Async contract (launch): if launch returns an error, |done| is never
+ * called; otherwise |done| is called exactly once, from any thread, possibly
+ * inline before launch returns, and it takes ownership of the status it is
+ * given (NULL = OK).
+ */
+#ifndef PATHWAYS_BACKEND_H_
+#define PATHWAYS_BACKEND_H_
+
+#include "pathways/allocator.h"
+#include "pathways/api.h"
+#include "pathways/status.h"
+#include "pathways/types.h"
+
+PW_EXTERN_C_BEGIN
+
+/* Device memory owned by a backend; opaque to the runtime. */
+typedef struct pw_backend_memory_s* pw_backend_memory_t;
+/* A loaded executable owned by a backend; opaque to the runtime. */
+typedef struct pw_backend_executable_s* pw_backend_executable_t;
+
+typedef enum pw_device_health_e {
+  PW_DEVICE_HEALTHY = 0,
+  PW_DEVICE_DEGRADED = 1, /* runs, but should be drained */
+  PW_DEVICE_FAILED = 2,   /* lost: launches fail with UNAVAILABLE */
+} pw_device_health_t;
+
+PW_API const char* pw_device_health_name(pw_device_health_t health);
+
+typedef struct pw_backend_device_info_t {
+  size_t struct_size;
+  uint32_t host;          /* host (process/machine) the device hangs off */
+  uint64_t memory_bytes;  /* device memory capacity, 0 if unknown */
+  char kind[32];          /* "cpu", "sim-chip", ... NUL-terminated */
+} pw_backend_device_info_t;
+
+/* One parameter or result of an executable, in the logical (global) view:
+ * dtype, global shape, sharding over the executable's mesh. */
+typedef pw_array_spec_t pw_backend_param_t;
+
+#define PW_BACKEND_MAX_PARAMS 16
+
+/* What a loaded executable computes, as the runtime validates graphs against
+ * it. Filled by load. */
+typedef struct pw_executable_signature_t {
+  char name[64];            /* the kernel/function name, for messages */
+  pw_mesh_shape_t mesh;     /* the mesh it was compiled for */
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+} pw_executable_signature_t;
+
+/* Completion of one launch. Owns |status|. */
+typedef void (*pw_backend_done_fn_t)(void* done_user, pw_status_t status);
+
+/* One device's part of a gang op. Pointers are valid until |done| runs. */
+typedef struct pw_backend_launch_t {
+  size_t struct_size;
+  pw_backend_executable_t executable;
+  uint32_t device;        /* backend device ordinal to run on */
+  uint32_t mesh_index;    /* this device's row-major position in the mesh */
+  /* Backend ordinals of every device of the gang, in mesh order
+   * (group_devices[mesh_index] == device). Collectives rendezvous among the
+   * launches that share |gang_id|. */
+  const uint32_t* group_devices;
+  uint32_t group_size;
+  uint64_t gang_id;       /* unique per gang op instance in this backend */
+  const pw_backend_memory_t* inputs;   /* this device's shard of each input */
+  uint32_t input_count;
+  const pw_backend_memory_t* outputs;  /* this device's shard of each output */
+  uint32_t output_count;
+  pw_backend_done_fn_t done;
+  void* done_user;
+} pw_backend_launch_t;
+
+typedef struct pw_backend_vtable_t {
+  size_t struct_size;
+  const char* name;   /* "cpu"; part of compile-cache keys */
+  uint32_t version;   /* bump when compiled output changes; part of cache keys */
+
+  /* Frees the backend. Nothing may be in flight. */
+  void (*destroy)(void* self);
+
+  uint32_t (*device_count)(void* self);
+  pw_status_t (*device_info)(void* self, uint32_t device,
+                             pw_backend_device_info_t* out_info);
+  pw_device_health_t (*health)(void* self, uint32_t device);
+
+  /* Compiles |program| (backend-specific bytes) for |mesh| into executable
+   * bytes allocated from |allocator| (the caller frees them with the same
+   * allocator and |*out_size|). Must be deterministic: the same inputs give
+   * the same bytes, so they can be cached by content hash. |options| may be
+   * NULL or "". */
+  pw_status_t (*compile)(void* self, const void* program, size_t program_size,
+                         const pw_mesh_shape_t* mesh, const char* options,
+                         pw_allocator_t allocator, void** out_bytes,
+                         size_t* out_size);
+
+  /* Loads executable bytes made by compile (possibly by another process);
+   * fills |out_signature|. Bytes that are corrupt or foreign are
+   * INVALID_ARGUMENT/DATA_LOSS, never a crash. */
+  pw_status_t (*load)(void* self, const void* bytes, size_t size,
+                      pw_backend_executable_t* out_executable,
+                      pw_executable_signature_t* out_signature);
+  void (*unload)(void* self, pw_backend_executable_t executable);
+
+  /* Device memory. |size| may be 0 (a valid, empty allocation). */
+  pw_status_t (*allocate)(void* self, uint32_t device, size_t size,
+                          pw_backend_memory_t* out_memory);
+  void (*deallocate)(void* self, uint32_t device, pw_backend_memory_t memory);
+
+  /* Asynchronous launch; see the async contract above. */
+  pw_status_t (*launch)(void* self, const pw_backend_launch_t* launch);
+
+  /* Synchronous copies between host memory and device memory. Out of range
+   * offsets/sizes are OUT_OF_RANGE. */
+  pw_status_t (*copy_to_device)(void* self, uint32_t device,
+                                pw_backend_memory_t dst, size_t offset,
+                                const void* src, size_t size);
+  pw_status_t (*copy_to_host)(void* self, uint32_t device,
+                              pw_backend_memory_t src, size_t offset,
+                              void* dst, size_t size);
+
+  /* Optional: a host pointer to |memory| if the device memory is host
+   * accessible (zero-copy views, in-process transports); NULL otherwise. */
+  void* (*host_pointer)(void* self, uint32_t device, pw_backend_memory_t memory);
+
+  /* -- v2 methods start here -- */
+} pw_backend_vtable_t;
+
+#define PW_BACKEND_VTABLE_SIZE_V1 \
+  (offsetof(pw_backend_vtable_t, host_pointer) + sizeof(void*))
+
+/* A backend instance. The runtime takes ownership when it is handed one
+ * (and calls vtable->destroy(self) when done with it). */
+typedef struct pw_backend_t {
+  const pw_backend_vtable_t* vtable;
+  void* self;
+} pw_backend_t;
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_BACKEND_H_ */

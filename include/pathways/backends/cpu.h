@@ -1,0 +1,383 @@
+/* libpathways: the bundled CPU backend.
+ *
+ * Real execution on a fixed pool of host threads. Each backend instance
+ * simulates |device_count| devices whose memory is host memory; a kernel is
+ * a C function registered by name with its signature. Launches are queued to
+ * the pool and complete through launch->done on a pool thread. In-slice
+ * collectives (all_reduce_sum/mean, all_gather) are asynchronous
+ * rendezvous: a device that arrives deposits its shard and frees its pool
+ * thread; the last one computes for everyone. So 8 devices run on a pool of
+ * one thread without deadlock.
+ *
+ * The backend is written as a host application would write its own: it uses
+ * only the public headers.
+ *
+ * PROGRAM TEXT (the |program| bytes given to compile)
+ * ----------------------------------------------------
+ * UTF-8/ASCII text, one directive per line, tokens separated by spaces or
+ * tabs. Blank lines and lines whose first non-blank character is '#' are
+ * ignored; "\r\n" line ends are accepted. The first directive must be
+ * `kernel`; the others may follow in any order, and the order of the
+ * `input` (resp. `output`) lines gives the parameter indices.
+ *
+ *   kernel NAME                    NAME of a registered kernel
+ *   input  DTYPE[DIMS] SHARDING    one input, in the global (logical) view
+ *   output DTYPE[DIMS] SHARDING    one output, likewise
+ *   attr   NAME VALUE              one attribute (each NAME at most once)
+ *
+ *   DTYPE     f32 | f64 | i32 | i64 | u8
+ *   DIMS      comma-separated dimensions >= 1, no spaces: f32[64,16];
+ *             f32[] is a scalar. At most PW_MAX_RANK dimensions.
+ *   SHARDING  replicated
+ *             split(T,M)   tensor axis T split in equal blocks over mesh
+ *                          axis M; M is a number or `all` (every device of
+ *                          the mesh, row-major: PW_MESH_AXIS_ALL). No spaces.
+ *   NAME      [A-Za-z_][A-Za-z0-9_.]*, kernel names below PW_CPU_NAME_MAX
+ *             bytes, attribute names below PW_CPU_ATTR_NAME_MAX.
+ *   VALUE     a number: decimal (1, -0.5, 1e-3, .25), C99 hex float
+ *             (0x1.8p-3: exact; at most 53 significant bits), inf, -inf,
+ *             nan; or a word ([A-Za-z_][A-Za-z0-9_.-]*, below
+ *             PW_CPU_ATTR_TEXT_MAX bytes, not inf/nan), a string value.
+ *             Decimals whose significand fits 2^53 with an exponent
+ *             within +-22 are correctly rounded; others round to within
+ *             one ulp. Parsing never depends on the locale. Integer
+ *             attributes (axis, transpose_a) are numbers with no fraction.
+ *
+ * Example:
+ *   kernel matmul
+ *   input f32[64,16] split(0,all)
+ *   input f32[16,4] replicated
+ *   output f32[64,4] split(0,all)
+ *   attr transpose_b 0
+ *
+ * Errors are INVALID_ARGUMENT and name the line and token
+ * ("line 3: unknown dtype 'f16'"); an unregistered kernel is NOT_FOUND.
+ * Hosts and bindings need not write the text by hand: fill a
+ * pw_cpu_program_t and call pw_cpu_program_format (below).
+ *
+ * Compile validates the program against the kernel's registered signature
+ * (counts, dtypes, ranks, attributes, the kernel's check hook) and every
+ * sharding against the mesh (pw_sharding_check), then emits deterministic,
+ * versioned executable bytes (magic "PWCPUEXE"). Compile |options| must be
+ * NULL or "". Load re-validates the bytes (checksum, bounds, then the same
+ * checks against this backend's registry): corrupt or truncated bytes are
+ * DATA_LOSS, foreign ones INVALID_ARGUMENT, a kernel not registered in this
+ * backend NOT_FOUND; never a crash.
+ *
+ * BUILT-IN KERNELS (float = f32 or f64; every parameter of a kernel has the
+ * same dtype; "aligned" = same global shape and same sharding)
+ *   copy(x) -> y                 any dtype, y aligned with x
+ *   fill() -> y                  attr value (required); any dtype (integer
+ *                                dtypes need an integral value in range)
+ *   add(a, b) -> c, sub, mul     float, all aligned
+ *   scale(x) -> y                y = alpha * x; attr alpha; float, aligned
+ *   axpy(x, y) -> z              z = alpha * x + y; attr alpha; aligned
+ *   sgd_update(w, g) -> w2       w2 = w - lr * g; attr lr; aligned
+ *                                (alpha and lr are required)
+ *   relu(x) -> y, sigmoid(x) -> y          float, aligned
+ *   relu_grad(x, dy) -> dx       dx = x > 0 ? dy : 0; aligned
+ *   logistic_loss(z, y) -> l     l = max(z,0) - z*y + log1p(exp(-|z|))
+ *   logistic_loss_grad(z, y) -> dz         dz = (sigmoid(z) - y) * scale;
+ *                                attr scale (optional, default 1); aligned
+ *   bias_add(x[...,N], b[N]) -> y          b replicated; x's last axis not
+ *                                split; y aligned with x
+ *   matmul(a[2-D], b[2-D]) -> c  attrs transpose_a, transpose_b (0/1,
+ *                                default 0). op(a)[M,K] x op(b)[K,N]:
+ *                                c[M,N]: K not split; c split(0,X) iff op(a)
+ *                                rows split over X, c split(1,Y) iff op(b)
+ *                                columns split over Y (not both).
+ *                                c[G,M,N] split(0,X) (partial products):
+ *                                K split over mesh axis X in both a and b,
+ *                                G = size of X; follow with all_reduce_sum.
+ *   reduce_sum(x) -> y, reduce_mean       attr axis (required). y has x's
+ *                                shape without |axis|. If |axis| is not
+ *                                split, other splits carry over. If it is
+ *                                split over X: y is [G, rest...] split(0,X)
+ *                                holding partial results (a mean's partials
+ *                                are divided by the global count, so their
+ *                                all_reduce_sum is the mean).
+ *   all_reduce_sum(x[G,...]) -> y[...]    x split(0,M) with G the size of
+ *                                mesh axis M (or all devices); y replicated:
+ *                                every device gets the sum of the G blocks,
+ *                                added in mesh order (deterministic).
+ *                                f32/f64/i32/i64 (integers wrap).
+ *   all_reduce_mean(x[G,...]) -> y[...]   float; the sum divided by G
+ *   all_gather(x) -> y           x split(T,M), y the same global shape
+ *                                replicated; any dtype
+ *
+ * A collective is keyed by launch->gang_id and, when it reduces over one
+ * axis of a multi-axis mesh, by the device's coordinates on the other axes;
+ * gang ids must be unique among the collectives in flight. A position that
+ * arrives twice, or another kernel under the same key, fails the group
+ * (INVALID_ARGUMENT through done).
+ *
+ * Other behaviour the runtime and the conformance suite rely on:
+ * - launch validates synchronously (executable, device, mesh position,
+ *   memory handles of this device and large enough, no output aliasing an
+ *   input or another output); errors are INVALID_ARGUMENT (or
+ *   RESOURCE_EXHAUSTED when the allocator fails) and |done| is not called.
+ *   Otherwise |done| runs exactly once on a pool thread (or, for a group
+ *   failed by pw_cpu_backend_set_health, on that caller's thread).
+ * - A launch on a device that is FAILED when its turn comes completes with
+ *   UNAVAILABLE naming the device; so does every participant of a collective
+ *   whose group contains a failed device (pending ones as soon as the device
+ *   is marked failed). Launches on the same device may run concurrently: the
+ *   runtime orders dependent launches.
+ * - A kernel error (its run function's status) is passed to |done| prefixed
+ *   with the kernel name and device.
+ * - Device memory beyond the per-device capacity is RESOURCE_EXHAUSTED
+ *   naming the device, the request and the capacity; copies out of range
+ *   are OUT_OF_RANGE; host_pointer returns the memory itself.
+ */
+#ifndef PATHWAYS_BACKENDS_CPU_H_
+#define PATHWAYS_BACKENDS_CPU_H_
+
+#include "pathways/allocator.h"
+#include "pathways/api.h"
+#include "pathways/backend.h"
+#include "pathways/log.h"
+#include "pathways/status.h"
+#include "pathways/types.h"
+
+PW_EXTERN_C_BEGIN
+
+/*---------------------------------------------------------------------------
+ * Creation
+ *-------------------------------------------------------------------------*/
+
+/* Name and version the backend reports in its vtable (cache-key parts). */
+#define PW_CPU_BACKEND_NAME "cpu"
+#define PW_CPU_BACKEND_VERSION 1u
+
+/* Limits on the options (larger values are INVALID_ARGUMENT). */
+#define PW_CPU_MAX_DEVICES 4096u
+#define PW_CPU_MAX_WORKERS 256u
+
+typedef struct pw_cpu_backend_options_t {
+  size_t struct_size;          /* sizeof(pw_cpu_backend_options_t) */
+  pw_allocator_t allocator;    /* zero: the system allocator */
+  pw_logger_t logger;          /* zero: pw_logger_default() */
+  uint32_t device_count;       /* 0: 8 */
+  uint32_t worker_count;       /* host threads in the pool; 0: 2 */
+  uint64_t device_memory_bytes; /* capacity of each device; 0: 1 GiB */
+  uint32_t host;               /* reported in device_info; default 0 */
+} pw_cpu_backend_options_t;
+
+#define PW_CPU_BACKEND_OPTIONS_SIZE_V1 \
+  (offsetof(pw_cpu_backend_options_t, host) + sizeof(uint32_t))
+
+/* Fills |out_options| with the defaults and the current struct_size. */
+PW_API void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options);
+
+/* Creates a CPU backend: its devices, its worker pool, and the built-in
+ * kernels. |options| may be NULL (all defaults); it is copied, and its
+ * struct_size must be >= PW_CPU_BACKEND_OPTIONS_SIZE_V1. All memory,
+ * device memory included, comes from the allocator, whose |self| must
+ * outlive the backend. On success |*out_backend| holds one backend that
+ * the owner (the runtime, once handed to it) frees with
+ * vtable->destroy(self): it joins the pool, and must not be called from a
+ * pool thread (a done callback) or while anything is in flight.
+ * On error |*out_backend| is zeroed and nothing leaks. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_create(
+    const pw_cpu_backend_options_t* options, pw_backend_t* out_backend);
+
+/* True if |backend| was made by pw_cpu_backend_create. */
+PW_API bool pw_cpu_backend_is_cpu(pw_backend_t backend);
+
+/* Test hook: sets the health of |device|. Marking a device FAILED fails
+ * every pending collective whose group contains it (its arrived
+ * participants complete with UNAVAILABLE); later launches on it complete
+ * with UNAVAILABLE. HEALTHY brings it back. Thread-safe. INVALID_ARGUMENT
+ * for a non-CPU backend, a bad device or a bad health value. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_set_health(
+    pw_backend_t backend, uint32_t device, pw_device_health_t health);
+
+/*---------------------------------------------------------------------------
+ * Programs: a value type and its text form
+ *-------------------------------------------------------------------------*/
+
+#define PW_CPU_NAME_MAX 64       /* kernel name, NUL included */
+#define PW_CPU_ATTR_NAME_MAX 32  /* attribute name, NUL included */
+#define PW_CPU_ATTR_TEXT_MAX 64  /* string attribute value, NUL included */
+#define PW_CPU_MAX_ATTRS 16
+/* A buffer this large always holds a formatted program. */
+#define PW_CPU_PROGRAM_TEXT_MAX 10240
+
+typedef enum pw_cpu_attr_kind_e {
+  PW_CPU_ATTR_NUMBER = 1,
+  PW_CPU_ATTR_STRING = 2,
+} pw_cpu_attr_kind_t;
+
+typedef struct pw_cpu_attr_t {
+  char name[PW_CPU_ATTR_NAME_MAX];
+  pw_cpu_attr_kind_t kind;
+  double number;                      /* PW_CPU_ATTR_NUMBER */
+  char text[PW_CPU_ATTR_TEXT_MAX];    /* PW_CPU_ATTR_STRING */
+} pw_cpu_attr_t;
+
+/* One program: a kernel, its parameters in the global view, attributes.
+ * A plain value (no allocation, copy freely), like pw_shape_t. */
+typedef struct pw_cpu_program_t {
+  char kernel[PW_CPU_NAME_MAX];
+  uint32_t input_count;
+  uint32_t output_count;
+  uint32_t attr_count;
+  pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_cpu_attr_t attrs[PW_CPU_MAX_ATTRS];
+} pw_cpu_program_t;
+
+/* Zeroes |program| and sets its kernel name. INVALID_ARGUMENT if |kernel|
+ * is not a valid NAME (the program is then left with no kernel). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_init(
+    pw_cpu_program_t* program, const char* kernel);
+
+/* Appends an input/output. INVALID_ARGUMENT for a bad dtype, shape or
+ * sharding kind; RESOURCE_EXHAUSTED past PW_BACKEND_MAX_PARAMS. (Whether
+ * the sharding fits a mesh is checked by compile.) */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_add_input(
+    pw_cpu_program_t* program, pw_dtype_t dtype, const pw_shape_t* shape,
+    pw_sharding_t sharding);
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_add_output(
+    pw_cpu_program_t* program, pw_dtype_t dtype, const pw_shape_t* shape,
+    pw_sharding_t sharding);
+
+/* Sets (adds or replaces) a number/string attribute. INVALID_ARGUMENT for a
+ * bad name or text; RESOURCE_EXHAUSTED past PW_CPU_MAX_ATTRS. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_set_number(
+    pw_cpu_program_t* program, const char* name, double value);
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_set_string(
+    pw_cpu_program_t* program, const char* name, const char* text);
+
+/* Writes |program| as program text into |buffer| (NUL-terminated,
+ * truncated if |capacity| is too small, like snprintf; |buffer| may be NULL
+ * when |capacity| is 0) and sets |*out_length| to the full length, NUL
+ * excluded. Numbers are written exactly (integers in decimal, others as hex
+ * floats), so parse(format(p)) == p. INVALID_ARGUMENT (naming the field) if
+ * |program| holds something the text cannot express. Thread-safe. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_format(
+    const pw_cpu_program_t* program, char* buffer, size_t capacity,
+    size_t* out_length);
+
+/* Parses program text (|size| bytes, need not be NUL-terminated) into
+ * |*out_program|. Syntax only: the kernel need not be registered and
+ * shardings are not checked against a mesh. INVALID_ARGUMENT naming the
+ * line and token. Thread-safe. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_parse(
+    const char* text, size_t size, pw_cpu_program_t* out_program);
+
+/* The attribute |name| of |program|, or NULL. Valid while |program| is. */
+PW_API const pw_cpu_attr_t* pw_cpu_program_find_attr(
+    const pw_cpu_program_t* program, const char* name);
+
+/* The number attribute |name|, or |fallback| if absent or a string. */
+PW_API double pw_cpu_program_number_attr(const pw_cpu_program_t* program,
+                                         const char* name, double fallback);
+
+/*---------------------------------------------------------------------------
+ * Kernels
+ *-------------------------------------------------------------------------*/
+
+/* Dtype masks for pw_cpu_param_spec_t.dtypes. */
+#define PW_CPU_DTYPE_BIT(dtype) (1u << (unsigned)(dtype))
+#define PW_CPU_DTYPES_ANY 0u /* every dtype */
+#define PW_CPU_DTYPES_FLOAT \
+  (PW_CPU_DTYPE_BIT(PW_DTYPE_F32) | PW_CPU_DTYPE_BIT(PW_DTYPE_F64))
+#define PW_CPU_DTYPES_INT \
+  (PW_CPU_DTYPE_BIT(PW_DTYPE_I32) | PW_CPU_DTYPE_BIT(PW_DTYPE_I64))
+
+/* One parameter of a kernel's signature. */
+typedef struct pw_cpu_param_spec_t {
+  const char* name;  /* for messages ("lhs"); may be NULL */
+  uint32_t dtypes;   /* PW_CPU_DTYPE_BIT mask; PW_CPU_DTYPES_ANY = any */
+  int32_t rank;      /* required rank, or -1 for any rank */
+} pw_cpu_param_spec_t;
+
+/* One accepted attribute. */
+typedef struct pw_cpu_attr_spec_t {
+  const char* name;
+  pw_cpu_attr_kind_t kind;
+  bool required;
+} pw_cpu_attr_spec_t;
+
+/* Kernel flags. */
+#define PW_CPU_KERNEL_SAME_DTYPE 1u  /* all parameters share one dtype */
+#define PW_CPU_KERNEL_OPEN_ATTRS 2u  /* accept attributes not in |attrs| */
+
+/* One device's shard of an input (read only) / output (written by the
+ * kernel). |shape| is the shard shape; |size| = elements * dtype size. */
+typedef struct pw_cpu_input_shard_t {
+  const void* data;
+  size_t size;
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+} pw_cpu_input_shard_t;
+
+typedef struct pw_cpu_output_shard_t {
+  void* data;
+  size_t size;
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+} pw_cpu_output_shard_t;
+
+/* What a kernel's run function receives for one device. Everything is valid
+ * only during the call. */
+typedef struct pw_cpu_kernel_call_t {
+  size_t struct_size;
+  const pw_cpu_program_t* program; /* global view: params, shardings, attrs */
+  const pw_mesh_shape_t* mesh;     /* the mesh compiled for */
+  uint32_t mesh_index;             /* this device's row-major mesh position */
+  uint32_t device;                 /* backend device ordinal */
+  const pw_cpu_input_shard_t* inputs;
+  uint32_t input_count;
+  const pw_cpu_output_shard_t* outputs;
+  uint32_t output_count;
+  const pw_cpu_attr_t* attrs;      /* == program->attrs */
+  uint32_t attr_count;
+  void* user;                      /* the kernel definition's |user| */
+} pw_cpu_kernel_call_t;
+
+/* Runs one device's part. Called on a pool thread, concurrently for
+ * different devices and launches: must be thread-safe and must not block
+ * on other devices (use the built-in collectives for that). Returns NULL or
+ * an error, which the launch's done receives. */
+typedef pw_status_t (*pw_cpu_kernel_run_fn_t)(const pw_cpu_kernel_call_t* call);
+
+/* Optional: validates a program's concrete dtypes, shapes, shardings and
+ * attributes over |mesh|, after the generic checks of the signature passed.
+ * Called by compile and load, from any thread. Returns NULL or
+ * INVALID_ARGUMENT naming the problem. */
+typedef pw_status_t (*pw_cpu_kernel_check_fn_t)(void* user,
+                                                const pw_cpu_program_t* program,
+                                                const pw_mesh_shape_t* mesh);
+
+typedef struct pw_cpu_kernel_def_t {
+  size_t struct_size;              /* sizeof(pw_cpu_kernel_def_t) */
+  const char* name;                /* NAME syntax, < PW_CPU_NAME_MAX bytes */
+  uint32_t input_count;            /* <= PW_BACKEND_MAX_PARAMS */
+  const pw_cpu_param_spec_t* inputs;   /* input_count entries */
+  uint32_t output_count;           /* 1..PW_BACKEND_MAX_PARAMS */
+  const pw_cpu_param_spec_t* outputs;  /* output_count entries */
+  uint32_t attr_count;             /* <= PW_CPU_MAX_ATTRS */
+  const pw_cpu_attr_spec_t* attrs; /* attr_count entries */
+  uint32_t flags;                  /* PW_CPU_KERNEL_* */
+  pw_cpu_kernel_check_fn_t check;  /* optional */
+  pw_cpu_kernel_run_fn_t run;      /* required */
+  void* user;                      /* passed to check and run */
+} pw_cpu_kernel_def_t;
+
+#define PW_CPU_KERNEL_DEF_SIZE_V1 \
+  (offsetof(pw_cpu_kernel_def_t, user) + sizeof(void*))
+
+/* Registers a kernel with |backend| (a CPU backend). |def| and the arrays
+ * and strings it points to are copied; |def->user| must stay valid while
+ * the backend lives. A kernel cannot be unregistered. ALREADY_EXISTS if the
+ * name is taken (built-ins included); INVALID_ARGUMENT for a malformed
+ * definition or a non-CPU backend; RESOURCE_EXHAUSTED on allocation
+ * failure. Thread-safe, also against concurrent compile/load/launch. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_register_kernel(
+    pw_backend_t backend, const pw_cpu_kernel_def_t* def);
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_BACKENDS_CPU_H_ */

@@ -1,0 +1,150 @@
+/* libpathways: value types shared by the runtime and the plugins: element
+ * types, shapes, mesh shapes and shardings. Plain structs, no allocation. */
+#ifndef PATHWAYS_TYPES_H_
+#define PATHWAYS_TYPES_H_
+
+#include "pathways/api.h"
+#include "pathways/status.h"
+
+PW_EXTERN_C_BEGIN
+
+/* Element types. Values are stable (they appear in executable bytes). */
+typedef enum pw_dtype_e {
+  PW_DTYPE_INVALID = 0,
+  PW_DTYPE_F32 = 1,
+  PW_DTYPE_F64 = 2,
+  PW_DTYPE_I32 = 3,
+  PW_DTYPE_I64 = 4,
+  PW_DTYPE_U8 = 5,
+} pw_dtype_t;
+
+#define PW_DTYPE_COUNT 6
+
+/* Bytes per element; 0 for PW_DTYPE_INVALID or an unknown value. */
+PW_API size_t pw_dtype_size(pw_dtype_t dtype);
+/* "f32", "f64", "i32", "i64", "u8"; "invalid" otherwise. Static storage. */
+PW_API const char* pw_dtype_name(pw_dtype_t dtype);
+/* Parses a name as printed by pw_dtype_name. */
+PW_API bool pw_dtype_parse(const char* name, size_t length, pw_dtype_t* out_dtype);
+
+#define PW_MAX_RANK 8
+
+/* An array shape: |rank| dimensions, each >= 1 (rank 0 is a scalar). */
+typedef struct pw_shape_t {
+  uint32_t rank;
+  int64_t dims[PW_MAX_RANK];
+} pw_shape_t;
+
+/* Builds a shape; |rank| > PW_MAX_RANK is clamped (validate with
+ * pw_shape_check). */
+PW_API pw_shape_t pw_shape_make(uint32_t rank, const int64_t* dims);
+/* Number of elements (1 for a scalar); 0 if a dimension is < 1 or the
+ * product overflows int64. */
+PW_API int64_t pw_shape_element_count(const pw_shape_t* shape);
+PW_API bool pw_shape_equal(const pw_shape_t* a, const pw_shape_t* b);
+/* INVALID_ARGUMENT naming the bad dimension, or NULL. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_shape_check(const pw_shape_t* shape);
+/* Writes "f32[8,4]"-style text (dtype may be PW_DTYPE_INVALID to omit it);
+ * returns the length the full text needs, like snprintf. */
+PW_API size_t pw_shape_format(pw_dtype_t dtype, const pw_shape_t* shape,
+                              char* buffer, size_t capacity);
+
+#define PW_MAX_MESH_RANK 4
+
+/* The logical arrangement of a slice's devices, e.g. {2, {2, 4}} for 2x4.
+ * Devices are numbered row-major over the mesh. */
+typedef struct pw_mesh_shape_t {
+  uint32_t rank;
+  uint32_t dims[PW_MAX_MESH_RANK];
+} pw_mesh_shape_t;
+
+PW_API pw_mesh_shape_t pw_mesh_shape_make(uint32_t rank, const uint32_t* dims);
+/* Product of the dims; 0 if invalid. */
+PW_API uint32_t pw_mesh_shape_device_count(const pw_mesh_shape_t* mesh);
+PW_API bool pw_mesh_shape_equal(const pw_mesh_shape_t* a, const pw_mesh_shape_t* b);
+/* INVALID_ARGUMENT unless 1 <= rank <= PW_MAX_MESH_RANK and every dim >= 1
+ * and the device count fits in 2^20. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_mesh_shape_check(const pw_mesh_shape_t* mesh);
+/* Writes "2x4"; returns the needed length like snprintf. */
+PW_API size_t pw_mesh_shape_format(const pw_mesh_shape_t* mesh, char* buffer,
+                                   size_t capacity);
+/* Parses "2x4" (or "8"). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_mesh_shape_parse(const char* text,
+                                                          pw_mesh_shape_t* out_mesh);
+/* Coordinate of device |index| (row-major) along mesh axis |axis|. */
+PW_API uint32_t pw_mesh_coordinate(const pw_mesh_shape_t* mesh, uint32_t index,
+                                   uint32_t axis);
+
+typedef enum pw_sharding_kind_e {
+  /* Every device holds the whole array. */
+  PW_SHARDING_REPLICATED = 0,
+  /* The array is split in equal blocks along |tensor_axis| over the devices
+   * of |mesh_axis|; devices that differ only along other mesh axes hold the
+   * same block (replicas). */
+  PW_SHARDING_SPLIT = 1,
+} pw_sharding_kind_t;
+
+/* mesh_axis value meaning "over every device of the mesh" (row-major
+ * device index), e.g. an 8-way split on a 2x4 mesh. */
+#define PW_MESH_AXIS_ALL 0xFFFFFFFFu
+
+typedef struct pw_sharding_t {
+  pw_sharding_kind_t kind;
+  uint32_t tensor_axis;
+  uint32_t mesh_axis;
+} pw_sharding_t;
+
+static inline pw_sharding_t pw_sharding_replicated(void) {
+  pw_sharding_t s = {PW_SHARDING_REPLICATED, 0, 0};
+  return s;
+}
+static inline pw_sharding_t pw_sharding_split(uint32_t tensor_axis, uint32_t mesh_axis) {
+  pw_sharding_t s = {PW_SHARDING_SPLIT, tensor_axis, mesh_axis};
+  return s;
+}
+
+PW_API bool pw_sharding_equal(const pw_sharding_t* a, const pw_sharding_t* b);
+
+/* Checks |sharding| of an array of |shape| over |mesh|: axes in range and
+ * the split dimension divisible by the mesh axis size. INVALID_ARGUMENT
+ * naming the problem, or NULL. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_sharding_check(const pw_sharding_t* sharding,
+                                                        const pw_shape_t* shape,
+                                                        const pw_mesh_shape_t* mesh);
+
+/* The shape of one device's shard (a block of the global shape). */
+PW_API pw_shape_t pw_sharding_shard_shape(const pw_sharding_t* sharding,
+                                          const pw_shape_t* shape,
+                                          const pw_mesh_shape_t* mesh);
+
+/* Which block along the split axis device |device_index| holds (0 for
+ * replicated). */
+PW_API uint32_t pw_sharding_block_index(const pw_sharding_t* sharding,
+                                        const pw_mesh_shape_t* mesh,
+                                        uint32_t device_index);
+
+/* A logical (global) array: element type, global shape, and how it is laid
+ * out over a mesh. Buffers, executable parameters and graph values are
+ * described by one. */
+typedef struct pw_array_spec_t {
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+  pw_sharding_t sharding;
+} pw_array_spec_t;
+
+/* Checks dtype, shape and sharding over |mesh|; INVALID_ARGUMENT naming the
+ * problem, or NULL. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
+                                                          const pw_mesh_shape_t* mesh);
+PW_API bool pw_array_spec_equal(const pw_array_spec_t* a, const pw_array_spec_t* b);
+/* Writes "f32[8,4] split(0 over all devices)"; returns the needed length. */
+PW_API size_t pw_array_spec_format(const pw_array_spec_t* spec, char* buffer,
+                                   size_t capacity);
+
+/* Writes "replicated" or "split(0 over mesh axis 1)"-style text. */
+PW_API size_t pw_sharding_format(const pw_sharding_t* sharding, char* buffer,
+                                 size_t capacity);
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_TYPES_H_ */

@@ -1,0 +1,432 @@
+/* In-slice collectives: all_reduce_sum, all_reduce_mean, all_gather.
+ *
+ * A collective is an asynchronous rendezvous. Each device's launch arrives
+ * on a pool thread, links itself into its group's record (keyed by gang id
+ * and the group's coordinates on the other mesh axes) and returns the
+ * thread to the pool: nobody ever waits. The last member to arrive unlinks
+ * the record, computes the result from every member's input, in mesh
+ * order so sums are reproducible, writes it to every member's output and
+ * calls every member's done. Hence a pool of one thread runs any number of
+ * devices without deadlock.
+ *
+ * Failure: a group whose devices include a FAILED one fails as a whole. The
+ * members already there complete with UNAVAILABLE at once (also when the
+ * device is marked failed while they wait); later members complete on
+ * arrival. The record stays until every member has been counted, so a late
+ * arrival cannot start a fresh rendezvous that would wait forever.
+ *
+ * Ownership: a waiting member belongs to its record; whoever takes it out
+ * (the last arrival, a failure, destroy) calls its done and frees it. A
+ * record is freed by whoever unlinks it. */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+/*---------------------------------------------------------------------------
+ * Group geometry
+ *-------------------------------------------------------------------------*/
+
+/* Mesh-index step between consecutive positions along |axis|. */
+static uint32_t pw_cpu_axis_stride(const pw_mesh_shape_t* mesh, uint32_t axis) {
+  if (axis == PW_MESH_AXIS_ALL) return 1;
+  uint32_t stride = 1;
+  for (uint32_t i = mesh->rank; i-- > axis + 1;) stride *= mesh->dims[i];
+  return stride;
+}
+
+/* The device at |position| of |launch|'s group. */
+static uint32_t pw_cpu_group_device(const pw_cpu__rendezvous_t* record,
+                                    const pw_cpu__launch_t* launch,
+                                    uint32_t position) {
+  return launch->group_devices[record->group_key + position * record->stride];
+}
+
+/*---------------------------------------------------------------------------
+ * Completion batches and records
+ *-------------------------------------------------------------------------*/
+
+/* Launches whose dones are to be called, outside the lock, by the thread
+ * that built the batch; it owns them and frees each after its done. */
+typedef struct pw_cpu_batch_t {
+  pw_cpu__launch_t* head;
+  pw_cpu__launch_t* tail;
+} pw_cpu_batch_t;
+
+static void pw_cpu_batch_add(pw_cpu_batch_t* batch, pw_cpu__launch_t* launch,
+                             pw_status_t status) {
+  launch->complete_status = status;
+  launch->complete_next = NULL;
+  if (batch->tail != NULL) {
+    batch->tail->complete_next = launch;
+  } else {
+    batch->head = launch;
+  }
+  batch->tail = launch;
+}
+
+static void pw_cpu_batch_run(pw_cpu_batch_t* batch) {
+  pw_cpu__launch_t* launch = batch->head;
+  batch->head = batch->tail = NULL;
+  while (launch != NULL) {
+    pw_cpu__launch_t* next = launch->complete_next;
+    pw_backend_done_fn_t done = launch->done;
+    void* done_user = launch->done_user;
+    pw_status_t status = launch->complete_status;
+    launch->complete_status = NULL;
+    pw_cpu__launch_free(launch);
+    done(done_user, status);
+    launch = next;
+  }
+}
+
+/* Fails |record| with |status| (consumed): its waiting members leave it for
+ * |batch| with a copy each. Caller holds the rendezvous mutex. */
+static void pw_cpu_fail_record(pw_cpu__rendezvous_t* record, pw_status_t status,
+                               pw_cpu_batch_t* batch) {
+  if (record->failure != NULL) {
+    pw_status_free(status);
+    return;
+  }
+  record->failure = status;
+  pw_cpu__launch_t* m = record->members;
+  record->members = NULL;
+  while (m != NULL) {
+    pw_cpu__launch_t* next = m->member_next;
+    m->member_next = NULL;
+    pw_cpu_batch_add(batch, m, pw_status_clone(status));
+    m = next;
+  }
+}
+
+/* Frees an unlinked record that has no members left. */
+static void pw_cpu_record_free(pw_cpu__backend_t* backend,
+                               pw_cpu__rendezvous_t* record) {
+  pw_status_free(record->failure);
+  pw_cpu__executable_release(record->executable);
+  pw_allocator_free(backend->allocator, record, sizeof(*record));
+}
+
+static void pw_cpu_unlink(pw_cpu__backend_t* backend, pw_cpu__rendezvous_t* record) {
+  pw_cpu__rendezvous_t** link = &backend->rendezvous;
+  while (*link != record) link = &(*link)->next;
+  *link = record->next;
+}
+
+/*---------------------------------------------------------------------------
+ * The computations (run by the last member, outside the lock)
+ *-------------------------------------------------------------------------*/
+
+#define PW_CPU_SUM_LOOP(T, out, in, n, ADD)      \
+  do {                                           \
+    T* o_ = (T*)(out);                           \
+    const T* i_ = (const T*)(in);                \
+    for (size_t k_ = 0; k_ < (n); ++k_) {        \
+      o_[k_] = ADD(o_[k_], i_[k_]);              \
+    }                                            \
+  } while (0)
+
+#define PW_CPU_ADD(a, b) ((a) + (b))
+/* Integers wrap rather than overflow (which C leaves undefined). */
+#define PW_CPU_ADD_I32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define PW_CPU_ADD_I64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+
+static void pw_cpu_all_reduce(const pw_cpu__rendezvous_t* record, bool mean) {
+  pw_backend_executable_t exe = record->executable;
+  pw_dtype_t dtype = exe->program.outputs[0].dtype;
+  size_t bytes = exe->output_bytes[0];
+  size_t n = pw_cpu__elements(&exe->output_shards[0]);
+  pw_cpu__launch_t* first = record->members;
+  void* out = first->outputs[0]->data;
+  memcpy(out, first->inputs[0]->data, bytes);
+  for (pw_cpu__launch_t* m = first->member_next; m != NULL; m = m->member_next) {
+    const void* in = m->inputs[0]->data;
+    switch (dtype) {
+      case PW_DTYPE_F32: PW_CPU_SUM_LOOP(float, out, in, n, PW_CPU_ADD); break;
+      case PW_DTYPE_F64: PW_CPU_SUM_LOOP(double, out, in, n, PW_CPU_ADD); break;
+      case PW_DTYPE_I32: PW_CPU_SUM_LOOP(int32_t, out, in, n, PW_CPU_ADD_I32); break;
+      case PW_DTYPE_I64: PW_CPU_SUM_LOOP(int64_t, out, in, n, PW_CPU_ADD_I64); break;
+      default: break; /* excluded by the kernel's signature */
+    }
+  }
+  if (mean) {
+    if (dtype == PW_DTYPE_F32) {
+      float* o = out;
+      float g = (float)record->expected;
+      for (size_t k = 0; k < n; ++k) o[k] /= g;
+    } else if (dtype == PW_DTYPE_F64) {
+      double* o = out;
+      double g = (double)record->expected;
+      for (size_t k = 0; k < n; ++k) o[k] /= g;
+    }
+  }
+  for (pw_cpu__launch_t* m = first->member_next; m != NULL; m = m->member_next) {
+    memcpy(m->outputs[0]->data, out, bytes);
+  }
+}
+
+static void pw_cpu_all_gather(const pw_cpu__rendezvous_t* record) {
+  pw_backend_executable_t exe = record->executable;
+  const pw_backend_param_t* x = &exe->program.inputs[0];
+  const pw_shape_t* shard = &exe->input_shards[0];
+  size_t element = pw_dtype_size(x->dtype);
+  uint32_t axis = x->sharding.tensor_axis;
+  size_t outer = 1;
+  for (uint32_t i = 0; i < axis; ++i) outer *= (size_t)shard->dims[i];
+  size_t chunk = element;
+  for (uint32_t i = axis; i < shard->rank; ++i) chunk *= (size_t)shard->dims[i];
+  size_t groups = record->expected;
+  pw_cpu__launch_t* first = record->members;
+  unsigned char* out = first->outputs[0]->data;
+  for (pw_cpu__launch_t* m = first; m != NULL; m = m->member_next) {
+    const unsigned char* in = m->inputs[0]->data;
+    for (size_t o = 0; o < outer; ++o) {
+      memcpy(out + (o * groups + m->position) * chunk, in + o * chunk, chunk);
+    }
+  }
+  for (pw_cpu__launch_t* m = first->member_next; m != NULL; m = m->member_next) {
+    memcpy(m->outputs[0]->data, out, exe->output_bytes[0]);
+  }
+}
+
+/*---------------------------------------------------------------------------
+ * Arrival
+ *-------------------------------------------------------------------------*/
+
+/* UNAVAILABLE if a device of |launch|'s group is FAILED. */
+static pw_status_t pw_cpu_group_health(const pw_cpu__rendezvous_t* geometry,
+                                       const pw_cpu__launch_t* launch) {
+  pw_cpu__backend_t* backend = launch->backend;
+  for (uint32_t p = 0; p < geometry->expected; ++p) {
+    uint32_t device = pw_cpu_group_device(geometry, launch, p);
+    pw_status_t status = pw_cpu__device_status(backend, device);
+    if (status != NULL) {
+      return pw_status_annotate(status, "collective '%s' (gang %llu)",
+                                launch->executable->program.kernel,
+                                (unsigned long long)launch->gang_id);
+    }
+  }
+  return NULL;
+}
+
+void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
+  pw_cpu__backend_t* backend = launch->backend;
+  pw_backend_executable_t exe = launch->executable;
+  uint32_t axis = exe->group_axis;
+  /* The group geometry, computed without the lock. */
+  pw_cpu__rendezvous_t geometry;
+  memset(&geometry, 0, sizeof(geometry));
+  geometry.gang_id = launch->gang_id;
+  geometry.expected = pw_cpu__mesh_axis_size(&exe->mesh, axis);
+  geometry.stride = pw_cpu_axis_stride(&exe->mesh, axis);
+  geometry.executable = exe;
+  launch->position = pw_mesh_coordinate(&exe->mesh, launch->mesh_index, axis);
+  geometry.group_key = launch->mesh_index - launch->position * geometry.stride;
+  pw_status_t unhealthy = pw_cpu_group_health(&geometry, launch);
+  pw_cpu__rendezvous_t* spare = launch->spare;
+  launch->spare = NULL;
+
+  pw_cpu_batch_t batch = {NULL, NULL};
+  pw_cpu__rendezvous_t* finished = NULL;
+
+  pthread_mutex_lock(&backend->rendezvous_mutex);
+  pw_cpu__rendezvous_t* record = backend->rendezvous;
+  while (record != NULL && (record->gang_id != geometry.gang_id ||
+                            record->group_key != geometry.group_key)) {
+    record = record->next;
+  }
+  if (record == NULL) {
+    record = spare;
+    spare = NULL;
+    *record = geometry;
+    atomic_fetch_add(&exe->refs, 1);
+    record->next = backend->rendezvous;
+    backend->rendezvous = record;
+  }
+  pw_cpu__launch_t** link = &record->members;
+  while (*link != NULL && (*link)->position < launch->position) {
+    link = &(*link)->member_next;
+  }
+  pw_status_t mismatch = NULL;
+  if (record->executable->kernel != exe->kernel ||
+      !pw_mesh_shape_equal(&record->executable->mesh, &exe->mesh)) {
+    mismatch = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "gang %llu: device %u launched '%s' where its group "
+                              "runs '%s' (another kernel or mesh)",
+                              (unsigned long long)geometry.gang_id, launch->device,
+                              exe->program.kernel,
+                              record->executable->program.kernel);
+  } else if (*link != NULL && (*link)->position == launch->position) {
+    mismatch = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "gang %llu: position %u of collective '%s' arrived "
+                              "twice (mesh index %u)",
+                              (unsigned long long)geometry.gang_id, launch->position,
+                              exe->program.kernel, launch->mesh_index);
+  }
+  if (mismatch != NULL) {
+    /* Not counted as a member: fail the group, complete this one alone. */
+    pw_cpu_fail_record(record, pw_status_clone(mismatch), &batch);
+    pw_cpu_batch_add(&batch, launch, mismatch);
+    pw_status_free(unhealthy);
+  } else {
+    ++record->arrived;
+    if (unhealthy != NULL) pw_cpu_fail_record(record, unhealthy, &batch);
+    if (record->failure != NULL) {
+      pw_cpu_batch_add(&batch, launch, pw_status_clone(record->failure));
+    } else {
+      launch->member_next = *link;
+      *link = launch;
+    }
+    if (record->arrived == record->expected) {
+      pw_cpu_unlink(backend, record);
+      finished = record;
+    }
+  }
+  pthread_mutex_unlock(&backend->rendezvous_mutex);
+
+  if (spare != NULL) pw_allocator_free(backend->allocator, spare, sizeof(*spare));
+  if (finished != NULL && finished->failure == NULL) {
+    /* Every member is here and the record unlinked: this thread owns it. */
+    switch (exe->kernel->collective) {
+      case PW_CPU__ALL_REDUCE_SUM: pw_cpu_all_reduce(finished, false); break;
+      case PW_CPU__ALL_REDUCE_MEAN: pw_cpu_all_reduce(finished, true); break;
+      case PW_CPU__ALL_GATHER: pw_cpu_all_gather(finished); break;
+      case PW_CPU__NOT_COLLECTIVE: break;
+    }
+    pw_cpu__launch_t* m = finished->members;
+    finished->members = NULL;
+    while (m != NULL) {
+      pw_cpu__launch_t* next = m->member_next;
+      pw_cpu_batch_add(&batch, m, NULL);
+      m = next;
+    }
+  }
+  pw_cpu_batch_run(&batch);
+  if (finished != NULL) pw_cpu_record_free(backend, finished);
+}
+
+void pw_cpu__collective_device_failed(pw_cpu__backend_t* backend, uint32_t device) {
+  pw_cpu_batch_t batch = {NULL, NULL};
+  pthread_mutex_lock(&backend->rendezvous_mutex);
+  for (pw_cpu__rendezvous_t* r = backend->rendezvous; r != NULL; r = r->next) {
+    if (r->failure != NULL || r->members == NULL) continue;
+    for (uint32_t p = 0; p < r->expected; ++p) {
+      if (pw_cpu_group_device(r, r->members, p) == device) {
+        pw_cpu_fail_record(
+            r,
+            pw_status_make(PW_STATUS_UNAVAILABLE,
+                           "collective '%s' (gang %llu): cpu device %u of its "
+                           "group has failed",
+                           r->executable->program.kernel,
+                           (unsigned long long)r->gang_id, device),
+            &batch);
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&backend->rendezvous_mutex);
+  pw_cpu_batch_run(&batch);
+}
+
+void pw_cpu__collective_shutdown(pw_cpu__backend_t* backend) {
+  pw_cpu_batch_t batch = {NULL, NULL};
+  pthread_mutex_lock(&backend->rendezvous_mutex);
+  pw_cpu__rendezvous_t* records = backend->rendezvous;
+  backend->rendezvous = NULL;
+  for (pw_cpu__rendezvous_t* r = records; r != NULL; r = r->next) {
+    pw_cpu_fail_record(
+        r,
+        pw_status_make(PW_STATUS_CANCELLED,
+                       "collective '%s' (gang %llu): the backend was destroyed "
+                       "with %u of %u devices arrived",
+                       r->executable->program.kernel,
+                       (unsigned long long)r->gang_id, r->arrived, r->expected),
+        &batch);
+  }
+  pthread_mutex_unlock(&backend->rendezvous_mutex);
+  if (batch.head != NULL) {
+    pw_log(&backend->logger, PW_LOG_WARN, PW_CPU_LOG,
+           "destroy: cancelled collectives still waiting for devices");
+  }
+  pw_cpu_batch_run(&batch);
+  while (records != NULL) {
+    pw_cpu__rendezvous_t* next = records->next;
+    pw_cpu_record_free(backend, records);
+    records = next;
+  }
+}
+
+/*---------------------------------------------------------------------------
+ * Signatures
+ *-------------------------------------------------------------------------*/
+
+/* all_reduce_*(x[G,...] split(0,M)) -> y[...] replicated */
+static pw_status_t pw_cpu_check_all_reduce(void* user, const pw_cpu_program_t* program,
+                                           const pw_mesh_shape_t* mesh) {
+  const pw_backend_param_t* x = &program->inputs[0];
+  const pw_backend_param_t* y = &program->outputs[0];
+  if (x->shape.rank < 1 || x->sharding.kind != PW_SHARDING_SPLIT ||
+      x->sharding.tensor_axis != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "input 0 must be split along axis 0 (one block per "
+                          "device of the group): [G,...] split(0,M)");
+  }
+  uint32_t group = pw_cpu__mesh_axis_size(mesh, x->sharding.mesh_axis);
+  if (x->shape.dims[0] != (int64_t)group) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "input 0 dimension 0 is %lld; it must equal the group "
+                          "size %u (one block per device)",
+                          (long long)x->shape.dims[0], group);
+  }
+  bool same = y->shape.rank + 1 == x->shape.rank;
+  for (uint32_t i = 0; same && i < y->shape.rank; ++i) {
+    same = y->shape.dims[i] == x->shape.dims[i + 1];
+  }
+  if (!same) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "output 0 must have input 0's shape without its "
+                          "first dimension");
+  }
+  if (y->sharding.kind != PW_SHARDING_REPLICATED) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "output 0 must be replicated");
+  }
+  return NULL;
+}
+
+/* all_gather(x split(T,M)) -> y (same shape) replicated */
+static pw_status_t pw_cpu_check_all_gather(void* user, const pw_cpu_program_t* program,
+                                           const pw_mesh_shape_t* mesh) {
+  const pw_backend_param_t* x = &program->inputs[0];
+  const pw_backend_param_t* y = &program->outputs[0];
+  if (x->sharding.kind != PW_SHARDING_SPLIT) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "input 0 must be split");
+  }
+  if (!pw_shape_equal(&x->shape, &y->shape) ||
+      y->sharding.kind != PW_SHARDING_REPLICATED) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "output 0 must have input 0's global shape, replicated");
+  }
+  return NULL;
+}
+
+static const pw_cpu_param_spec_t pw_cpu_reduce_numeric[] = {
+    {"x", PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_INT, -1}};
+static const pw_cpu_param_spec_t pw_cpu_reduce_float[] = {{"x", PW_CPU_DTYPES_FLOAT, -1}};
+static const pw_cpu_param_spec_t pw_cpu_any_x[] = {{"x", PW_CPU_DTYPES_ANY, -1}};
+static const pw_cpu_param_spec_t pw_cpu_any_y[] = {{"y", PW_CPU_DTYPES_ANY, -1}};
+
+#define PW_CPU_COLLECTIVE(NAME, INPUTS, CHECK, KIND)                             \
+  {{.struct_size = sizeof(pw_cpu_kernel_def_t), .name = NAME, .input_count = 1, \
+    .inputs = INPUTS, .output_count = 1, .outputs = pw_cpu_any_y,               \
+    .flags = PW_CPU_KERNEL_SAME_DTYPE, .check = CHECK},                         \
+   KIND}
+
+const pw_cpu__builtin_t pw_cpu__collective_kernels[] = {
+    PW_CPU_COLLECTIVE("all_reduce_sum", pw_cpu_reduce_numeric, pw_cpu_check_all_reduce,
+                      PW_CPU__ALL_REDUCE_SUM),
+    PW_CPU_COLLECTIVE("all_reduce_mean", pw_cpu_reduce_float, pw_cpu_check_all_reduce,
+                      PW_CPU__ALL_REDUCE_MEAN),
+    PW_CPU_COLLECTIVE("all_gather", pw_cpu_any_x, pw_cpu_check_all_gather,
+                      PW_CPU__ALL_GATHER),
+};
+const size_t pw_cpu__collective_kernel_count =
+    sizeof(pw_cpu__collective_kernels) / sizeof(pw_cpu__collective_kernels[0]);

@@ -1,0 +1,311 @@
+/* Internal to the CPU backend: shared between its source files, never
+ * installed. The backend includes only public headers (it is written as a
+ * host application would write its own backend). */
+#ifndef PW_BACKENDS_CPU_CPU_INTERNAL_H_
+#define PW_BACKENDS_CPU_CPU_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "pathways/backends/cpu.h"
+
+#define PW_CPU_LOG "cpu"
+
+/*---------------------------------------------------------------------------
+ * Worker pool (pool.c): a fixed set of threads draining one FIFO.
+ *-------------------------------------------------------------------------*/
+
+typedef struct pw_cpu__task_t pw_cpu__task_t;
+typedef void (*pw_cpu__task_fn_t)(pw_cpu__task_t* task);
+
+/* Intrusive queue node; the task's owner embeds it. */
+struct pw_cpu__task_t {
+  pw_cpu__task_t* next;
+  pw_cpu__task_fn_t fn;
+};
+
+typedef struct pw_cpu__pool_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t wake;
+  pw_cpu__task_t* head;
+  pw_cpu__task_t* tail;
+  bool stopping;
+  uint32_t thread_count; /* running workers */
+  uint32_t capacity;     /* entries of |threads| */
+  pthread_t* threads;
+  pw_allocator_t allocator;
+} pw_cpu__pool_t;
+
+/* Starts |thread_count| workers. On error nothing is left running. */
+pw_status_t pw_cpu__pool_start(pw_cpu__pool_t* pool, pw_allocator_t allocator,
+                               uint32_t thread_count);
+/* Queues |task|; a worker calls task->fn(task). Never fails. */
+void pw_cpu__pool_push(pw_cpu__pool_t* pool, pw_cpu__task_t* task);
+/* Runs what is queued, then joins and frees the workers. */
+void pw_cpu__pool_stop(pw_cpu__pool_t* pool);
+/* True if the calling thread is one of |pool|'s workers. */
+bool pw_cpu__pool_is_worker(pw_cpu__pool_t* pool);
+
+/*---------------------------------------------------------------------------
+ * Kernel registry (registry.c)
+ *-------------------------------------------------------------------------*/
+
+typedef enum pw_cpu__collective_e {
+  PW_CPU__NOT_COLLECTIVE = 0,
+  PW_CPU__ALL_REDUCE_SUM = 1,
+  PW_CPU__ALL_REDUCE_MEAN = 2,
+  PW_CPU__ALL_GATHER = 3,
+} pw_cpu__collective_t;
+
+#define PW_CPU__PARAM_NAME_MAX 32
+
+/* A registered kernel: a private copy of its definition. Immutable once
+ * registered and never freed before the backend, so pointers to it stay
+ * valid for the backend's life. */
+typedef struct pw_cpu__kernel_t {
+  struct pw_cpu__kernel_t* next;
+  char name[PW_CPU_NAME_MAX];
+  uint32_t input_count;
+  uint32_t output_count;
+  uint32_t attr_count;
+  uint32_t flags;
+  pw_cpu_param_spec_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_cpu_param_spec_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_cpu_attr_spec_t attrs[PW_CPU_MAX_ATTRS];
+  char input_names[PW_BACKEND_MAX_PARAMS][PW_CPU__PARAM_NAME_MAX];
+  char output_names[PW_BACKEND_MAX_PARAMS][PW_CPU__PARAM_NAME_MAX];
+  char attr_names[PW_CPU_MAX_ATTRS][PW_CPU_ATTR_NAME_MAX];
+  pw_cpu_kernel_check_fn_t check;
+  pw_cpu_kernel_run_fn_t run;
+  void* user;
+  pw_cpu__collective_t collective;
+} pw_cpu__kernel_t;
+
+/* A built-in kernel's definition, as the kernel files export them. */
+typedef struct pw_cpu__builtin_t {
+  pw_cpu_kernel_def_t def;
+  pw_cpu__collective_t collective;
+} pw_cpu__builtin_t;
+
+/* Built-in tables (kernels_*.c, collective.c). */
+extern const pw_cpu__builtin_t pw_cpu__elementwise_kernels[];
+extern const size_t pw_cpu__elementwise_kernel_count;
+extern const pw_cpu__builtin_t pw_cpu__linalg_kernels[];
+extern const size_t pw_cpu__linalg_kernel_count;
+extern const pw_cpu__builtin_t pw_cpu__collective_kernels[];
+extern const size_t pw_cpu__collective_kernel_count;
+
+/*---------------------------------------------------------------------------
+ * The backend (backend.c)
+ *-------------------------------------------------------------------------*/
+
+typedef struct pw_cpu__device_t {
+  atomic_int health;           /* pw_device_health_t */
+  atomic_uint_fast64_t used_bytes;
+} pw_cpu__device_t;
+
+typedef struct pw_cpu__rendezvous_t pw_cpu__rendezvous_t;
+typedef struct pw_cpu__launch_t pw_cpu__launch_t;
+
+typedef struct pw_cpu__backend_t {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t device_count;
+  uint32_t host;
+  uint64_t capacity;
+  pw_cpu__device_t* devices;
+  pw_cpu__pool_t pool;
+  bool pool_started;
+
+  pthread_mutex_t kernels_mutex;
+  pw_cpu__kernel_t* kernels;
+
+  /* Pending collectives (collective.c). */
+  pthread_mutex_t rendezvous_mutex;
+  pw_cpu__rendezvous_t* rendezvous;
+
+  atomic_uint_fast64_t live_memories;
+  atomic_uint_fast64_t live_executables;
+} pw_cpu__backend_t;
+
+#define PW_CPU__MEMORY_MAGIC 0x4d555043u     /* "CPUM" */
+#define PW_CPU__EXECUTABLE_MAGIC 0x58555043u /* "CPUX" */
+
+struct pw_backend_memory_s {
+  uint32_t magic;
+  uint32_t device;
+  size_t size;        /* usable bytes */
+  size_t alloc_size;  /* bytes obtained from the allocator */
+  pw_cpu__backend_t* backend;
+  unsigned char* data;
+};
+
+struct pw_backend_executable_s {
+  uint32_t magic;
+  atomic_uint refs;   /* unload drops one; each launch in flight holds one */
+  pw_cpu__backend_t* backend;
+  const pw_cpu__kernel_t* kernel;
+  pw_mesh_shape_t mesh;
+  uint32_t group_axis; /* collectives: the mesh axis they run over */
+  pw_cpu_program_t program;
+  pw_shape_t input_shards[PW_BACKEND_MAX_PARAMS];
+  pw_shape_t output_shards[PW_BACKEND_MAX_PARAMS];
+  size_t input_bytes[PW_BACKEND_MAX_PARAMS];
+  size_t output_bytes[PW_BACKEND_MAX_PARAMS];
+};
+
+/* A pending collective: the members of one group of one gang op that have
+ * arrived and wait (collective.c). Every collective launch brings a spare
+ * record allocated by launch, so arriving never allocates (and never fails
+ * for lack of memory). Guarded by the backend's rendezvous_mutex. */
+struct pw_cpu__rendezvous_t {
+  pw_cpu__rendezvous_t* next;  /* in the backend's table */
+  uint64_t gang_id;
+  uint32_t group_key;          /* mesh index of the group's position 0 */
+  uint32_t expected;           /* group size */
+  uint32_t arrived;
+  uint32_t stride;             /* mesh-index step between positions */
+  pw_backend_executable_t executable; /* the first member's; a reference */
+  pw_status_t failure;         /* set once the group has failed */
+  pw_cpu__launch_t* members;   /* waiting members, sorted by position */
+};
+
+/* One device's accepted launch: what launch copied out of the request. */
+struct pw_cpu__launch_t {
+  pw_cpu__task_t task;
+  pw_cpu__backend_t* backend;
+  pw_backend_executable_t executable; /* holds a reference */
+  size_t alloc_size;
+  uint32_t device;
+  uint32_t mesh_index;
+  uint32_t group_size;
+  uint64_t gang_id;
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_done_fn_t done;
+  void* done_user;
+  /* Collectives: position in the group, link among the group's waiting
+   * members (sorted by position). */
+  uint32_t position;
+  pw_cpu__launch_t* member_next;
+  pw_cpu__launch_t* complete_next; /* a batch of dones to call */
+  pw_status_t complete_status;
+  pw_cpu__rendezvous_t* spare;     /* collectives: record if first there */
+  uint32_t* group_devices; /* group_size entries, trailing the struct */
+};
+
+/* The backend behind |self| (vtable methods) or |backend| (public API). */
+pw_cpu__backend_t* pw_cpu__from_backend(pw_backend_t backend);
+
+/* UNAVAILABLE if |device| is marked FAILED, else NULL. */
+pw_status_t pw_cpu__device_status(pw_cpu__backend_t* backend, uint32_t device);
+
+/* Frees a finished launch (and its spare record) and drops its executable
+ * reference. */
+void pw_cpu__launch_free(pw_cpu__launch_t* launch);
+
+/* Drops a reference; the last frees the executable. */
+void pw_cpu__executable_release(pw_backend_executable_t executable);
+
+/*---------------------------------------------------------------------------
+ * Programs (program_parse.c, program_format.c, executable.c)
+ *-------------------------------------------------------------------------*/
+
+/* Source lines of a parsed program's directives, for messages. */
+typedef struct pw_cpu__lines_t {
+  uint32_t kernel;
+  uint32_t inputs[PW_BACKEND_MAX_PARAMS];
+  uint32_t outputs[PW_BACKEND_MAX_PARAMS];
+  uint32_t attrs[PW_CPU_MAX_ATTRS];
+} pw_cpu__lines_t;
+
+/* pw_cpu_program_parse that also reports each directive's line. */
+pw_status_t pw_cpu__program_parse(const char* text, size_t size,
+                                  pw_cpu_program_t* out_program,
+                                  pw_cpu__lines_t* out_lines);
+
+/* INVALID_ARGUMENT unless |program| is expressible as program text: valid
+ * names, counts, dtypes, shapes, sharding kinds, unique attributes. */
+pw_status_t pw_cpu__program_check(const pw_cpu_program_t* program);
+
+/* True if |text| (|length| bytes) is a NAME (see cpu.h). */
+bool pw_cpu__is_name(const char* text, size_t length);
+/* True if |text| is a string attribute WORD that does not read as a number. */
+bool pw_cpu__is_word(const char* text, size_t length);
+
+/* Writes the program-text form of |sharding| ("split(0,all)"). */
+void pw_cpu__sharding_text(const pw_sharding_t* sharding, char* buffer,
+                           size_t capacity);
+/* Writes "input 1 'rhs' f32[16,4] split(0,all)"-style text. */
+void pw_cpu__param_text(const char* role, uint32_t index, const char* name,
+                        const pw_backend_param_t* param, char* buffer,
+                        size_t capacity);
+
+/* Checks |program| against |kernel|'s signature and |mesh|. |lines| may be
+ * NULL (load: no source). */
+pw_status_t pw_cpu__program_validate(const pw_cpu__kernel_t* kernel,
+                                     const pw_cpu_program_t* program,
+                                     const pw_mesh_shape_t* mesh,
+                                     const pw_cpu__lines_t* lines);
+
+/* Looks up a kernel by name; NULL if unknown. Thread-safe. */
+const pw_cpu__kernel_t* pw_cpu__kernel_find(pw_cpu__backend_t* backend,
+                                            const char* name);
+/* Registers the built-in kernels. */
+pw_status_t pw_cpu__register_builtins(pw_cpu__backend_t* backend);
+/* Registers one kernel (copying |def|); collective kind for built-ins. */
+pw_status_t pw_cpu__kernel_register(pw_cpu__backend_t* backend,
+                                    const pw_cpu_kernel_def_t* def,
+                                    pw_cpu__collective_t collective);
+/* Frees every registered kernel (destroy). */
+void pw_cpu__kernels_free(pw_cpu__backend_t* backend);
+
+/* vtable compile/load/unload (executable.c). */
+pw_status_t pw_cpu__compile(void* self, const void* program,
+                            size_t program_size, const pw_mesh_shape_t* mesh,
+                            const char* options, pw_allocator_t allocator,
+                            void** out_bytes, size_t* out_size);
+pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
+                         pw_backend_executable_t* out_executable,
+                         pw_executable_signature_t* out_signature);
+void pw_cpu__unload(void* self, pw_backend_executable_t executable);
+
+/*---------------------------------------------------------------------------
+ * Collectives (collective.c)
+ *-------------------------------------------------------------------------*/
+
+/* Runs on a pool thread: |launch| arrives at its gang's rendezvous. It
+ * either waits there (returning at once) or completes the whole group. */
+void pw_cpu__collective_arrive(pw_cpu__launch_t* launch);
+/* Fails every pending rendezvous whose group contains |device|. */
+void pw_cpu__collective_device_failed(pw_cpu__backend_t* backend,
+                                      uint32_t device);
+/* Completes every pending participant with CANCELLED and frees all
+ * records (destroy, after the pool is stopped). */
+void pw_cpu__collective_shutdown(pw_cpu__backend_t* backend);
+
+/*---------------------------------------------------------------------------
+ * Kernel helpers (kernels_*.c)
+ *-------------------------------------------------------------------------*/
+
+/* Elements of a shard. */
+static inline size_t pw_cpu__elements(const pw_shape_t* shape) {
+  size_t n = 1;
+  for (uint32_t i = 0; i < shape->rank; ++i) n *= (size_t)shape->dims[i];
+  return n;
+}
+
+/* Size of mesh axis |axis| (PW_MESH_AXIS_ALL: every device). */
+uint32_t pw_cpu__mesh_axis_size(const pw_mesh_shape_t* mesh, uint32_t axis);
+
+/* Checks shared by the kernel check hooks: every parameter has the global
+ * shape and sharding of input 0 (or output 0 when there are no inputs). */
+pw_status_t pw_cpu__check_aligned(const pw_cpu_program_t* program);
+/* An attribute that must be an integer in [lo, hi]; |fallback| if absent. */
+pw_status_t pw_cpu__int_attr(const pw_cpu_program_t* program, const char* name,
+                             int64_t lo, int64_t hi, int64_t fallback,
+                             int64_t* out_value);
+
+#endif /* PW_BACKENDS_CPU_CPU_INTERNAL_H_ */

@@ -1,0 +1,395 @@
+/* compile, load, unload: program text -> executable bytes -> executable.
+ *
+ * Executable bytes, format version 1 (all integers little-endian):
+ *
+ *   0   8  magic "PWCPUEXE"
+ *   8   4  format version (1)
+ *   12  4  payload size in bytes
+ *   16  8  FNV-1a 64 of the payload
+ *   24  .. payload:
+ *        str   kernel name             (str = u32 length + bytes, no NUL)
+ *        u32   mesh rank, u32 x rank   mesh dims
+ *        u32   input count, output count, attribute count
+ *        param x (inputs + outputs):   u32 dtype, u32 rank, i64 x rank dims,
+ *                                      u32 sharding kind, u32 tensor axis,
+ *                                      u32 mesh axis
+ *        attr x count:                 str name, u32 kind, then u64 IEEE-754
+ *                                      bits (number) or str (string)
+ *
+ * The encoding is a function of the parsed program and the mesh only, so
+ * the same program gives the same bytes (whitespace and comments do not
+ * matter). Load trusts nothing: it checks the header and checksum, decodes
+ * with bounds checks, and re-validates the program against this backend's
+ * registry and the mesh, exactly as compile did. */
+#include <stdalign.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+#define PW_CPU_MAGIC "PWCPUEXE"
+#define PW_CPU_FORMAT_VERSION 1u
+#define PW_CPU_HEADER_SIZE 24u
+/* Larger than any encoded program (see the layout above). */
+#define PW_CPU_ENCODED_MAX 8192u
+
+static uint64_t pw_cpu_fnv1a64(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/*---------------------------------------------------------------------------
+ * Encoding
+ *-------------------------------------------------------------------------*/
+
+typedef struct pw_cpu_out_t {
+  unsigned char* p;
+  size_t n;
+  size_t capacity;
+} pw_cpu_out_t;
+
+static void pw_cpu_put(pw_cpu_out_t* out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) {
+    if (out->n < out->capacity) out->p[out->n] = (unsigned char)(value >> (8 * i));
+    ++out->n;
+  }
+}
+
+static void pw_cpu_put_str(pw_cpu_out_t* out, const char* text) {
+  size_t length = strlen(text);
+  pw_cpu_put(out, length, 4);
+  for (size_t i = 0; i < length; ++i) pw_cpu_put(out, (unsigned char)text[i], 1);
+}
+
+static void pw_cpu_put_param(pw_cpu_out_t* out, const pw_backend_param_t* param) {
+  pw_cpu_put(out, (uint32_t)param->dtype, 4);
+  pw_cpu_put(out, param->shape.rank, 4);
+  for (uint32_t i = 0; i < param->shape.rank; ++i) {
+    pw_cpu_put(out, (uint64_t)param->shape.dims[i], 8);
+  }
+  bool split = param->sharding.kind == PW_SHARDING_SPLIT;
+  pw_cpu_put(out, (uint32_t)param->sharding.kind, 4);
+  pw_cpu_put(out, split ? param->sharding.tensor_axis : 0, 4);
+  pw_cpu_put(out, split ? param->sharding.mesh_axis : 0, 4);
+}
+
+/* Encodes into |out| (header included). */
+static void pw_cpu_encode(const pw_cpu_program_t* program,
+                          const pw_mesh_shape_t* mesh, pw_cpu_out_t* out) {
+  out->n = PW_CPU_HEADER_SIZE;
+  pw_cpu_put_str(out, program->kernel);
+  pw_cpu_put(out, mesh->rank, 4);
+  for (uint32_t i = 0; i < mesh->rank; ++i) pw_cpu_put(out, mesh->dims[i], 4);
+  pw_cpu_put(out, program->input_count, 4);
+  pw_cpu_put(out, program->output_count, 4);
+  pw_cpu_put(out, program->attr_count, 4);
+  for (uint32_t i = 0; i < program->input_count; ++i) {
+    pw_cpu_put_param(out, &program->inputs[i]);
+  }
+  for (uint32_t i = 0; i < program->output_count; ++i) {
+    pw_cpu_put_param(out, &program->outputs[i]);
+  }
+  for (uint32_t i = 0; i < program->attr_count; ++i) {
+    const pw_cpu_attr_t* attr = &program->attrs[i];
+    pw_cpu_put_str(out, attr->name);
+    pw_cpu_put(out, (uint32_t)attr->kind, 4);
+    if (attr->kind == PW_CPU_ATTR_NUMBER) {
+      uint64_t bits;
+      memcpy(&bits, &attr->number, sizeof(bits));
+      pw_cpu_put(out, bits, 8);
+    } else {
+      pw_cpu_put_str(out, attr->text);
+    }
+  }
+  size_t payload = out->n - PW_CPU_HEADER_SIZE;
+  if (out->n <= out->capacity) {
+    memcpy(out->p, PW_CPU_MAGIC, 8);
+    size_t end = out->n;
+    out->n = 8;
+    pw_cpu_put(out, PW_CPU_FORMAT_VERSION, 4);
+    pw_cpu_put(out, payload, 4);
+    pw_cpu_put(out, pw_cpu_fnv1a64(out->p + PW_CPU_HEADER_SIZE, payload), 8);
+    out->n = end;
+  }
+}
+
+/*---------------------------------------------------------------------------
+ * Decoding
+ *-------------------------------------------------------------------------*/
+
+typedef struct pw_cpu_in_t {
+  const unsigned char* p;
+  size_t n;
+  size_t pos;
+  const char* error; /* first problem, static text */
+} pw_cpu_in_t;
+
+static uint64_t pw_cpu_get(pw_cpu_in_t* in, int bytes, const char* what) {
+  if (in->error != NULL) return 0;
+  if (in->n - in->pos < (size_t)bytes) {
+    in->error = what;
+    return 0;
+  }
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value |= (uint64_t)in->p[in->pos + i] << (8 * i);
+  in->pos += (size_t)bytes;
+  return value;
+}
+
+/* Reads a string into |buffer| (|capacity| with the NUL). */
+static void pw_cpu_get_str(pw_cpu_in_t* in, char* buffer, size_t capacity,
+                           const char* what) {
+  uint64_t length = pw_cpu_get(in, 4, what);
+  if (in->error != NULL) return;
+  if (length >= capacity || length > in->n - in->pos) {
+    in->error = what;
+    return;
+  }
+  memcpy(buffer, in->p + in->pos, (size_t)length);
+  buffer[length] = '\0';
+  if (strlen(buffer) != length) in->error = what; /* embedded NUL */
+  in->pos += (size_t)length;
+}
+
+static void pw_cpu_get_param(pw_cpu_in_t* in, pw_backend_param_t* param) {
+  memset(param, 0, sizeof(*param));
+  param->dtype = (pw_dtype_t)pw_cpu_get(in, 4, "parameter dtype");
+  uint64_t rank = pw_cpu_get(in, 4, "parameter rank");
+  if (rank > PW_MAX_RANK) {
+    if (in->error == NULL) in->error = "parameter rank";
+    return;
+  }
+  param->shape.rank = (uint32_t)rank;
+  for (uint32_t i = 0; i < param->shape.rank; ++i) {
+    param->shape.dims[i] = (int64_t)pw_cpu_get(in, 8, "parameter dimension");
+  }
+  param->sharding.kind = (pw_sharding_kind_t)pw_cpu_get(in, 4, "sharding kind");
+  param->sharding.tensor_axis = (uint32_t)pw_cpu_get(in, 4, "sharding tensor axis");
+  param->sharding.mesh_axis = (uint32_t)pw_cpu_get(in, 4, "sharding mesh axis");
+}
+
+static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
+                                 pw_cpu_program_t* program, pw_mesh_shape_t* mesh) {
+  if (size < 8 || memcmp(bytes, PW_CPU_MAGIC, 8) != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "not cpu backend executable bytes (%zu bytes, no "
+                          "'" PW_CPU_MAGIC "' magic)",
+                          size);
+  }
+  if (size < PW_CPU_HEADER_SIZE) {
+    return pw_status_make(PW_STATUS_DATA_LOSS,
+                          "cpu executable truncated: %zu bytes, the header "
+                          "alone is %u",
+                          size, PW_CPU_HEADER_SIZE);
+  }
+  pw_cpu_in_t header = {bytes, PW_CPU_HEADER_SIZE, 8, NULL};
+  uint64_t version = pw_cpu_get(&header, 4, "version");
+  uint64_t payload = pw_cpu_get(&header, 4, "payload size");
+  uint64_t checksum = pw_cpu_get(&header, 8, "checksum");
+  if (version != PW_CPU_FORMAT_VERSION) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "cpu executable format version %llu is not supported "
+                          "(this backend reads version %u)",
+                          (unsigned long long)version, PW_CPU_FORMAT_VERSION);
+  }
+  if (payload != size - PW_CPU_HEADER_SIZE) {
+    return pw_status_make(PW_STATUS_DATA_LOSS,
+                          "cpu executable %s: the header declares %llu payload "
+                          "bytes, %zu follow it",
+                          payload > size - PW_CPU_HEADER_SIZE ? "truncated"
+                                                              : "has trailing bytes",
+                          (unsigned long long)payload, size - PW_CPU_HEADER_SIZE);
+  }
+  uint64_t actual = pw_cpu_fnv1a64(bytes + PW_CPU_HEADER_SIZE, (size_t)payload);
+  if (actual != checksum) {
+    return pw_status_make(PW_STATUS_DATA_LOSS,
+                          "cpu executable is corrupt: payload checksum "
+                          "%016llx, header says %016llx",
+                          (unsigned long long)actual, (unsigned long long)checksum);
+  }
+  pw_cpu_in_t in = {bytes, size, PW_CPU_HEADER_SIZE, NULL};
+  memset(program, 0, sizeof(*program));
+  memset(mesh, 0, sizeof(*mesh));
+  pw_cpu_get_str(&in, program->kernel, sizeof(program->kernel), "kernel name");
+  uint64_t mesh_rank = pw_cpu_get(&in, 4, "mesh rank");
+  if (mesh_rank > PW_MAX_MESH_RANK && in.error == NULL) in.error = "mesh rank";
+  for (uint64_t i = 0; i < mesh_rank && in.error == NULL; ++i) {
+    mesh->dims[i] = (uint32_t)pw_cpu_get(&in, 4, "mesh dimension");
+  }
+  mesh->rank = (uint32_t)(in.error == NULL ? mesh_rank : 0);
+  uint64_t inputs = pw_cpu_get(&in, 4, "input count");
+  uint64_t outputs = pw_cpu_get(&in, 4, "output count");
+  uint64_t attrs = pw_cpu_get(&in, 4, "attribute count");
+  if (in.error == NULL && (inputs > PW_BACKEND_MAX_PARAMS ||
+                           outputs > PW_BACKEND_MAX_PARAMS ||
+                           attrs > PW_CPU_MAX_ATTRS)) {
+    in.error = "parameter or attribute count";
+  }
+  if (in.error == NULL) {
+    program->input_count = (uint32_t)inputs;
+    program->output_count = (uint32_t)outputs;
+    program->attr_count = (uint32_t)attrs;
+  }
+  for (uint32_t i = 0; i < program->input_count && in.error == NULL; ++i) {
+    pw_cpu_get_param(&in, &program->inputs[i]);
+  }
+  for (uint32_t i = 0; i < program->output_count && in.error == NULL; ++i) {
+    pw_cpu_get_param(&in, &program->outputs[i]);
+  }
+  for (uint32_t i = 0; i < program->attr_count && in.error == NULL; ++i) {
+    pw_cpu_attr_t* attr = &program->attrs[i];
+    pw_cpu_get_str(&in, attr->name, sizeof(attr->name), "attribute name");
+    attr->kind = (pw_cpu_attr_kind_t)pw_cpu_get(&in, 4, "attribute kind");
+    if (attr->kind == PW_CPU_ATTR_NUMBER) {
+      uint64_t bits = pw_cpu_get(&in, 8, "attribute value");
+      memcpy(&attr->number, &bits, sizeof(bits));
+    } else if (attr->kind == PW_CPU_ATTR_STRING) {
+      pw_cpu_get_str(&in, attr->text, sizeof(attr->text), "attribute value");
+    } else if (in.error == NULL) {
+      in.error = "attribute kind";
+    }
+  }
+  if (in.error == NULL && in.pos != in.n) in.error = "trailing payload bytes";
+  if (in.error != NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "cpu executable payload is malformed at byte %zu (%s)",
+                          in.pos, in.error);
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_check(program), "cpu executable");
+  PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "cpu executable");
+  return NULL;
+}
+
+/*---------------------------------------------------------------------------
+ * vtable methods
+ *-------------------------------------------------------------------------*/
+
+pw_status_t pw_cpu__compile(void* self, const void* program, size_t program_size,
+                            const pw_mesh_shape_t* mesh, const char* options,
+                            pw_allocator_t allocator, void** out_bytes,
+                            size_t* out_size) {
+  if (out_bytes != NULL) *out_bytes = NULL;
+  if (out_size != NULL) *out_size = 0;
+  pw_cpu__backend_t* backend = self;
+  if (backend == NULL || out_bytes == NULL || out_size == NULL || mesh == NULL ||
+      (program == NULL && program_size != 0)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu compile: NULL argument");
+  }
+  if (!pw_allocator_is_valid(allocator)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "cpu compile: the output allocator has no alloc/free");
+  }
+  if (options != NULL && options[0] != '\0') {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "cpu compile: unknown options '%.64s' (the cpu backend "
+                          "takes none)",
+                          options);
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "cpu compile");
+  pw_cpu_program_t parsed;
+  pw_cpu__lines_t lines;
+  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_parse(program, program_size, &parsed, &lines),
+                         "cpu compile");
+  const pw_cpu__kernel_t* kernel = pw_cpu__kernel_find(backend, parsed.kernel);
+  if (kernel == NULL) {
+    return pw_status_make(PW_STATUS_NOT_FOUND,
+                          "cpu compile: line %u: unknown kernel '%s'", lines.kernel,
+                          parsed.kernel);
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_validate(kernel, &parsed, mesh, &lines),
+                         "cpu compile");
+  unsigned char encoded[PW_CPU_ENCODED_MAX];
+  pw_cpu_out_t out = {.p = encoded, .n = 0, .capacity = sizeof(encoded)};
+  pw_cpu_encode(&parsed, mesh, &out);
+  if (out.n > out.capacity) {
+    return pw_status_make(PW_STATUS_INTERNAL,
+                          "cpu compile: encoding needs %zu bytes (limit %u)", out.n,
+                          PW_CPU_ENCODED_MAX);
+  }
+  void* bytes = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(allocator, out.n, 0, &bytes),
+                         "cpu compile: executable bytes");
+  memcpy(bytes, encoded, out.n);
+  *out_bytes = bytes;
+  *out_size = out.n;
+  return NULL;
+}
+
+pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
+                         pw_backend_executable_t* out_executable,
+                         pw_executable_signature_t* out_signature) {
+  if (out_executable != NULL) *out_executable = NULL;
+  pw_cpu__backend_t* backend = self;
+  if (backend == NULL || out_executable == NULL || out_signature == NULL ||
+      (bytes == NULL && size != 0)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu load: NULL argument");
+  }
+  pw_cpu_program_t program;
+  pw_mesh_shape_t mesh;
+  PW_RETURN_IF_ERROR_CTX(pw_cpu_decode(bytes, size, &program, &mesh), "cpu load");
+  const pw_cpu__kernel_t* kernel = pw_cpu__kernel_find(backend, program.kernel);
+  if (kernel == NULL) {
+    return pw_status_make(PW_STATUS_NOT_FOUND,
+                          "cpu load: kernel '%s' is not registered in this backend",
+                          program.kernel);
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_validate(kernel, &program, &mesh, NULL),
+                         "cpu load");
+  void* memory = NULL;
+  PW_RETURN_IF_ERROR_CTX(
+      pw_allocator_calloc(backend->allocator, sizeof(struct pw_backend_executable_s),
+                          alignof(struct pw_backend_executable_s), &memory),
+      "cpu load: kernel '%s'", program.kernel);
+  pw_backend_executable_t exe = memory;
+  exe->magic = PW_CPU__EXECUTABLE_MAGIC;
+  atomic_init(&exe->refs, 1);
+  exe->backend = backend;
+  exe->kernel = kernel;
+  exe->mesh = mesh;
+  exe->program = program;
+  exe->group_axis = program.input_count ? program.inputs[0].sharding.mesh_axis : 0;
+  for (uint32_t i = 0; i < program.input_count; ++i) {
+    const pw_backend_param_t* p = &program.inputs[i];
+    exe->input_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
+    exe->input_bytes[i] = pw_cpu__elements(&exe->input_shards[i]) * pw_dtype_size(p->dtype);
+  }
+  for (uint32_t i = 0; i < program.output_count; ++i) {
+    const pw_backend_param_t* p = &program.outputs[i];
+    exe->output_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
+    exe->output_bytes[i] = pw_cpu__elements(&exe->output_shards[i]) * pw_dtype_size(p->dtype);
+  }
+  atomic_fetch_add(&backend->live_executables, 1);
+
+  memset(out_signature, 0, sizeof(*out_signature));
+  memcpy(out_signature->name, program.kernel, sizeof(out_signature->name));
+  out_signature->mesh = mesh;
+  out_signature->input_count = program.input_count;
+  out_signature->output_count = program.output_count;
+  memcpy(out_signature->inputs, program.inputs, sizeof(program.inputs));
+  memcpy(out_signature->outputs, program.outputs, sizeof(program.outputs));
+  *out_executable = exe;
+  return NULL;
+}
+
+void pw_cpu__executable_release(pw_backend_executable_t exe) {
+  if (atomic_fetch_sub(&exe->refs, 1) != 1) return;
+  pw_cpu__backend_t* backend = exe->backend;
+  exe->magic = 0;
+  pw_allocator_free(backend->allocator, exe, sizeof(*exe));
+  atomic_fetch_sub(&backend->live_executables, 1);
+}
+
+void pw_cpu__unload(void* self, pw_backend_executable_t executable) {
+  pw_cpu__backend_t* backend = self;
+  if (executable == NULL) return;
+  if (executable->magic != PW_CPU__EXECUTABLE_MAGIC || executable->backend != backend) {
+    pw_log(&backend->logger, PW_LOG_ERROR, PW_CPU_LOG,
+           "unload: %p is not an executable of this backend; ignored",
+           (void*)executable);
+    return;
+  }
+  pw_cpu__executable_release(executable);
+}

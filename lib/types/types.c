@@ -1,0 +1,315 @@
+#include "pathways/types.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+  const char* name;
+  size_t size;
+} pw_dtype_table[PW_DTYPE_COUNT] = {
+    {"invalid", 0}, {"f32", 4}, {"f64", 8}, {"i32", 4}, {"i64", 8}, {"u8", 1},
+};
+
+size_t pw_dtype_size(pw_dtype_t dtype) {
+  if ((unsigned)dtype >= PW_DTYPE_COUNT) return 0;
+  return pw_dtype_table[dtype].size;
+}
+
+const char* pw_dtype_name(pw_dtype_t dtype) {
+  if ((unsigned)dtype >= PW_DTYPE_COUNT) return "invalid";
+  return pw_dtype_table[dtype].name;
+}
+
+bool pw_dtype_parse(const char* name, size_t length, pw_dtype_t* out_dtype) {
+  if (name == NULL || out_dtype == NULL) return false;
+  for (int i = 1; i < PW_DTYPE_COUNT; ++i) {
+    const char* candidate = pw_dtype_table[i].name;
+    if (strlen(candidate) == length && memcmp(candidate, name, length) == 0) {
+      *out_dtype = (pw_dtype_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+pw_shape_t pw_shape_make(uint32_t rank, const int64_t* dims) {
+  pw_shape_t shape;
+  memset(&shape, 0, sizeof(shape));
+  shape.rank = rank > PW_MAX_RANK ? PW_MAX_RANK : rank;
+  for (uint32_t i = 0; i < shape.rank; ++i) shape.dims[i] = dims[i];
+  return shape;
+}
+
+int64_t pw_shape_element_count(const pw_shape_t* shape) {
+  if (shape == NULL || shape->rank > PW_MAX_RANK) return 0;
+  int64_t count = 1;
+  for (uint32_t i = 0; i < shape->rank; ++i) {
+    int64_t d = shape->dims[i];
+    if (d < 1 || count > INT64_MAX / d) return 0;
+    count *= d;
+  }
+  return count;
+}
+
+bool pw_shape_equal(const pw_shape_t* a, const pw_shape_t* b) {
+  if (a->rank != b->rank) return false;
+  for (uint32_t i = 0; i < a->rank && i < PW_MAX_RANK; ++i) {
+    if (a->dims[i] != b->dims[i]) return false;
+  }
+  return true;
+}
+
+pw_status_t pw_shape_check(const pw_shape_t* shape) {
+  if (shape == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "shape is NULL");
+  }
+  if (shape->rank > PW_MAX_RANK) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "shape rank %u exceeds the maximum %d", shape->rank,
+                          PW_MAX_RANK);
+  }
+  for (uint32_t i = 0; i < shape->rank; ++i) {
+    if (shape->dims[i] < 1) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "shape dimension %u is %lld; dimensions must be >= 1",
+                            i, (long long)shape->dims[i]);
+    }
+  }
+  if (pw_shape_element_count(shape) == 0) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "shape element count overflows int64");
+  }
+  return NULL;
+}
+
+size_t pw_shape_format(pw_dtype_t dtype, const pw_shape_t* shape, char* buffer,
+                       size_t capacity) {
+  char text[32 + PW_MAX_RANK * 21];
+  size_t n = 0;
+  if (dtype != PW_DTYPE_INVALID) {
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "%s", pw_dtype_name(dtype));
+  }
+  n += (size_t)snprintf(text + n, sizeof(text) - n, "[");
+  uint32_t rank = shape->rank > PW_MAX_RANK ? PW_MAX_RANK : shape->rank;
+  for (uint32_t i = 0; i < rank; ++i) {
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%lld", i ? "," : "",
+                          (long long)shape->dims[i]);
+  }
+  snprintf(text + n, sizeof(text) - n, "]");
+  int total = snprintf(buffer, capacity, "%s", text);
+  return total < 0 ? 0 : (size_t)total;
+}
+
+pw_mesh_shape_t pw_mesh_shape_make(uint32_t rank, const uint32_t* dims) {
+  pw_mesh_shape_t mesh;
+  memset(&mesh, 0, sizeof(mesh));
+  mesh.rank = rank > PW_MAX_MESH_RANK ? PW_MAX_MESH_RANK : rank;
+  for (uint32_t i = 0; i < mesh.rank; ++i) mesh.dims[i] = dims[i];
+  return mesh;
+}
+
+uint32_t pw_mesh_shape_device_count(const pw_mesh_shape_t* mesh) {
+  if (mesh == NULL || mesh->rank < 1 || mesh->rank > PW_MAX_MESH_RANK) return 0;
+  uint64_t count = 1;
+  for (uint32_t i = 0; i < mesh->rank; ++i) {
+    if (mesh->dims[i] < 1) return 0;
+    count *= mesh->dims[i];
+    if (count > (1u << 20)) return 0;
+  }
+  return (uint32_t)count;
+}
+
+bool pw_mesh_shape_equal(const pw_mesh_shape_t* a, const pw_mesh_shape_t* b) {
+  if (a->rank != b->rank) return false;
+  for (uint32_t i = 0; i < a->rank && i < PW_MAX_MESH_RANK; ++i) {
+    if (a->dims[i] != b->dims[i]) return false;
+  }
+  return true;
+}
+
+pw_status_t pw_mesh_shape_check(const pw_mesh_shape_t* mesh) {
+  if (mesh == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "mesh shape is NULL");
+  }
+  if (mesh->rank < 1 || mesh->rank > PW_MAX_MESH_RANK) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "mesh rank %u is outside 1..%d", mesh->rank,
+                          PW_MAX_MESH_RANK);
+  }
+  for (uint32_t i = 0; i < mesh->rank; ++i) {
+    if (mesh->dims[i] < 1) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "mesh dimension %u is 0", i);
+    }
+  }
+  if (pw_mesh_shape_device_count(mesh) == 0) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "mesh has more than 2^20 devices");
+  }
+  return NULL;
+}
+
+size_t pw_mesh_shape_format(const pw_mesh_shape_t* mesh, char* buffer,
+                            size_t capacity) {
+  char text[64] = "";
+  size_t n = 0;
+  uint32_t rank = mesh->rank > PW_MAX_MESH_RANK ? PW_MAX_MESH_RANK : mesh->rank;
+  for (uint32_t i = 0; i < rank; ++i) {
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%u", i ? "x" : "",
+                          mesh->dims[i]);
+  }
+  int total = snprintf(buffer, capacity, "%s", text);
+  return total < 0 ? 0 : (size_t)total;
+}
+
+pw_status_t pw_mesh_shape_parse(const char* text, pw_mesh_shape_t* out_mesh) {
+  if (text == NULL || out_mesh == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_mesh_shape_parse: NULL argument");
+  }
+  pw_mesh_shape_t mesh;
+  memset(&mesh, 0, sizeof(mesh));
+  const char* p = text;
+  while (1) {
+    if (mesh.rank == PW_MAX_MESH_RANK) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "mesh shape '%s' has more than %d axes", text,
+                            PW_MAX_MESH_RANK);
+    }
+    if (*p < '0' || *p > '9') {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "mesh shape '%s': expected a number at offset %d",
+                            text, (int)(p - text));
+    }
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+      v = v * 10 + (uint64_t)(*p - '0');
+      if (v > (1u << 20)) {
+        return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "mesh shape '%s': dimension too large", text);
+      }
+      ++p;
+    }
+    mesh.dims[mesh.rank++] = (uint32_t)v;
+    if (*p == '\0') break;
+    if (*p != 'x') {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "mesh shape '%s': unexpected '%c' at offset %d",
+                            text, *p, (int)(p - text));
+    }
+    ++p;
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(&mesh), "mesh shape '%s'", text);
+  *out_mesh = mesh;
+  return NULL;
+}
+
+uint32_t pw_mesh_coordinate(const pw_mesh_shape_t* mesh, uint32_t index,
+                            uint32_t axis) {
+  if (axis == PW_MESH_AXIS_ALL) return index;
+  if (axis >= mesh->rank) return 0;
+  uint32_t stride = 1;
+  for (uint32_t i = mesh->rank; i-- > axis + 1;) stride *= mesh->dims[i];
+  return (index / stride) % mesh->dims[axis];
+}
+
+static uint32_t pw_mesh_axis_size(const pw_mesh_shape_t* mesh, uint32_t axis) {
+  if (axis == PW_MESH_AXIS_ALL) return pw_mesh_shape_device_count(mesh);
+  return axis < mesh->rank ? mesh->dims[axis] : 0;
+}
+
+bool pw_sharding_equal(const pw_sharding_t* a, const pw_sharding_t* b) {
+  if (a->kind != b->kind) return false;
+  if (a->kind == PW_SHARDING_REPLICATED) return true;
+  return a->tensor_axis == b->tensor_axis && a->mesh_axis == b->mesh_axis;
+}
+
+pw_status_t pw_sharding_check(const pw_sharding_t* sharding,
+                              const pw_shape_t* shape,
+                              const pw_mesh_shape_t* mesh) {
+  if (sharding->kind == PW_SHARDING_REPLICATED) return NULL;
+  if (sharding->kind != PW_SHARDING_SPLIT) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "unknown sharding kind %d", (int)sharding->kind);
+  }
+  if (sharding->tensor_axis >= shape->rank) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "split along tensor axis %u of a rank-%u array",
+                          sharding->tensor_axis, shape->rank);
+  }
+  uint32_t parts = pw_mesh_axis_size(mesh, sharding->mesh_axis);
+  if (parts == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "split over mesh axis %u of a rank-%u mesh",
+                          sharding->mesh_axis, mesh->rank);
+  }
+  if (shape->dims[sharding->tensor_axis] % parts != 0) {
+    return pw_status_make(
+        PW_STATUS_INVALID_ARGUMENT,
+        "dimension %u (size %lld) is not divisible into %u shards",
+        sharding->tensor_axis, (long long)shape->dims[sharding->tensor_axis],
+        parts);
+  }
+  return NULL;
+}
+
+pw_shape_t pw_sharding_shard_shape(const pw_sharding_t* sharding,
+                                   const pw_shape_t* shape,
+                                   const pw_mesh_shape_t* mesh) {
+  pw_shape_t shard = *shape;
+  if (sharding->kind == PW_SHARDING_SPLIT && sharding->tensor_axis < shape->rank) {
+    uint32_t parts = pw_mesh_axis_size(mesh, sharding->mesh_axis);
+    if (parts > 0) shard.dims[sharding->tensor_axis] /= parts;
+  }
+  return shard;
+}
+
+uint32_t pw_sharding_block_index(const pw_sharding_t* sharding,
+                                 const pw_mesh_shape_t* mesh,
+                                 uint32_t device_index) {
+  if (sharding->kind != PW_SHARDING_SPLIT) return 0;
+  return pw_mesh_coordinate(mesh, device_index, sharding->mesh_axis);
+}
+
+size_t pw_sharding_format(const pw_sharding_t* sharding, char* buffer,
+                          size_t capacity) {
+  int n;
+  if (sharding->kind == PW_SHARDING_REPLICATED) {
+    n = snprintf(buffer, capacity, "replicated");
+  } else if (sharding->mesh_axis == PW_MESH_AXIS_ALL) {
+    n = snprintf(buffer, capacity, "split(%u over all devices)", sharding->tensor_axis);
+  } else {
+    n = snprintf(buffer, capacity, "split(%u over mesh axis %u)",
+                 sharding->tensor_axis, sharding->mesh_axis);
+  }
+  return n < 0 ? 0 : (size_t)n;
+}
+
+pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
+                                const pw_mesh_shape_t* mesh) {
+  if (spec == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "array spec is NULL");
+  }
+  if (pw_dtype_size(spec->dtype) == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "unknown dtype %d",
+                          (int)spec->dtype);
+  }
+  PW_RETURN_IF_ERROR(pw_shape_check(&spec->shape));
+  if (mesh != NULL) PW_RETURN_IF_ERROR(pw_sharding_check(&spec->sharding, &spec->shape, mesh));
+  return NULL;
+}
+
+bool pw_array_spec_equal(const pw_array_spec_t* a, const pw_array_spec_t* b) {
+  return a->dtype == b->dtype && pw_shape_equal(&a->shape, &b->shape) &&
+         pw_sharding_equal(&a->sharding, &b->sharding);
+}
+
+size_t pw_array_spec_format(const pw_array_spec_t* spec, char* buffer,
+                            size_t capacity) {
+  char shape[256];
+  char sharding[64];
+  pw_shape_format(spec->dtype, &spec->shape, shape, sizeof(shape));
+  pw_sharding_format(&spec->sharding, sharding, sizeof(sharding));
+  int n = snprintf(buffer, capacity, "%s %s", shape, sharding);
+  return n < 0 ? 0 : (size_t)n;
+}

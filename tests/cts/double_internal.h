@@ -1,0 +1,166 @@
+/* Internal to the test-double backend (double_*.c): its data structures and
+ * the functions its source files share. Includes only the public plugin
+ * header, like any out-of-tree backend. */
+#ifndef PW_TESTS_CTS_DOUBLE_INTERNAL_H_
+#define PW_TESTS_CTS_DOUBLE_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cts/double_backend.h"
+
+#define PW_DOUBLE_BACKEND_MAGIC 0x4B424450u /* "PDBK" */
+#define PW_DOUBLE_EXECUTABLE_MAGIC 0x58454450u /* "PDEX" */
+#define PW_DOUBLE_MEMORY_MAGIC 0x4D454450u /* "PDEM" */
+#define PW_DOUBLE_POISON_SLOTS 1024
+/* Longest program or options text compile accepts. */
+#define PW_DOUBLE_MAX_TEXT (64u * 1024u)
+
+typedef enum pw_double_op_e {
+  PW_DOUBLE_OP_NOOP = 0,
+  PW_DOUBLE_OP_COPY = 1,
+  PW_DOUBLE_OP_FILL = 2,
+  PW_DOUBLE_OP_FAIL = 3,
+  PW_DOUBLE_OP_ALL_REDUCE_SUM = 4,
+} pw_double_op_t;
+
+/* A parsed program: the operation, its argument and its signature (whose
+ * mesh is the one it was compiled for). */
+typedef struct pw_double_program_t {
+  pw_double_op_t op;
+  uint32_t arg; /* fill byte or fail code */
+  pw_executable_signature_t signature;
+} pw_double_program_t;
+
+/* A loaded executable (a pw_backend_executable_t). */
+typedef struct pw_double_executable_t {
+  uint32_t magic;
+  uint32_t group_size; /* devices of the mesh */
+  pw_double_program_t program;
+} pw_double_executable_t;
+
+/* Device memory (a pw_backend_memory_t): header plus the bytes. */
+typedef struct pw_double_memory_t {
+  uint32_t magic;
+  uint32_t device;
+  size_t size;
+  unsigned char data[];
+} pw_double_memory_t;
+
+/* One accepted launch, from launch until its done has returned. */
+typedef struct pw_double_job_t {
+  struct pw_double_job_t* next;      /* queue link */
+  struct pw_double_job_t* gang_next; /* collective rendezvous chain */
+  const pw_double_executable_t* executable;
+  uint32_t device;
+  uint32_t mesh_index;
+  uint32_t group_size;
+  uint32_t arrived; /* head of a rendezvous chain: parts arrived */
+  uint64_t gang_id;
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_double_memory_t* inputs[PW_BACKEND_MAX_PARAMS];
+  pw_double_memory_t* outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_done_fn_t done;
+  void* done_user;
+  pw_status_code_t injected; /* fail at completion with this, or OK */
+  size_t alloc_size;
+  uint32_t group_devices[]; /* copied for collectives only */
+} pw_double_job_t;
+
+/* A FIFO of jobs, with its own lock. */
+typedef struct pw_double_queue_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  pw_double_job_t* head;
+  pw_double_job_t* tail;
+  bool stop;
+  bool paused;
+} pw_double_queue_t;
+
+typedef struct pw_double_worker_t {
+  pw_double_backend_t* d;
+  pw_double_queue_t queue;
+  pthread_t thread;
+  bool started;
+} pw_double_worker_t;
+
+typedef struct pw_double_device_t {
+  _Atomic int health;
+  _Atomic uint64_t launches;
+  _Atomic uint64_t rejected;
+  _Atomic uint64_t completed_ok;
+  _Atomic uint64_t completed_error;
+  _Atomic uint64_t used_bytes;
+  pthread_mutex_t order_mutex;
+  uint64_t* order;
+  size_t order_count;
+} pw_double_device_t;
+
+struct pw_double_backend_s {
+  uint32_t magic;
+  pw_double_options_t options; /* resolved: defaults applied */
+  pw_allocator_t allocator;
+  pw_double_device_t* devices;
+  pw_double_worker_t* workers; /* THREADED only */
+  pw_double_queue_t deferred;  /* DEFERRED only */
+
+  pthread_mutex_t idle_mutex;
+  pthread_cond_t idle_cond;
+  uint64_t in_flight;
+
+  /* Nth-launch injection: the attempt number that fails, 0 if none. */
+  _Atomic uint64_t attempts;
+  _Atomic uint64_t fail_attempt;
+  pthread_mutex_t inject_mutex;
+  pw_status_code_t fail_code;
+  pw_double_fail_mode_t fail_mode;
+
+  /* Collective rendezvous: heads of incomplete gangs, and the ids of gangs
+   * known to be unable to complete (a part was rejected). */
+  pthread_mutex_t gang_mutex;
+  pw_double_job_t* gangs;
+  uint64_t poisoned[PW_DOUBLE_POISON_SLOTS];
+  uint32_t poisoned_next;
+  uint32_t poisoned_used;
+
+  _Atomic size_t live_allocations;
+  _Atomic size_t live_executables;
+  unsigned char no_op_memory; /* what no-op allocations point at */
+};
+
+/* --- double_program.c --- */
+
+/* Parses |size| bytes of program text for |mesh|. INVALID_ARGUMENT naming
+ * the line on any error. */
+pw_status_t pw_double_program_parse(const char* text, size_t size,
+                                    const pw_mesh_shape_t* mesh,
+                                    pw_double_program_t* out_program);
+
+/* Serializes |program| compiled with |options| into executable bytes
+ * allocated from |allocator|. */
+pw_status_t pw_double_program_serialize(const pw_double_program_t* program,
+                                        const char* options,
+                                        pw_allocator_t allocator,
+                                        void** out_bytes, size_t* out_size);
+
+/* Checks and parses executable bytes (see the header for the errors). */
+pw_status_t pw_double_program_deserialize(const void* bytes, size_t size,
+                                          pw_double_program_t* out_program);
+
+/* --- double_exec.c --- */
+
+/* The launch method. */
+pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* launch);
+/* Starts the helper threads of a THREADED backend. */
+pw_status_t pw_double_exec_start(pw_double_backend_t* d);
+/* Stops and joins the helper threads, running what is queued, and fails
+ * any collective still waiting for parts (CANCELLED). */
+void pw_double_exec_stop(pw_double_backend_t* d);
+/* Fails the pending collectives of gangs that include |device|. */
+void pw_double_exec_abort_device(pw_double_backend_t* d, uint32_t device);
+
+/* Queue helpers (mutex/cond initialised by the caller). */
+void pw_double_queue_push(pw_double_queue_t* queue, pw_double_job_t* job);
+
+#endif /* PW_TESTS_CTS_DOUBLE_INTERNAL_H_ */
