@@ -12,5 +12,11 @@
 #include "pathways/log.h"
 #include "pathways/clock.h"
 #include "pathways/event.h"
+#include "pathways/types.h"
+#include "pathways/backend.h"
+#include "pathways/runtime.h"
+#include "pathways/buffer.h"
+#include "pathways/executable.h"
+#include "pathways/graph.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

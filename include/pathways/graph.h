@@ -1,0 +1,111 @@
+/* libpathways: dataflow graphs and their submission.
+ *
+ * A graph is a program: parameter nodes (arrays supplied at submit), compute
+ * nodes (an executable run on a virtual slice) and graph outputs. Edges are
+ * values: a value is (node, output index); a parameter node has one output.
+ * Nodes are numbered in the order they are added, and a compute node may
+ * name a node that is added later, so a graph can be built in any order
+ * (and a decoder can build one from bytes); pw_graph_finalize checks it.
+ *
+ * Finalizing validates (each error names the node: unknown node or output,
+ * dtype/shape/sharding mismatch against the executable's signature, an
+ * executable whose mesh does not match the virtual slice, released or
+ * foreign handles, cycles) and lowers the graph into a plan that is kept:
+ * resubmitting costs only the per-execution work.
+ *
+ * Submitting enqueues the whole graph at once (parallel asynchronous
+ * dispatch) onto the slice sequences of the physical slices involved; the
+ * output buffers come back immediately and complete later, and a done event
+ * resolves exactly once, with the first error if any.
+ */
+#ifndef PATHWAYS_GRAPH_H_
+#define PATHWAYS_GRAPH_H_
+
+#include "pathways/buffer.h"
+#include "pathways/event.h"
+#include "pathways/executable.h"
+#include "pathways/runtime.h"
+
+PW_EXTERN_C_BEGIN
+
+typedef struct pw_graph_t {
+  uint64_t id;
+} pw_graph_t;
+
+/* A reference to a value of the graph: output |output| of node |node|. */
+typedef struct pw_value_t {
+  uint32_t node;
+  uint32_t output;
+} pw_value_t;
+
+static inline pw_value_t pw_value(uint32_t node, uint32_t output) {
+  pw_value_t v = {node, output};
+  return v;
+}
+
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_create(pw_client_t* client,
+                                                      pw_graph_t* out_graph);
+
+/* Adds parameter number k (k = number of parameters added before) living
+ * on |vslice| with |spec|. Its node id goes to |*out_node| (may be NULL). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_parameter(
+    pw_client_t* client, pw_graph_t graph, pw_vslice_t vslice,
+    const pw_array_spec_t* spec, uint32_t* out_node);
+
+/* Adds a compute node running |executable| on |vslice| over |inputs|
+ * (|input_count| values; they may name nodes not added yet). |name| (may be
+ * NULL) is copied and used in messages. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_compute(
+    pw_client_t* client, pw_graph_t graph, const char* name,
+    pw_executable_t executable, pw_vslice_t vslice, const pw_value_t* inputs,
+    uint32_t input_count, uint32_t* out_node);
+
+/* Declares |value| as graph output number k (k = outputs declared before). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_output(pw_client_t* client,
+                                                          pw_graph_t graph,
+                                                          pw_value_t value);
+
+/* Validates and lowers the graph (idempotent; submit does it if needed).
+ * After success the graph is frozen: adding nodes is FAILED_PRECONDITION. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_finalize(pw_client_t* client,
+                                                        pw_graph_t graph);
+
+typedef struct pw_graph_counts_t {
+  uint32_t parameters;
+  uint32_t computes;
+  uint32_t outputs;
+  uint32_t edges;   /* compute inputs fed by other compute nodes */
+} pw_graph_counts_t;
+
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_counts(pw_client_t* client,
+                                                      pw_graph_t graph,
+                                                      pw_graph_counts_t* out_counts);
+
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_release(pw_client_t* client,
+                                                       pw_graph_t graph);
+
+typedef struct pw_submit_options_t {
+  size_t struct_size;  /* sizeof(pw_submit_options_t) */
+  /* Optional, one flag per argument: the execution takes the argument
+   * (its handle is released by the submit) and may reuse its memory for an
+   * output of identical spec on the same slice. */
+  const bool* donate;
+} pw_submit_options_t;
+
+/* Runs |graph| once. |args| supply the parameters in order (each must
+ * match the parameter's vslice and spec). |out_outputs| receives
+ * |output_count| new buffers (exactly the graph's output count), valid at
+ * once and ready later. |out_done| (may be NULL) receives a retained event
+ * that completes when every op of this execution has, with the first error.
+ * |options| may be NULL. On a validation or allocation failure nothing was
+ * enqueued and no handle was created or consumed. (If the client's handle
+ * table cannot grow after the work was enqueued, the error is returned, no
+ * output handle is created, and the enqueued work still completes.) */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_submit(
+    pw_client_t* client, pw_graph_t graph, const pw_buffer_t* args,
+    uint32_t arg_count, const pw_submit_options_t* options,
+    pw_buffer_t* out_outputs, uint32_t output_count, pw_event_t** out_done);
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_GRAPH_H_ */

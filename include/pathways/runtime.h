@@ -1,0 +1,155 @@
+/* libpathways: the runtime, its topology, clients and virtual slices.
+ *
+ * A pw_runtime_t is the controller: it owns the backends it is given and a
+ * topology of physical slices (each a mesh of devices of one backend). A
+ * pw_client_t is one job/tenant; every handle it creates (virtual slices,
+ * executables, buffers, graphs) belongs to it and is rejected by any other
+ * client. Client handles are checked ids (client tag, slot, generation), not
+ * pointers: a released or foreign handle is a clear error, never a crash.
+ *
+ * Thread-safety: all functions may be called concurrently from any thread,
+ * except the destroy functions (nothing else may use the object then).
+ */
+#ifndef PATHWAYS_RUNTIME_H_
+#define PATHWAYS_RUNTIME_H_
+
+#include "pathways/allocator.h"
+#include "pathways/api.h"
+#include "pathways/backend.h"
+#include "pathways/log.h"
+#include "pathways/status.h"
+#include "pathways/types.h"
+
+PW_EXTERN_C_BEGIN
+
+typedef struct pw_runtime_s pw_runtime_t;
+typedef struct pw_client_s pw_client_t;
+
+/* A virtual slice of one client: a mesh the client asked for, bound by the
+ * resource manager to a physical slice. */
+typedef struct pw_vslice_t {
+  uint64_t id;
+} pw_vslice_t;
+
+/* One physical slice in the runtime options. */
+typedef struct pw_slice_desc_t {
+  const char* name;       /* for messages and queries; copied. NULL = "slice<i>" */
+  pw_mesh_shape_t mesh;   /* e.g. 2x4 */
+  uint32_t backend;       /* index into pw_runtime_options_t.backends */
+  uint32_t first_device;  /* backend ordinal of mesh index 0; the slice uses
+                             ordinals first_device .. first_device + n - 1 */
+  uint32_t host;          /* host id, for topology queries */
+} pw_slice_desc_t;
+
+typedef struct pw_runtime_options_t {
+  size_t struct_size;        /* sizeof(pw_runtime_options_t) */
+  pw_allocator_t allocator;  /* zero = pw_allocator_system() */
+  pw_logger_t logger;        /* zero = pw_logger_default() */
+  /* Host threads for runtime-side host work that spreads over devices:
+   * today the per-device shard copies of large host transfers (buffers of
+   * 256 KiB and more) run on them in parallel. 0 = on the calling thread.
+   * At most 256. Devices never get a thread each; dispatch runs on the
+   * threads that complete work. */
+  uint32_t worker_count;
+  /* Backends the runtime takes ownership of (it destroys them, also when
+   * create fails). */
+  const pw_backend_t* backends;
+  uint32_t backend_count;
+  const pw_slice_desc_t* slices;
+  uint32_t slice_count;
+} pw_runtime_options_t;
+
+#define PW_RUNTIME_OPTIONS_SIZE_V1 \
+  (offsetof(pw_runtime_options_t, slice_count) + sizeof(uint32_t))
+
+/* Creates a runtime. Validates the topology: backends (vtable size, name),
+ * meshes, device ranges inside each backend, no device in two slices. On
+ * failure every backend in |options| has been destroyed. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_create(
+    const pw_runtime_options_t* options, pw_runtime_t** out_runtime);
+
+/* Destroys |runtime|: every client must have been destroyed. Destroys the
+ * backends. NULL is a no-op. */
+PW_API void pw_runtime_destroy(pw_runtime_t* runtime);
+
+typedef struct pw_slice_info_t {
+  char name[64];
+  pw_mesh_shape_t mesh;
+  uint32_t device_count;
+  uint32_t host;
+  char backend[32];            /* backend name */
+  pw_device_health_t health;   /* worst health among its devices */
+  uint32_t bound_vslices;      /* virtual slices currently bound to it */
+} pw_slice_info_t;
+
+typedef struct pw_device_info_t {
+  uint32_t slice;
+  uint32_t mesh_index;
+  uint32_t backend_device;     /* ordinal inside the backend */
+  uint32_t host;
+  uint64_t memory_bytes;
+  pw_device_health_t health;
+  char kind[32];
+} pw_device_info_t;
+
+PW_API uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime);
+/* OUT_OF_RANGE for a bad |slice|. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_slice_info(
+    pw_runtime_t* runtime, uint32_t slice, pw_slice_info_t* out_info);
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
+    pw_runtime_t* runtime, uint32_t slice, uint32_t mesh_index,
+    pw_device_info_t* out_info);
+
+typedef struct pw_client_options_t {
+  size_t struct_size;  /* sizeof(pw_client_options_t) */
+  const char* name;    /* copied; NULL = "client<n>" */
+  uint32_t weight;     /* fair-share weight (0 = 1) */
+  int32_t priority;    /* higher runs first under the priority policy */
+} pw_client_options_t;
+
+#define PW_CLIENT_OPTIONS_SIZE_V1 \
+  (offsetof(pw_client_options_t, priority) + sizeof(int32_t))
+
+/* Creates a client. |options| may be NULL (defaults). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
+    pw_runtime_t* runtime, const pw_client_options_t* options,
+    pw_client_t** out_client);
+
+/* Waits for the client's in-flight executions, then frees everything it
+ * owns (handles it did not release included). NULL is a no-op. */
+PW_API void pw_client_destroy(pw_client_t* client);
+
+/* The client's name (valid while it lives). */
+PW_API const char* pw_client_name(const pw_client_t* client);
+
+/* Flags for pw_vslice_create. */
+typedef enum pw_vslice_flags_e {
+  PW_VSLICE_DEFAULT = 0,
+  /* Only bind to a physical slice no other virtual slice (of any client)
+   * is bound to. */
+  PW_VSLICE_EXCLUSIVE = 1u << 0,
+} pw_vslice_flags_t;
+
+/* Asks for a virtual slice of |mesh|. The resource manager binds it to a
+ * healthy physical slice with the same mesh shape (or, failing that, the
+ * same device count, laid out row-major) that this client has not bound
+ * yet, preferring the least shared one. RESOURCE_EXHAUSTED, saying how many
+ * slices fit and why each was refused, when none is free. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create(pw_client_t* client,
+                                                       const pw_mesh_shape_t* mesh,
+                                                       uint32_t flags,
+                                                       pw_vslice_t* out_vslice);
+
+/* Releases the handle. Work already submitted on it still completes. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_release(pw_client_t* client,
+                                                        pw_vslice_t vslice);
+
+/* The physical slice |vslice| is bound to, and its (virtual) mesh. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_binding(pw_client_t* client,
+                                                        pw_vslice_t vslice,
+                                                        uint32_t* out_slice,
+                                                        pw_mesh_shape_t* out_mesh);
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_RUNTIME_H_ */

@@ -1,0 +1,250 @@
+/* Internal: the runtime's object model, shared by lib/runtime (facade,
+ * handles, buffers, executables), lib/graph (builder and plan) and
+ * lib/sched (dispatch). Not installed.
+ *
+ * Ownership summary
+ *   runtime  owns backends, physical slices and their device states.
+ *   client   owns a handle table; each slot holds one reference to an
+ *            object (vslice, executable, buffer, graph).
+ *   objects  are refcounted (pw_atomic_u32_t refs) and freed with the
+ *            runtime's allocator when the last reference goes.
+ *   execution holds references to the buffers it reads and writes and to
+ *            its graph's plan until all its ops have completed.
+ */
+#ifndef PW_RUNTIME_OBJECTS_H_
+#define PW_RUNTIME_OBJECTS_H_
+
+#include <pthread.h>
+
+#include "base/atomics.h"
+#include "event/event_internal.h"
+#include "pathways/buffer.h"
+#include "pathways/executable.h"
+#include "pathways/graph.h"
+#include "pathways/runtime.h"
+
+struct pw_op_s;
+struct pw_execution_s;
+struct pw_slice_s;
+
+/* ---- physical topology and dispatch state ------------------------------- */
+
+/* Dispatch state of one physical device. The device follows its slice's
+ * sequence with |cursor| (a tagged op pointer, see lib/sched/dispatch.c).
+ * The launch argument arrays are embedded: a device runs one op at a time,
+ * so they stay valid from launch until the backend calls done. */
+typedef struct pw_device_s {
+  pw_atomic_ptr_t cursor;
+  struct pw_slice_s* slice;
+  uint32_t mesh_index;
+  uint32_t backend_device;
+  /* Trampoline: the device is queued as a work item (launch or done). */
+  struct pw_device_s* work_next;
+  uint32_t work_kind;
+  struct pw_op_s* running;
+  pw_status_t done_status;
+  pw_backend_launch_t launch;
+  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+} pw_device_t;
+
+typedef struct pw_slice_s {
+  pw_runtime_t* runtime;
+  uint32_t index;
+  char name[64];
+  pw_mesh_shape_t mesh;
+  uint32_t device_count;
+  uint32_t backend_index;
+  const pw_backend_t* backend;
+  uint32_t host;
+  uint32_t first_device;
+  pw_device_t* devices;       /* device_count, mesh order */
+  uint32_t* group_devices;    /* backend ordinals in mesh order */
+  /* Slice sequence. Appends happen under append_lock, which only
+   * submitters take (never a device or backend thread). */
+  pthread_mutex_t append_lock;
+  struct pw_op_s* tail;               /* last appended op (append_lock) */
+  struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
+  pw_atomic_u32_t idle_devices;       /* devices parked after the tail */
+  /* Resource manager (runtime->lock). */
+  uint32_t bound_vslices;
+} pw_slice_t;
+
+struct pw_workers_s;
+
+struct pw_runtime_s {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t worker_count;
+  struct pw_workers_s* workers;  /* NULL when worker_count is 0 */
+  pw_backend_t* backends;
+  uint32_t backend_count;
+  pw_slice_t* slices;
+  uint32_t slice_count;
+  pthread_mutex_t lock;         /* clients, vslice bindings */
+  uint32_t client_count;
+  uint32_t next_client_tag;
+  pw_atomic_u64_t next_gang_id;
+};
+
+/* ---- handles ------------------------------------------------------------ */
+
+typedef enum pw_object_kind_e {
+  PW_OBJECT_VSLICE = 1,
+  PW_OBJECT_EXECUTABLE = 2,
+  PW_OBJECT_BUFFER = 3,
+  PW_OBJECT_GRAPH = 4,
+} pw_object_kind_t;
+
+/* Common header of every handle-table object. */
+typedef struct pw_object_s {
+  pw_atomic_u32_t refs;
+  pw_object_kind_t kind;
+  pw_runtime_t* runtime;
+  void (*destroy)(struct pw_object_s* object);
+} pw_object_t;
+
+void pw__object_init(pw_object_t* object, pw_object_kind_t kind,
+                     pw_runtime_t* runtime, void (*destroy)(pw_object_t*));
+void pw__object_retain(pw_object_t* object);
+void pw__object_release(pw_object_t* object);
+
+typedef struct pw_handle_slot_s {
+  pw_object_t* object;     /* NULL when free */
+  uint32_t generation;     /* 16 bits used */
+  uint32_t next_free;
+} pw_handle_slot_t;
+
+typedef struct pw_handle_table_s {
+  pthread_rwlock_t lock;
+  pw_handle_slot_t* slots;
+  uint32_t capacity;
+  uint32_t count;
+  uint32_t free_head;      /* UINT32_MAX = none */
+  uint32_t live;
+} pw_handle_table_t;
+
+struct pw_client_s {
+  pw_runtime_t* runtime;
+  char name[64];
+  uint32_t tag;            /* 12-bit client tag inside every handle id */
+  uint32_t weight;
+  int32_t priority;
+  pw_handle_table_t handles;
+  /* In-flight executions, for pw_client_destroy to wait on. */
+  pw_atomic_u32_t inflight;
+  pthread_mutex_t idle_lock;
+  pthread_cond_t idle_cond;
+};
+
+/* Adds |object| to |client|'s table, taking over one reference (on failure
+ * the reference is released). */
+pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
+                              uint64_t* out_id);
+/* Looks up |id| of |kind| and returns a new reference. |what| names the
+ * argument in errors ("buffer", "args[2]"). */
+pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
+                              pw_object_kind_t kind, const char* what,
+                              pw_object_t** out_object);
+/* Removes |id| and releases the table's reference. */
+pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
+                              pw_object_kind_t kind, const char* what);
+void pw__handle_table_init(pw_handle_table_t* table);
+/* Releases every remaining object and frees the table. */
+void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator);
+
+/* ---- objects ------------------------------------------------------------ */
+
+typedef struct pw_vslice_obj_s {
+  pw_object_t header;
+  pw_slice_t* slice;       /* physical binding */
+  pw_mesh_shape_t mesh;    /* as asked; same device count as the slice */
+  pw_client_t* client;
+} pw_vslice_obj_t;
+
+typedef struct pw_executable_obj_s {
+  pw_object_t header;
+  const pw_backend_t* backend;
+  pw_backend_executable_t loaded;
+  pw_executable_signature_t signature;
+  void* bytes;
+  size_t byte_size;
+} pw_executable_obj_t;
+
+typedef struct pw_buffer_obj_s {
+  pw_object_t header;
+  pw_slice_t* slice;
+  pw_mesh_shape_t mesh;      /* the vslice's mesh */
+  pw_vslice_obj_t* vslice;   /* retained */
+  pw_array_spec_t spec;
+  size_t shard_bytes;
+  size_t total_bytes;
+  pw_event_t* ready;
+  /* Per device (mesh order); written by the device that produces the
+   * shard before the ready event completes. */
+  pw_backend_memory_t* shards;
+} pw_buffer_obj_t;
+
+pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,
+                              pw_buffer_obj_t** out_buffer);
+
+/* ---- graph plan --------------------------------------------------------- */
+
+/* Where a compute input comes from. */
+typedef struct pw_plan_input_s {
+  int32_t param;       /* parameter index, or -1 */
+  int32_t op;          /* producing op index, or -1 */
+  uint32_t output;     /* output index of the producing op */
+} pw_plan_input_t;
+
+typedef struct pw_plan_op_s {
+  uint32_t node;                   /* graph node id, for messages */
+  const char* name;                /* points into the graph's storage */
+  pw_executable_obj_t* executable; /* retained by the graph */
+  pw_vslice_obj_t* vslice;         /* retained by the graph */
+  uint32_t input_count;
+  pw_plan_input_t inputs[PW_BACKEND_MAX_PARAMS];
+  uint32_t output_count;
+  uint32_t static_deps;            /* distinct producing ops among inputs */
+  uint32_t successor_count;
+  uint32_t* successors;            /* op indices, one per distinct consumer */
+} pw_plan_op_t;
+
+typedef struct pw_plan_output_s {
+  int32_t param;   /* graph output is a parameter, or -1 */
+  int32_t op;
+  uint32_t output;
+} pw_plan_output_t;
+
+typedef struct pw_plan_s {
+  uint32_t param_count;
+  pw_array_spec_t* param_specs;
+  pw_vslice_obj_t** param_vslices;
+  uint32_t op_count;               /* in topological order */
+  pw_plan_op_t* ops;
+  uint32_t output_count;
+  pw_plan_output_t* outputs;
+  uint32_t edge_count;
+} pw_plan_t;
+
+/* Returns the graph's plan, finalizing it if needed; the graph object is
+ * retained by the caller and the plan lives as long as the graph. */
+struct pw_graph_obj_s;
+pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
+                           const pw_plan_t** out_plan);
+
+/* ---- dispatch (lib/sched) ----------------------------------------------- */
+
+/* Instantiates |plan| with |args| (already validated, references owned by
+ * the caller) and enqueues it. Fills |outputs| with new buffer objects (one
+ * reference each for the caller) and |*out_done| with a retained event. */
+pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
+                                pw_object_t* graph_ref,
+                                pw_buffer_obj_t* const* args,
+                                pw_buffer_obj_t** outputs, pw_event_t** out_done);
+
+/* Initialises/destroys the dispatch state of |slice|. */
+pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);
+void pw__dispatch_slice_deinit(pw_slice_t* slice);
+
+#endif /* PW_RUNTIME_OBJECTS_H_ */

@@ -1,0 +1,244 @@
+#define _POSIX_C_SOURCE 200809L
+/* Runtime creation, topology validation and topology queries. */
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/backend_call.h"
+#include "runtime/objects.h"
+#include "runtime/workers.h"
+
+static void pw_runtime_destroy_backends(const pw_backend_t* backends,
+                                        uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) pw__backend_destroy(&backends[i]);
+}
+
+static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options) {
+  if (options->struct_size < PW_RUNTIME_OPTIONS_SIZE_V1) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "runtime options struct_size %zu is smaller than v1 (%zu)",
+                          options->struct_size, (size_t)PW_RUNTIME_OPTIONS_SIZE_V1);
+  }
+  if (options->backend_count == 0 || options->backends == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options name no backend");
+  }
+  if (options->slice_count == 0 || options->slices == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options name no slice");
+  }
+  if (options->slice_count > 4096) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "%u slices requested; at most 4096 are supported",
+                          options->slice_count);
+  }
+  for (uint32_t b = 0; b < options->backend_count; ++b) {
+    PW_RETURN_IF_ERROR_CTX(pw__backend_check(&options->backends[b]), "backends[%u]", b);
+  }
+  for (uint32_t s = 0; s < options->slice_count; ++s) {
+    const pw_slice_desc_t* d = &options->slices[s];
+    PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(&d->mesh), "slices[%u]", s);
+    if (d->backend >= options->backend_count) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "slices[%u]: backend index %u out of range (%u backends)",
+                            s, d->backend, options->backend_count);
+    }
+    const pw_backend_t* backend = &options->backends[d->backend];
+    uint32_t n = pw_mesh_shape_device_count(&d->mesh);
+    uint32_t available = pw__backend_device_count(backend);
+    if ((uint64_t)d->first_device + n > available) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "slices[%u]: devices %u..%u exceed backend '%s', which "
+                            "has %u devices",
+                            s, d->first_device, d->first_device + n - 1,
+                            pw__backend_name(backend), available);
+    }
+    for (uint32_t t = 0; t < s; ++t) {
+      const pw_slice_desc_t* o = &options->slices[t];
+      uint32_t m = pw_mesh_shape_device_count(&o->mesh);
+      if (o->backend == d->backend && d->first_device < o->first_device + m &&
+          o->first_device < d->first_device + n) {
+        return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "slices[%u] and slices[%u] share devices of backend '%s'",
+                              t, s, pw__backend_name(backend));
+      }
+    }
+  }
+  return NULL;
+}
+
+static void pw_runtime_free(pw_runtime_t* rt) {
+  pw_allocator_t a = rt->allocator;
+  for (uint32_t s = 0; s < rt->slice_count; ++s) {
+    pw_slice_t* slice = &rt->slices[s];
+    if (slice->devices) pw__dispatch_slice_deinit(slice);
+  }
+  pw_allocator_free(a, rt->slices, rt->slice_count * sizeof(pw_slice_t));
+  pw__workers_destroy(rt->workers);
+  pw_runtime_destroy_backends(rt->backends, rt->backend_count);
+  pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
+  pthread_mutex_destroy(&rt->lock);
+  pw_allocator_free(a, rt, sizeof(*rt));
+}
+
+pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
+                              pw_runtime_t** out_runtime) {
+  if (out_runtime == NULL) {
+    if (options && options->backends) {
+      pw_runtime_destroy_backends(options->backends, options->backend_count);
+    }
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_runtime is NULL");
+  }
+  *out_runtime = NULL;
+  if (options == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options are NULL");
+  }
+  pw_status_t status = pw_runtime_check_options(options);
+  if (status != NULL) {
+    if (options->backends) pw_runtime_destroy_backends(options->backends, options->backend_count);
+    return pw_status_annotate(status, "pw_runtime_create");
+  }
+  pw_allocator_t allocator = pw_allocator_is_valid(options->allocator)
+                                 ? options->allocator
+                                 : pw_allocator_system();
+  pw_runtime_t* rt = NULL;
+  status = pw_allocator_calloc(allocator, sizeof(*rt), 0, (void**)&rt);
+  if (status != NULL) {
+    pw_runtime_destroy_backends(options->backends, options->backend_count);
+    return status;
+  }
+  rt->allocator = allocator;
+  rt->logger = options->logger.fn ? options->logger : pw_logger_default();
+  rt->worker_count = options->worker_count;
+  pthread_mutex_init(&rt->lock, NULL);
+  pw_atomic_init_u64(&rt->next_gang_id, 1);
+  rt->next_client_tag = 1;
+  status = pw_allocator_calloc_array(allocator, options->backend_count,
+                                     sizeof(pw_backend_t), 0, (void**)&rt->backends);
+  if (status != NULL) {
+    pthread_mutex_destroy(&rt->lock);
+    pw_allocator_free(allocator, rt, sizeof(*rt));
+    pw_runtime_destroy_backends(options->backends, options->backend_count);
+    return status;
+  }
+  memcpy(rt->backends, options->backends, options->backend_count * sizeof(pw_backend_t));
+  rt->backend_count = options->backend_count;
+  status = pw_allocator_calloc_array(allocator, options->slice_count,
+                                     sizeof(pw_slice_t), 0, (void**)&rt->slices);
+  if (status != NULL) {
+    pw_runtime_free(rt);
+    return status;
+  }
+  rt->slice_count = options->slice_count;
+  for (uint32_t s = 0; s < options->slice_count; ++s) {
+    const pw_slice_desc_t* d = &options->slices[s];
+    pw_slice_t* slice = &rt->slices[s];
+    slice->runtime = rt;
+    slice->index = s;
+    if (d->name && d->name[0]) {
+      snprintf(slice->name, sizeof(slice->name), "%s", d->name);
+    } else {
+      snprintf(slice->name, sizeof(slice->name), "slice%u", s);
+    }
+    slice->mesh = d->mesh;
+    slice->device_count = pw_mesh_shape_device_count(&d->mesh);
+    slice->backend_index = d->backend;
+    slice->backend = &rt->backends[d->backend];
+    slice->host = d->host;
+    slice->first_device = d->first_device;
+    status = pw__dispatch_slice_init(slice);
+    if (status != NULL) {
+      pw_runtime_free(rt);
+      return pw_status_annotate(status, "slice '%s'", slice->name);
+    }
+  }
+  status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
+  if (status != NULL) {
+    pw_runtime_free(rt);
+    return pw_status_annotate(status, "pw_runtime_create");
+  }
+  pw_log(&rt->logger, PW_LOG_INFO, "runtime", "created with %u backends, %u slices",
+         rt->backend_count, rt->slice_count);
+  *out_runtime = rt;
+  return NULL;
+}
+
+void pw_runtime_destroy(pw_runtime_t* runtime) {
+  if (runtime == NULL) return;
+  if (runtime->client_count != 0) {
+    pw_log(&runtime->logger, PW_LOG_ERROR, "runtime",
+           "destroyed with %u live clients; destroy clients first",
+           runtime->client_count);
+  }
+  pw_runtime_free(runtime);
+}
+
+uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime) {
+  return runtime ? runtime->slice_count : 0;
+}
+
+static pw_device_health_t pw_slice_health(pw_slice_t* slice) {
+  pw_device_health_t worst = PW_DEVICE_HEALTHY;
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_health_t h = pw__backend_health(slice->backend, slice->group_devices[i]);
+    if (h > worst) worst = h;
+  }
+  return worst;
+}
+
+pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
+                                  pw_slice_info_t* out_info) {
+  if (runtime == NULL || out_info == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_runtime_slice_info: runtime or out_info is NULL");
+  }
+  memset(out_info, 0, sizeof(*out_info));
+  if (slice >= runtime->slice_count) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
+                          slice, runtime->slice_count);
+  }
+  pw_slice_t* s = &runtime->slices[slice];
+  snprintf(out_info->name, sizeof(out_info->name), "%s", s->name);
+  out_info->mesh = s->mesh;
+  out_info->device_count = s->device_count;
+  out_info->host = s->host;
+  snprintf(out_info->backend, sizeof(out_info->backend), "%s", pw__backend_name(s->backend));
+  out_info->health = pw_slice_health(s);
+  pthread_mutex_lock(&runtime->lock);
+  out_info->bound_vslices = s->bound_vslices;
+  pthread_mutex_unlock(&runtime->lock);
+  return NULL;
+}
+
+pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
+                                   uint32_t mesh_index, pw_device_info_t* out_info) {
+  if (runtime == NULL || out_info == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_runtime_device_info: runtime or out_info is NULL");
+  }
+  memset(out_info, 0, sizeof(*out_info));
+  if (slice >= runtime->slice_count) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
+                          slice, runtime->slice_count);
+  }
+  pw_slice_t* s = &runtime->slices[slice];
+  if (mesh_index >= s->device_count) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "slice '%s' has %u devices; device %u does not exist",
+                          s->name, s->device_count, mesh_index);
+  }
+  uint32_t ordinal = s->group_devices[mesh_index];
+  pw_backend_device_info_t info;
+  pw_status_t status = pw__backend_device_info(s->backend, ordinal, &info);
+  if (status != NULL && pw_status_code(status) != PW_STATUS_UNIMPLEMENTED) {
+    return pw_status_annotate(status, "slice '%s' device %u", s->name, mesh_index);
+  }
+  pw_status_free(status);
+  info.kind[sizeof(info.kind) - 1] = '\0';
+  out_info->slice = slice;
+  out_info->mesh_index = mesh_index;
+  out_info->backend_device = ordinal;
+  out_info->host = s->host;
+  out_info->memory_bytes = info.memory_bytes;
+  out_info->health = pw__backend_health(s->backend, ordinal);
+  snprintf(out_info->kind, sizeof(out_info->kind), "%s",
+           info.kind[0] ? info.kind : pw__backend_name(s->backend));
+  return NULL;
+}

@@ -1,0 +1,560 @@
+#define _POSIX_C_SOURCE 200809L
+/* Gang-ordered asynchronous dispatch.
+ *
+ * Every physical slice has one slice sequence: an append-only linked list
+ * of ops (op->slice_next), appended by submitters under the slice's
+ * append_lock — a lock no device or backend thread ever takes. Each device
+ * follows the sequence with a cursor, a tagged op pointer:
+ *
+ *   op|WAITING  the device reached op; op's inputs are not complete yet
+ *   op|RUNNING  the device launched op (or is about to)
+ *   op|IDLE     the device finished op and op was the tail: nothing to do
+ *
+ * A device launches op when (a) its cursor reaches op and (b) op's inputs
+ * are complete (op->inputs_ready). Whichever thread makes the second of the
+ * two true claims the launch with a CAS WAITING -> RUNNING, so each
+ * (device, op) launches exactly once, in sequence order, without a thread
+ * per device or any polling:
+ *   arrive:       cursor := op|WAITING (xchg); if inputs_ready, claim.
+ *   inputs ready: inputs_ready := 1 (xchg); for each device at op|WAITING,
+ *                 claim.
+ * Both sides store, then load the other side's variable, with full fences
+ * (locked instructions), so at least one of them sees the other.
+ *
+ * Appending op Z after tail X wakes devices idle at X: the appender stores
+ * X->slice_next = Z, then CASes cursors X|IDLE -> Z|WAITING; a device going
+ * idle stores X|IDLE, bumps slice->idle_devices, then re-reads
+ * X->slice_next. Again one of the two sees the other; the CAS decides.
+ *
+ * Dependencies are counters: op->pending = producing ops not complete +
+ * arguments not ready + 1 (a guard the submitter drops when everything is
+ * linked). The thread that brings pending to 0 marks inputs ready.
+ *
+ * Completion never recurses: launches and device completions are work
+ * items (the device struct itself, which is in at most one state at a time)
+ * queued on a thread-local list and drained by the outermost dispatch frame
+ * of the thread (a trampoline). A backend that completes inline, or a
+ * 100k-op chain, runs in constant stack.
+ *
+ * Lifetime: ops live in their execution's block. An execution is freed
+ * when (1) all its ops completed, (2) the submitter returned and (3) no
+ * slice has one of its ops as tail (a tail may still be named by an IDLE
+ * cursor).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/backend_call.h"
+#include "runtime/objects.h"
+
+enum {
+  PW_CURSOR_WAITING = 0,
+  PW_CURSOR_RUNNING = 1,
+  PW_CURSOR_IDLE = 2,
+  PW_CURSOR_TAG_MASK = 3,
+};
+
+enum {
+  PW_WORK_LAUNCH = 1,
+  PW_WORK_DONE = 2,
+};
+
+typedef struct pw_op_s {
+  pw_atomic_u32_t pending;
+  pw_atomic_u32_t inputs_ready;
+  pw_atomic_u32_t devices_remaining;
+  pw_atomic_ptr_t status;      /* first device error (owned) */
+  pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
+  pw_atomic_ptr_t slice_next;
+  struct pw_execution_s* exec;
+  const pw_plan_op_t* plan;
+  pw_slice_t* slice;
+  uint64_t gang_id;
+  pw_buffer_obj_t** inputs;    /* plan->input_count, into the exec block */
+  pw_buffer_obj_t** outputs;   /* plan->output_count, into the exec block */
+  pw__event_node_t arg_waits[PW_BACKEND_MAX_PARAMS];
+} pw_op_t;
+
+typedef struct pw_execution_s {
+  pw_atomic_u32_t refs;
+  pw_atomic_u32_t ops_remaining;
+  pw_atomic_ptr_t status;      /* first error (owned) */
+  pw_client_t* client;
+  pw_runtime_t* runtime;
+  pw_object_t* graph;          /* retained: keeps the plan alive */
+  const pw_plan_t* plan;
+  pw_event_t* done;
+  pw_buffer_obj_t** args;      /* retained */
+  pw_buffer_obj_t** outputs;   /* every op output, retained */
+  uint32_t output_total;
+  size_t block_size;
+  pw_op_t* ops;
+} pw_execution_t;
+
+/* ---- trampoline --------------------------------------------------------- */
+
+typedef struct pw_dispatch_frame_s {
+  pw_device_t* head;
+  pw_device_t* tail;
+} pw_dispatch_frame_t;
+
+static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
+
+static void pw_dispatch_device_launch(pw_device_t* d);
+static void pw_dispatch_device_done(pw_device_t* d);
+
+static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
+  while (frame->head != NULL) {
+    pw_device_t* d = frame->head;
+    frame->head = d->work_next;
+    if (frame->head == NULL) frame->tail = NULL;
+    d->work_next = NULL;
+    if (d->work_kind == PW_WORK_LAUNCH) {
+      pw_dispatch_device_launch(d);
+    } else {
+      pw_dispatch_device_done(d);
+    }
+  }
+}
+
+/* Queues |d| for |kind| on this thread's frame, or runs a frame now. */
+static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
+  d->work_kind = kind;
+  d->work_next = NULL;
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (frame != NULL) {
+    if (frame->tail) {
+      frame->tail->work_next = d;
+    } else {
+      frame->head = d;
+    }
+    frame->tail = d;
+    return;
+  }
+  pw_dispatch_frame_t local = {d, d};
+  pw_dispatch_current = &local;
+  pw_dispatch_drain(&local);
+  pw_dispatch_current = NULL;
+}
+
+/* ---- cursors ------------------------------------------------------------ */
+
+static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
+  return (void*)((uintptr_t)op | tag);
+}
+
+static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
+  void* expected = pw_cursor(op, PW_CURSOR_WAITING);
+  if (pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(op, PW_CURSOR_RUNNING))) {
+    d->running = op;
+    pw_dispatch_push(d, PW_WORK_LAUNCH);
+  }
+}
+
+/* |d|'s cursor already holds op|WAITING (set by the caller). */
+static void pw_dispatch_arrived(pw_device_t* d, pw_op_t* op) {
+  if (pw_atomic_load_u32_acquire(&op->inputs_ready)) pw_dispatch_try_claim(d, op);
+}
+
+static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
+  pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_WAITING));
+  pw_dispatch_arrived(d, op);
+}
+
+static void pw_dispatch_inputs_ready(pw_op_t* op) {
+  pw_atomic_exchange_u32(&op->inputs_ready, 1);
+  pw_slice_t* slice = op->slice;
+  void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_t* d = &slice->devices[i];
+    if (pw_atomic_load_ptr_relaxed(&d->cursor) == waiting) pw_dispatch_try_claim(d, op);
+  }
+}
+
+static void pw_dispatch_dep_done(pw_op_t* op) {
+  if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
+}
+
+/* Records |status| (owned) as |op|'s dependency failure if it is the
+ * first. */
+static void pw_dispatch_fail_dep(pw_op_t* op, pw_status_t status) {
+  void* expected = NULL;
+  if (!pw_atomic_cas_ptr(&op->dep_status, &expected, status)) pw_status_free(status);
+}
+
+/* ---- executions --------------------------------------------------------- */
+
+static void pw_execution_release(pw_execution_t* exec) {
+  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return;
+  pw_atomic_fence_acquire();
+  pw_runtime_t* rt = exec->runtime;
+  for (uint32_t i = 0; i < exec->plan->op_count; ++i) {
+    pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].status));
+    pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].dep_status));
+  }
+  pw__object_release(exec->graph);
+  pw_allocator_free(rt->allocator, exec, exec->block_size);
+}
+
+static void pw_execution_complete(pw_execution_t* exec) {
+  pw_status_t status = pw_atomic_exchange_ptr(&exec->status, NULL);
+  pw_status_ignore(pw_event_fail(exec->done, status));
+  pw_event_release(exec->done);
+  exec->done = NULL;
+  for (uint32_t i = 0; i < exec->plan->param_count; ++i) {
+    pw__object_release(&exec->args[i]->header);
+  }
+  for (uint32_t i = 0; i < exec->output_total; ++i) {
+    pw__object_release(&exec->outputs[i]->header);
+  }
+  pw_client_t* client = exec->client;
+  pw_execution_release(exec);
+  if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1) {
+    pthread_mutex_lock(&client->idle_lock);
+    pthread_cond_broadcast(&client->idle_cond);
+    pthread_mutex_unlock(&client->idle_lock);
+  }
+}
+
+static void pw_dispatch_op_complete(pw_op_t* op) {
+  pw_execution_t* exec = op->exec;
+  const pw_plan_op_t* p = op->plan;
+  pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
+  for (uint32_t k = 0; k < p->output_count; ++k) {
+    pw_event_t* ready = op->outputs[k]->ready;
+    pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
+  }
+  for (uint32_t s = 0; s < p->successor_count; ++s) {
+    pw_op_t* succ = &exec->ops[p->successors[s]];
+    if (failure) {
+      pw_dispatch_fail_dep(succ, pw_status_make(pw_status_code(failure),
+                                                "input node %u (\"%s\") failed: %s",
+                                                p->node, p->name,
+                                                pw_status_message(failure)));
+    }
+    pw_dispatch_dep_done(succ);
+  }
+  if (failure) {
+    void* expected = NULL;
+    pw_status_t copy = pw_status_clone(failure);
+    if (!pw_atomic_cas_ptr(&exec->status, &expected, copy)) pw_status_free(copy);
+  }
+  if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
+}
+
+/* ---- device work -------------------------------------------------------- */
+
+static void pw_dispatch_backend_done(void* user, pw_status_t status) {
+  pw_device_t* d = user;
+  d->done_status = status;
+  pw_dispatch_push(d, PW_WORK_DONE);
+}
+
+static void pw_dispatch_device_launch(pw_device_t* d) {
+  pw_op_t* op = d->running;
+  pw_status_t dep = pw_atomic_load_ptr_acquire(&op->dep_status);
+  if (dep != NULL) {
+    /* An input failed: the op does not run; it still passes through this
+     * device's cursor and resolves, failed. */
+    d->done_status = pw_status_clone(dep);
+    pw_dispatch_device_done(d);
+    return;
+  }
+  const pw_plan_op_t* p = op->plan;
+  const pw_backend_t* backend = op->slice->backend;
+  pw_status_t status = NULL;
+  for (uint32_t k = 0; k < p->input_count; ++k) {
+    d->inputs[k] = op->inputs[k]->shards[d->mesh_index];
+  }
+  for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
+    pw_buffer_obj_t* out = op->outputs[k];
+    if (out->shards[d->mesh_index] == NULL) {
+      status = pw__backend_allocate(backend, d->backend_device, out->shard_bytes,
+                                    &out->shards[d->mesh_index]);
+    }
+    d->outputs[k] = out->shards[d->mesh_index];
+  }
+  if (status == NULL) {
+    pw_backend_launch_t* l = &d->launch;
+    memset(l, 0, sizeof(*l));
+    l->struct_size = sizeof(*l);
+    l->executable = p->executable->loaded;
+    l->device = d->backend_device;
+    l->mesh_index = d->mesh_index;
+    l->group_devices = op->slice->group_devices;
+    l->group_size = op->slice->device_count;
+    l->gang_id = op->gang_id;
+    l->inputs = d->inputs;
+    l->input_count = p->input_count;
+    l->outputs = d->outputs;
+    l->output_count = p->output_count;
+    l->done = pw_dispatch_backend_done;
+    l->done_user = d;
+    status = pw__backend_launch(backend, l);
+    if (status == NULL) return; /* |d| now belongs to the backend until done */
+  }
+  d->done_status = status;
+  pw_dispatch_device_done(d);
+}
+
+static void pw_dispatch_device_done(pw_device_t* d) {
+  pw_op_t* op = d->running;
+  d->running = NULL;
+  pw_status_t status = d->done_status;
+  d->done_status = NULL;
+  if (status != NULL) {
+    if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
+      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
+                                  op->plan->node, op->plan->name, op->slice->name,
+                                  d->mesh_index);
+    }
+    void* expected = NULL;
+    if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
+  }
+  /* Advance the cursor before resolving |op|: |op| stays alive while this
+   * device has not counted itself out of it. */
+  pw_op_t* next = pw_atomic_load_ptr_acquire(&op->slice_next);
+  if (next != NULL) {
+    pw_dispatch_arrive(d, next);
+  } else {
+    pw_slice_t* slice = op->slice;
+    pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
+    pw_atomic_fetch_add_u32(&slice->idle_devices, 1);
+    next = pw_atomic_load_ptr_acquire(&op->slice_next);
+    void* expected = pw_cursor(op, PW_CURSOR_IDLE);
+    if (next != NULL &&
+        pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
+      pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
+      pw_dispatch_arrived(d, next);
+    }
+  }
+  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op);
+}
+
+/* ---- slices ------------------------------------------------------------- */
+
+pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, slice->device_count,
+                                               sizeof(pw_device_t), 64,
+                                               (void**)&slice->devices));
+  pw_status_t status = pw_allocator_calloc_array(rt->allocator, slice->device_count,
+                                                 sizeof(uint32_t), 0,
+                                                 (void**)&slice->group_devices);
+  if (status != NULL) {
+    pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
+    slice->devices = NULL;
+    return status;
+  }
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_t* d = &slice->devices[i];
+    d->slice = slice;
+    d->mesh_index = i;
+    d->backend_device = slice->first_device + i;
+    slice->group_devices[i] = d->backend_device;
+    /* Idle "after the beginning": the first append wakes it. */
+    pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
+  }
+  pw_atomic_init_u32(&slice->idle_devices, slice->device_count);
+  pthread_mutex_init(&slice->append_lock, NULL);
+  return NULL;
+}
+
+void pw__dispatch_slice_deinit(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  if (slice->tail_exec) pw_execution_release(slice->tail_exec);
+  slice->tail_exec = NULL;
+  slice->tail = NULL;
+  pthread_mutex_destroy(&slice->append_lock);
+  pw_allocator_free(rt->allocator, slice->group_devices,
+                    slice->device_count * sizeof(uint32_t));
+  pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
+  slice->devices = NULL;
+  slice->group_devices = NULL;
+}
+
+/* Appends ops[first..last) (all on |slice|) to the slice sequence. */
+static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
+                               pw_op_t* last) {
+  pthread_mutex_lock(&slice->append_lock);
+  pw_op_t* prev = slice->tail;
+  for (pw_op_t* op = first; op + 1 < last; ++op) {
+    pw_atomic_store_ptr_release(&op->slice_next, op + 1);
+  }
+  pw_execution_t* old_exec = slice->tail_exec;
+  pw_atomic_fetch_add_u32(&exec->refs, 1);
+  slice->tail = last - 1;
+  slice->tail_exec = exec;
+  if (prev != NULL) pw_atomic_exchange_ptr(&prev->slice_next, first);
+  if (pw_atomic_load_u32_acquire(&slice->idle_devices) != 0) {
+    void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
+    for (uint32_t i = 0; i < slice->device_count; ++i) {
+      pw_device_t* d = &slice->devices[i];
+      void* expected = idle;
+      if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
+          pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(first, PW_CURSOR_WAITING))) {
+        pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
+        /* inputs_ready cannot be set yet: the submit guard holds it. */
+      }
+    }
+  }
+  pthread_mutex_unlock(&slice->append_lock);
+  if (old_exec) pw_execution_release(old_exec);
+}
+
+/* ---- submit ------------------------------------------------------------- */
+
+static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
+  pw_op_t* op = user;
+  if (status != NULL) {
+    pw_dispatch_fail_dep(op, pw_status_annotate(status, "argument of node %u (\"%s\") failed",
+                                                op->plan->node, op->plan->name));
+  }
+  pw_dispatch_dep_done(op);
+}
+
+static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
+  pw_runtime_t* rt = exec->runtime;
+  for (uint32_t i = 0; i < exec->output_total; ++i) {
+    pw__object_release(exec->outputs[i] ? &exec->outputs[i]->header : NULL);
+  }
+  pw_event_release(exec->done);
+  pw_allocator_free(rt->allocator, exec, exec->block_size);
+}
+
+pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
+                                pw_object_t* graph_ref, pw_buffer_obj_t* const* args,
+                                pw_buffer_obj_t** outputs, pw_event_t** out_done) {
+  pw_runtime_t* rt = client->runtime;
+  *out_done = NULL;
+  uint32_t input_total = 0, output_total = 0;
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    input_total += plan->ops[i].input_count;
+    output_total += plan->ops[i].output_count;
+  }
+  /* One block: header | ops | args | outputs | op input pointers. */
+  size_t ops_at = pw_align_up(sizeof(pw_execution_t), 64);
+  size_t args_at = ops_at + plan->op_count * sizeof(pw_op_t);
+  size_t outs_at = args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
+  size_t ins_at = outs_at + output_total * sizeof(pw_buffer_obj_t*);
+  size_t block_size = ins_at + input_total * sizeof(pw_buffer_obj_t*);
+  unsigned char* block = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
+  pw_execution_t* exec = (pw_execution_t*)block;
+  exec->block_size = block_size;
+  exec->client = client;
+  exec->runtime = rt;
+  exec->plan = plan;
+  exec->ops = (pw_op_t*)(block + ops_at);
+  exec->args = (pw_buffer_obj_t**)(block + args_at);
+  exec->outputs = (pw_buffer_obj_t**)(block + outs_at);
+  pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + ins_at);
+
+  pw_status_t status = pw_event_create(rt->allocator, &exec->done);
+  /* Output buffers of every op. */
+  uint32_t out_cursor = 0, in_cursor = 0;
+  for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    pw_op_t* op = &exec->ops[i];
+    op->outputs = &exec->outputs[out_cursor];
+    for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
+      status = pw__buffer_create(p->vslice, &p->executable->signature.outputs[k],
+                                 &exec->outputs[out_cursor]);
+      if (status == NULL) exec->output_total = ++out_cursor;
+    }
+    op->inputs = &input_ptrs[in_cursor];
+    in_cursor += p->input_count;
+  }
+  if (status != NULL) {
+    pw_execution_free_unsubmitted(exec);
+    return status;
+  }
+
+  /* Nothing can fail from here on. */
+  for (uint32_t i = 0; i < plan->param_count; ++i) {
+    exec->args[i] = args[i];
+    pw__object_retain(&args[i]->header);
+  }
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    pw_op_t* op = &exec->ops[i];
+    op->exec = exec;
+    op->plan = p;
+    op->slice = p->vslice->slice;
+    for (uint32_t k = 0; k < p->input_count; ++k) {
+      const pw_plan_input_t* in = &p->inputs[k];
+      op->inputs[k] = in->param >= 0 ? args[in->param]
+                                     : exec->ops[in->op].outputs[in->output];
+    }
+    pw_atomic_init_u32(&op->pending, p->static_deps + 1);
+    pw_atomic_init_u32(&op->devices_remaining, op->slice->device_count);
+  }
+  for (uint32_t o = 0; o < plan->output_count; ++o) {
+    const pw_plan_output_t* po = &plan->outputs[o];
+    outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
+    pw__object_retain(&outputs[o]->header);
+  }
+  pw__object_retain(graph_ref);
+  exec->graph = graph_ref;
+  pw_event_retain(exec->done);
+  *out_done = exec->done;
+  pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
+  /* refs: the submitter, plus the ops collectively (dropped at completion). */
+  pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
+  pw_atomic_fetch_add_u32(&client->inflight, 1);
+  uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
+  for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].gang_id = gang_base + i;
+
+  /* Outermost dispatch frame for this thread: launches made ready below
+   * (and anything completing inline) drain before submit returns. */
+  pw_dispatch_frame_t local = {NULL, NULL};
+  bool own_frame = pw_dispatch_current == NULL;
+  if (own_frame) pw_dispatch_current = &local;
+
+  /* Link into the slice sequences, one append per run of same-slice ops. */
+  for (uint32_t i = 0; i < plan->op_count;) {
+    uint32_t j = i + 1;
+    while (j < plan->op_count && exec->ops[j].slice == exec->ops[i].slice) ++j;
+    pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
+    i = j;
+  }
+  /* Arguments not ready yet (outputs of earlier executions) add a
+   * dependency; a failed one fails the op. */
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    pw_op_t* op = &exec->ops[i];
+    for (uint32_t k = 0; k < op->plan->input_count; ++k) {
+      if (op->plan->inputs[k].param < 0) continue;
+      pw_event_t* ready = op->inputs[k]->ready;
+      if (pw_event_is_ready(ready)) {
+        bool is_ready;
+        pw_status_t failed = pw_event_query(ready, &is_ready);
+        if (failed) {
+          pw_dispatch_fail_dep(op, pw_status_annotate(failed,
+                                                      "argument of node %u (\"%s\") failed",
+                                                      op->plan->node, op->plan->name));
+        }
+        continue;
+      }
+      pw_atomic_fetch_add_u32(&op->pending, 1);
+      pw__event_node_t* node = &op->arg_waits[k];
+      node->fn = pw_dispatch_arg_ready;
+      node->user = op;
+      node->flags = 0;
+      pw__event_add_node(ready, node);
+    }
+  }
+  /* Drop the submit guards, in topological order. */
+  for (uint32_t i = 0; i < plan->op_count; ++i) pw_dispatch_dep_done(&exec->ops[i]);
+  if (plan->op_count == 0) {
+    pw_execution_complete(exec);
+  } else {
+    pw_execution_release(exec);
+  }
+  if (own_frame) {
+    pw_dispatch_drain(&local);
+    pw_dispatch_current = NULL;
+  }
+  return NULL;
+}

@@ -1,0 +1,260 @@
+/* Dispatch end to end: graphs submitted to the test double and to the CPU
+ * backend; results, error propagation, gang order, deep chains. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/fixture.h"
+#include "support/test_allocators.h"
+
+TestSuite(dispatch, .fini = pw_test_check_leaks);
+
+#define OK(expr)                                                         \
+  do {                                                                   \
+    pw_status_t s_ = (expr);                                             \
+    char m_[512];                                                        \
+    pw_status_format(s_, m_, sizeof(m_));                                \
+    pw_status_free(s_);                                                  \
+    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
+  } while (0)
+
+static const char* kCopy8 =
+    "copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";
+
+/* A chain of |n| copies on one 2x4 slice; the value must come out intact. */
+static void run_chain(pw_fixture_backend_t kind, uint32_t n) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, kind, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t prev;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &prev));
+  for (uint32_t i = 0; i < n; ++i) {
+    pw_value_t in = pw_value(prev, 0);
+    OK(pw_graph_add_compute(f.client, g, "copy", copy, vs, &in, 1, &prev));
+  }
+  OK(pw_graph_add_output(f.client, g, pw_value(prev, 0)));
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  pw_buffer_t arg;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  pw_buffer_t out;
+  pw_event_t* done = NULL;
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out, 1, &done));
+  OK(pw_fixture_wait(done));
+  float back[8] = {0};
+  OK(pw_buffer_to_host(f.client, out, back, sizeof(back), PW_INFINITE_FUTURE));
+  cr_assert_eq(memcmp(back, data, sizeof(data)), 0);
+  if (f.dbl) {
+    for (uint32_t d = 0; d < 8; ++d) {
+      cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), n, "device %u", d);
+    }
+  }
+  OK(pw_buffer_release(f.client, out));
+  OK(pw_buffer_release(f.client, arg));
+  pw_fixture_deinit(&f);
+}
+
+Test(dispatch, chain_inline_completion) { run_chain(PW_FIXTURE_DOUBLE_INLINE, 50); }
+Test(dispatch, chain_threaded_completion) { run_chain(PW_FIXTURE_DOUBLE_THREADED, 50); }
+Test(dispatch, long_chain_completing_inline_uses_constant_stack) {
+  /* 100k ops whose launches complete inside launch: recursion would
+   * overflow the stack; the trampoline must not. */
+  run_chain(PW_FIXTURE_DOUBLE_INLINE, 100000);
+}
+
+/* Builds: param -> a (fail or copy) -> b (copy) -> c (copy); output c. */
+Test(dispatch, failed_op_fails_dependents_naming_the_node) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy, fail;
+  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
+  OK(pw_fixture_compile(&f, vs, "fail 14\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n", &fail));
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t p, a, b, c;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f.client, g, "flaky", fail, vs, &in, 1, &a));
+  in = pw_value(a, 0);
+  OK(pw_graph_add_compute(f.client, g, "after", copy, vs, &in, 1, &b));
+  in = pw_value(b, 0);
+  OK(pw_graph_add_compute(f.client, g, "last", copy, vs, &in, 1, &c));
+  OK(pw_graph_add_output(f.client, g, pw_value(c, 0)));
+  OK(pw_graph_add_output(f.client, g, pw_value(p, 0)));
+  float data[8] = {0};
+  pw_buffer_t arg, outs[2];
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  pw_event_t* done = NULL;
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, outs, 2, &done));
+  pw_status_t s = pw_fixture_wait(done);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE, "%s", pw_status_message(s));
+  cr_assert(strstr(pw_status_message(s), "node 1 (\"flaky\")"), "%s", pw_status_message(s));
+  pw_status_free(s);
+  float back[8];
+  s = pw_buffer_to_host(f.client, outs[0], back, sizeof(back), PW_INFINITE_FUTURE);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE);
+  const char* m = pw_status_message(s);
+  cr_assert(strstr(m, "input node 2 (\"after\") failed: input node 1 (\"flaky\") failed"), "%s", m);
+  pw_status_free(s);
+  /* The parameter passed through is fine. */
+  OK(pw_buffer_to_host(f.client, outs[1], back, sizeof(back), PW_INFINITE_FUTURE));
+  /* The dependents did not run: only the failing op launched. */
+  for (uint32_t d = 0; d < 8; ++d) cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), 1);
+  /* The runtime stays usable: a healthy graph on the same slice runs. */
+  pw_graph_t g2;
+  OK(pw_graph_create(f.client, &g2));
+  OK(pw_graph_add_parameter(f.client, g2, vs, &spec, &p));
+  in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f.client, g2, "ok", copy, vs, &in, 1, &a));
+  OK(pw_graph_add_output(f.client, g2, pw_value(a, 0)));
+  pw_buffer_t out2;
+  OK(pw_graph_submit(f.client, g2, &arg, 1, NULL, &out2, 1, &done));
+  OK(pw_fixture_wait(done));
+  pw_fixture_deinit(&f);
+}
+
+Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
+  /* Deferred completion: launches queue up and run when the test says, so
+   * ops from several executions interleave as much as they can. */
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  /* Two independent ops per graph: x -> a, x -> b. */
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t p, a, b;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f.client, g, "a", copy, vs, &in, 1, &a));
+  OK(pw_graph_add_compute(f.client, g, "b", copy, vs, &in, 1, &b));
+  OK(pw_graph_add_output(f.client, g, pw_value(a, 0)));
+  OK(pw_graph_add_output(f.client, g, pw_value(b, 0)));
+  float data[8] = {0};
+  pw_buffer_t arg;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  enum { kExecs = 20 };
+  pw_event_t* done[kExecs];
+  pw_buffer_t outs[kExecs][2];
+  for (int e = 0; e < kExecs; ++e) {
+    OK(pw_graph_submit(f.client, g, &arg, 1, NULL, outs[e], 2, &done[e]));
+    /* Run a few launches between submissions. */
+    pw_double_backend_run_deferred(f.dbl, (size_t)(e % 5));
+  }
+  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  }
+  for (int e = 0; e < kExecs; ++e) OK(pw_fixture_wait(done[e]));
+  uint64_t order0[2 * kExecs], order[2 * kExecs];
+  size_t n0 = pw_double_backend_launch_order(f.dbl, 0, order0, 2 * kExecs);
+  cr_assert_eq(n0, 2 * kExecs);
+  for (size_t i = 1; i < n0; ++i) cr_assert_lt(order0[i - 1], order0[i], "sequence order");
+  for (uint32_t d = 1; d < 8; ++d) {
+    size_t n = pw_double_backend_launch_order(f.dbl, d, order, 2 * kExecs);
+    cr_assert_eq(n, n0);
+    cr_assert_eq(memcmp(order, order0, n * sizeof(uint64_t)), 0, "device %u order differs", d);
+  }
+  pw_fixture_deinit(&f);
+}
+
+Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
+  /* Parallel asynchronous dispatch: the second submit happens while the
+   * first execution's output (its argument) is still pending. */
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t p, a;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f.client, g, "a", copy, vs, &in, 1, &a));
+  OK(pw_graph_add_output(f.client, g, pw_value(a, 0)));
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  pw_buffer_t x, y, z;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &x));
+  pw_event_t *d1, *d2;
+  OK(pw_graph_submit(f.client, g, &x, 1, NULL, &y, 1, &d1));
+  OK(pw_graph_submit(f.client, g, &y, 1, NULL, &z, 1, &d2));
+  cr_assert_not(pw_event_is_ready(d1));
+  cr_assert_not(pw_event_is_ready(d2));
+  bool donate[1] = {true};
+  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_buffer_t w;
+  pw_event_t* d3;
+  OK(pw_graph_submit(f.client, g, &z, 1, &opts, &w, 1, &d3));
+  /* z was donated: its handle is gone. */
+  pw_array_spec_t got;
+  pw_status_t s = pw_buffer_spec(f.client, z, &got);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_NOT_FOUND);
+  pw_status_free(s);
+  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  }
+  OK(pw_fixture_wait(d1));
+  OK(pw_fixture_wait(d2));
+  OK(pw_fixture_wait(d3));
+  float back[8];
+  OK(pw_buffer_to_host(f.client, w, back, sizeof(back), PW_INFINITE_FUTURE));
+  cr_assert_eq(memcmp(back, data, sizeof(data)), 0);
+  pw_fixture_deinit(&f);
+}
+
+Test(dispatch, host_transfers_split_and_gather_every_sharding) {
+  /* 512 x 256 f32 = 512 KiB: large enough to use the runtime's workers. */
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  enum { R = 512, C = 256 };
+  float* data = malloc(sizeof(float) * R * C);
+  float* back = malloc(sizeof(float) * R * C);
+  for (int i = 0; i < R * C; ++i) data[i] = (float)i;
+  int64_t dims[2] = {R, C};
+  pw_sharding_t shardings[] = {pw_sharding_replicated(), pw_sharding_split(0, 0),
+                               pw_sharding_split(1, 1), pw_sharding_split(1, PW_MESH_AXIS_ALL),
+                               pw_sharding_split(0, PW_MESH_AXIS_ALL)};
+  for (size_t k = 0; k < sizeof(shardings) / sizeof(shardings[0]); ++k) {
+    pw_buffer_t b;
+    OK(pw_fixture_f32(&f, vs, 2, dims, shardings[k], data, &b));
+    memset(back, 0, sizeof(float) * R * C);
+    OK(pw_buffer_to_host(f.client, b, back, sizeof(float) * R * C, PW_INFINITE_FUTURE));
+    cr_assert_eq(memcmp(back, data, sizeof(float) * R * C), 0, "sharding %zu", k);
+    size_t size = 0;
+    OK(pw_buffer_byte_size(f.client, b, &size));
+    cr_assert_eq(size, sizeof(float) * R * C);
+    pw_status_t s = pw_buffer_to_host(f.client, b, back, 4, PW_INFINITE_FUTURE);
+    cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+    pw_status_free(s);
+    OK(pw_buffer_release(f.client, b));
+  }
+  /* A split that does not divide is rejected, naming the numbers. */
+  int64_t odd[2] = {R, 6};
+  pw_buffer_t b;
+  pw_status_t s = pw_fixture_f32(&f, vs, 2, odd, pw_sharding_split(1, 1), data, &b);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+  cr_assert(strstr(pw_status_message(s), "(size 6) is not divisible into 4 shards"), "%s",
+            pw_status_message(s));
+  pw_status_free(s);
+  free(data);
+  free(back);
+  pw_fixture_deinit(&f);
+}

@@ -1,0 +1,52 @@
+/* Runtime test fixtures: a runtime over test-double or CPU backends, with
+ * helpers that keep the tests about behaviour rather than setup. Every
+ * helper asserts through the caller-supplied failure path: they return a
+ * status and the tests check it. */
+#ifndef PW_TESTS_RUNTIME_FIXTURE_H_
+#define PW_TESTS_RUNTIME_FIXTURE_H_
+
+#include "cts/double_backend.h"
+#include "pathways/backends/cpu.h"
+#include "pathways/pathways.h"
+
+typedef struct pw_fixture_t {
+  pw_runtime_t* runtime;
+  pw_client_t* client;
+  pw_backend_t backend;          /* a copy: the runtime owns it */
+  pw_double_backend_t* dbl;      /* control handle when it is a double */
+  uint32_t slice_count;
+} pw_fixture_t;
+
+/* A runtime with |slices| slices of |mesh| on one backend made by
+ * |backend_fn| (device count = slices * mesh size), and one client. */
+typedef enum pw_fixture_backend_e {
+  PW_FIXTURE_DOUBLE_INLINE = 0,
+  PW_FIXTURE_DOUBLE_THREADED = 1,
+  PW_FIXTURE_DOUBLE_DEFERRED = 2,
+  PW_FIXTURE_CPU = 3,
+} pw_fixture_backend_t;
+
+pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
+                            uint32_t slices, const char* mesh,
+                            pw_allocator_t allocator);
+void pw_fixture_deinit(pw_fixture_t* f);
+
+/* Virtual slice of |mesh| ("2x4") for the fixture's client. */
+pw_status_t pw_fixture_vslice(pw_fixture_t* f, const char* mesh, pw_vslice_t* out);
+
+/* Compiles |program| text. */
+pw_status_t pw_fixture_compile(pw_fixture_t* f, pw_vslice_t vs, const char* program,
+                               pw_executable_t* out);
+
+/* f32 buffer of |shape| (rank from |rank|) with |sharding| from |data|. */
+pw_status_t pw_fixture_f32(pw_fixture_t* f, pw_vslice_t vs, uint32_t rank,
+                           const int64_t* dims, pw_sharding_t sharding,
+                           const float* data, pw_buffer_t* out);
+
+pw_array_spec_t pw_fixture_spec_f32(uint32_t rank, const int64_t* dims,
+                                    pw_sharding_t sharding);
+
+/* Waits (5 s) for |event|, releases it, returns its status. */
+pw_status_t pw_fixture_wait(pw_event_t* event);
+
+#endif /* PW_TESTS_RUNTIME_FIXTURE_H_ */
