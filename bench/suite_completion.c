@@ -399,7 +399,7 @@ static void pw_bench_completion_report(const char* path, int producers,
           1e3 / ns, p50_text, p99_text, baseline_ns, ns / baseline_ns);
 }
 
-int pw_bench_suite_completion(int argc, char** argv) {
+static int pw_bench_suite_completion(int argc, char** argv) {
   pw_bench_completion_config_t cfg = {
       .events = pw_bench_opt_int(argc, argv, "events", 2000000),
       .reps = pw_bench_opt_int(argc, argv, "reps", 7),
@@ -425,3 +425,8 @@ int pw_bench_suite_completion(int argc, char** argv) {
   }
   return 0;
 }
+
+PW_BENCH_SUITE(completion, "completion",
+               "event completion throughput 1->1 and 2->1, completion-to-observer "
+               "latency; baseline: ck_ring SPSC per item",
+               pw_bench_suite_completion)
