@@ -14,9 +14,11 @@
 #include "pathways/event.h"
 #include "pathways/types.h"
 #include "pathways/backend.h"
+#include "pathways/scheduler.h"
 #include "pathways/runtime.h"
 #include "pathways/buffer.h"
 #include "pathways/executable.h"
 #include "pathways/graph.h"
+#include "pathways/backends/cpu.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

@@ -17,6 +17,7 @@
 #include "pathways/api.h"
 #include "pathways/backend.h"
 #include "pathways/log.h"
+#include "pathways/scheduler.h"
 #include "pathways/status.h"
 #include "pathways/types.h"
 
@@ -57,6 +58,17 @@ typedef struct pw_runtime_options_t {
   uint32_t backend_count;
   const pw_slice_desc_t* slices;
   uint32_t slice_count;
+  /* -- v2 fields start here (read only when struct_size covers them) -- */
+  /* Gang scheduling policy of every slice; zero = FIFO. */
+  pw_sched_policy_t sched_policy;
+  /* Ops of a slice admitted into its sequence but unfinished, at most; the
+   * rest wait in per-client queues for the policy. 0 = unlimited (ops
+   * enter at submit, in submission order; the policy is not consulted). */
+  uint32_t sched_window;
+  /* Debug switch (tests only): launch each op on each device as soon as
+   * its inputs are ready, ignoring the slice sequence. Breaks the gang
+   * order guarantee on purpose, to show what it prevents. */
+  bool debug_disable_gang_order;
 } pw_runtime_options_t;
 
 #define PW_RUNTIME_OPTIONS_SIZE_V1 \
@@ -100,6 +112,12 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
     pw_runtime_t* runtime, uint32_t slice, uint32_t mesh_index,
     pw_device_info_t* out_info);
 
+/* Per-client accounting on one slice, for tests and monitoring. */
+typedef struct pw_client_slice_stats_t {
+  uint64_t ops_completed;   /* gang ops of this client completed on the slice */
+  uint64_t device_ns;       /* measured device time (only with a charging policy) */
+} pw_client_slice_stats_t;
+
 typedef struct pw_client_options_t {
   size_t struct_size;  /* sizeof(pw_client_options_t) */
   const char* name;    /* copied; NULL = "client<n>" */
@@ -118,6 +136,10 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
 /* Waits for the client's in-flight executions, then frees everything it
  * owns (handles it did not release included). NULL is a no-op. */
 PW_API void pw_client_destroy(pw_client_t* client);
+
+/* Accounting of |client| on physical slice |slice|. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_slice_stats(
+    pw_client_t* client, uint32_t slice, pw_client_slice_stats_t* out_stats);
 
 /* The client's name (valid while it lives). */
 PW_API const char* pw_client_name(const pw_client_t* client);

@@ -126,7 +126,8 @@ static inline size_t pw_ring_pop_batch_spsc(pw_ring_t* ring,
 /* Appends |item|; false if the ring is full. Any producer thread. */
 static inline bool pw_ring_push_mpsc(pw_ring_t* ring, void* item);
 
-/* Removes the oldest published item; false if none. Consumer only. */
+/* Removes the oldest item into |*out_item|; false if there is none or its
+ * producer has not finished publishing it. Consumer only. */
 static inline bool pw_ring_pop_mpsc(pw_ring_t* ring, void** out_item);
 
 /* --- MPMC: any producers and consumers. --- */
@@ -134,7 +135,8 @@ static inline bool pw_ring_pop_mpsc(pw_ring_t* ring, void** out_item);
 /* Appends |item|; false if the ring is full. Any thread. */
 static inline bool pw_ring_push_mpmc(pw_ring_t* ring, void* item);
 
-/* Removes the oldest published item; false if none. Any thread. */
+/* Removes the oldest unclaimed item into |*out_item|; false if there is
+ * none or its producer has not finished publishing it. Any thread. */
 static inline bool pw_ring_pop_mpmc(pw_ring_t* ring, void** out_item);
 
 /* --- Status-returning pushes: NULL, or RESOURCE_EXHAUSTED from

@@ -42,6 +42,19 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   }
   client->weight = options && options->weight ? options->weight : 1;
   client->priority = options ? options->priority : 0;
+  pw_status_t status = pw_allocator_calloc_array(runtime->allocator, runtime->slice_count,
+                                                 sizeof(pw_sched_entry_t), 64,
+                                                 (void**)&client->sched_entries);
+  if (status != NULL) {
+    pthread_mutex_lock(&runtime->lock);
+    runtime->client_count--;
+    pthread_mutex_unlock(&runtime->lock);
+    pw_allocator_free(runtime->allocator, client, sizeof(*client));
+    return status;
+  }
+  for (uint32_t s = 0; s < runtime->slice_count; ++s) {
+    client->sched_entries[s].client = client;
+  }
   pw__handle_table_init(&client->handles);
   pw_atomic_init_u32(&client->inflight, 0);
   pthread_mutex_init(&client->idle_lock, NULL);
@@ -61,12 +74,31 @@ void pw_client_destroy(pw_client_t* client) {
   }
   pthread_mutex_unlock(&client->idle_lock);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
+  pw_allocator_free(runtime->allocator, client->sched_entries,
+                    runtime->slice_count * sizeof(pw_sched_entry_t));
   pthread_cond_destroy(&client->idle_cond);
   pthread_mutex_destroy(&client->idle_lock);
   pthread_mutex_lock(&runtime->lock);
   runtime->client_count--;
   pthread_mutex_unlock(&runtime->lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));
+}
+
+pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
+                                  pw_client_slice_stats_t* out_stats) {
+  if (client == NULL || out_stats == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_client_slice_stats: client or out_stats is NULL");
+  }
+  memset(out_stats, 0, sizeof(*out_stats));
+  if (slice >= client->runtime->slice_count) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
+                          slice, client->runtime->slice_count);
+  }
+  pw_sched_entry_t* e = &client->sched_entries[slice];
+  out_stats->ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed);
+  out_stats->device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
+  return NULL;
 }
 
 const char* pw_client_name(const pw_client_t* client) {

@@ -43,6 +43,7 @@ typedef struct pw_device_s {
   uint32_t work_kind;
   struct pw_op_s* running;
   pw_status_t done_status;
+  pw_time_t launch_ns;     /* when |running| launched (charging policies) */
   pw_backend_launch_t launch;
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
@@ -66,9 +67,30 @@ typedef struct pw_slice_s {
   struct pw_op_s* tail;               /* last appended op (append_lock) */
   struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
   pw_atomic_u32_t idle_devices;       /* devices parked after the tail */
+  /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
+   * admitting thread holds |sched_state|'s BUSY bit and alone touches
+   * |sched_active|. */
+  pw_atomic_u32_t sched_state;        /* BUSY | PENDING */
+  pw_atomic_ptr_t sched_incoming;     /* ops submitted, not yet queued */
+  pw_atomic_u32_t sched_admitted;     /* admitted, not yet completed */
+  struct pw_sched_entry_s* sched_active; /* backlogged clients (holder) */
   /* Resource manager (runtime->lock). */
   uint32_t bound_vslices;
 } pw_slice_t;
+
+/* A client's queue and accounting on one slice. */
+typedef struct pw_sched_entry_s {
+  pw_client_t* client;
+  struct pw_op_s* head;        /* queued ops, FIFO (holder) */
+  struct pw_op_s* tail;
+  uint32_t queued;
+  bool active;
+  struct pw_sched_entry_s* active_next;
+  uint64_t scratch[2];         /* policy state */
+  pw_atomic_u64_t pending_charge_ns; /* device time not yet charged */
+  pw_atomic_u64_t ops_completed;
+  pw_atomic_u64_t device_ns;
+} pw_sched_entry_t;
 
 struct pw_workers_s;
 
@@ -85,6 +107,10 @@ struct pw_runtime_s {
   uint32_t client_count;
   uint32_t next_client_tag;
   pw_atomic_u64_t next_gang_id;
+  pw_sched_policy_t sched_policy;
+  uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
+  bool sched_charge;           /* measure device time per op */
+  bool no_gang_order;          /* debug: ignore slice sequences */
 };
 
 /* ---- handles ------------------------------------------------------------ */
@@ -132,6 +158,7 @@ struct pw_client_s {
   int32_t priority;
   pw_handle_table_t handles;
   /* In-flight executions, for pw_client_destroy to wait on. */
+  pw_sched_entry_t* sched_entries; /* one per physical slice */
   pw_atomic_u32_t inflight;
   pthread_mutex_t idle_lock;
   pthread_cond_t idle_cond;

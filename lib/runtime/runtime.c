@@ -32,6 +32,17 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
   for (uint32_t b = 0; b < options->backend_count; ++b) {
     PW_RETURN_IF_ERROR_CTX(pw__backend_check(&options->backends[b]), "backends[%u]", b);
   }
+  if (options->struct_size >= offsetof(pw_runtime_options_t, sched_window) + sizeof(uint32_t) &&
+      options->sched_policy.vtable != NULL) {
+    const pw_sched_policy_vtable_t* v = options->sched_policy.vtable;
+    if (v->struct_size < PW_SCHED_POLICY_VTABLE_SIZE_V1 || v->pick == NULL) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "scheduling policy '%s': vtable struct_size %zu (v1 is %zu) or "
+                            "no pick method",
+                            v->name ? v->name : "?", v->struct_size,
+                            (size_t)PW_SCHED_POLICY_VTABLE_SIZE_V1);
+    }
+  }
   for (uint32_t s = 0; s < options->slice_count; ++s) {
     const pw_slice_desc_t* d = &options->slices[s];
     PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(&d->mesh), "slices[%u]", s);
@@ -107,6 +118,14 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->allocator = allocator;
   rt->logger = options->logger.fn ? options->logger : pw_logger_default();
   rt->worker_count = options->worker_count;
+  rt->sched_policy = pw_sched_policy_fifo();
+  if (options->struct_size >= offsetof(pw_runtime_options_t, debug_disable_gang_order) +
+                                  sizeof(bool)) {
+    if (options->sched_policy.vtable != NULL) rt->sched_policy = options->sched_policy;
+    rt->sched_window = options->sched_window;
+    rt->no_gang_order = options->debug_disable_gang_order;
+  }
+  rt->sched_charge = rt->sched_window != 0 && rt->sched_policy.vtable->wants_charge;
   pthread_mutex_init(&rt->lock, NULL);
   pw_atomic_init_u64(&rt->next_gang_id, 1);
   rt->next_client_tag = 1;

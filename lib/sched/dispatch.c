@@ -72,6 +72,8 @@ typedef struct pw_op_s {
   uint64_t gang_id;
   pw_buffer_obj_t** inputs;    /* plan->input_count, into the exec block */
   pw_buffer_obj_t** outputs;   /* plan->output_count, into the exec block */
+  struct pw_op_s* sched_next;  /* incoming stack / client queue link */
+  pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
   pw__event_node_t arg_waits[PW_BACKEND_MAX_PARAMS];
 } pw_op_t;
 
@@ -102,6 +104,7 @@ static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
 
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
+static void pw_sched_kick(pw_slice_t* slice);
 
 static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
   while (frame->head != NULL) {
@@ -239,6 +242,18 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
     pw_status_t copy = pw_status_clone(failure);
     if (!pw_atomic_cas_ptr(&exec->status, &expected, copy)) pw_status_free(copy);
   }
+  pw_slice_t* slice = op->slice;
+  pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
+  pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
+  if (slice->runtime->sched_charge) {
+    uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
+    pw_atomic_fetch_add_u64(&entry->device_ns, ns);
+    pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
+  }
+  if (slice->runtime->sched_window != 0) {
+    pw_atomic_fetch_sub_u32(&slice->sched_admitted, 1);
+    pw_sched_kick(slice);
+  }
   if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
 }
 
@@ -290,6 +305,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     l->output_count = p->output_count;
     l->done = pw_dispatch_backend_done;
     l->done_user = d;
+    if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
     status = pw__backend_launch(backend, l);
     if (status == NULL) return; /* |d| now belongs to the backend until done */
   }
@@ -302,6 +318,10 @@ static void pw_dispatch_device_done(pw_device_t* d) {
   d->running = NULL;
   pw_status_t status = d->done_status;
   d->done_status = NULL;
+  if (op->slice->runtime->sched_charge && d->launch_ns != 0) {
+    pw_atomic_fetch_add_u64(&op->device_ns, (uint64_t)(pw_clock_now() - d->launch_ns));
+    d->launch_ns = 0;
+  }
   if (status != NULL) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
       status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
@@ -356,6 +376,10 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
   }
   pw_atomic_init_u32(&slice->idle_devices, slice->device_count);
+  pw_atomic_init_u32(&slice->sched_state, 0);
+  pw_atomic_init_ptr(&slice->sched_incoming, NULL);
+  pw_atomic_init_u32(&slice->sched_admitted, 0);
+  slice->sched_active = NULL;
   pthread_mutex_init(&slice->append_lock, NULL);
   return NULL;
 }
@@ -373,10 +397,14 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   slice->group_devices = NULL;
 }
 
-/* Appends ops[first..last) (all on |slice|) to the slice sequence. */
-static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
-                               pw_op_t* last) {
-  pthread_mutex_lock(&slice->append_lock);
+/* Appends ops[first..last) (all on |slice|, of |exec|) to the slice
+ * sequence. The caller is the slice's only appender for the duration
+ * (submitters hold append_lock; with a scheduler window the admitting
+ * thread holds the scheduler). Devices idle after the old tail move to
+ * |first|; if |first|'s inputs are already complete (an op admitted late by
+ * the scheduler) they claim it at once. */
+static void pw_dispatch_append_exclusive(pw_slice_t* slice, pw_execution_t* exec,
+                                         pw_op_t* first, pw_op_t* last) {
   pw_op_t* prev = slice->tail;
   for (pw_op_t* op = first; op + 1 < last; ++op) {
     pw_atomic_store_ptr_release(&op->slice_next, op + 1);
@@ -394,12 +422,152 @@ static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t*
       if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
           pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(first, PW_CURSOR_WAITING))) {
         pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
-        /* inputs_ready cannot be set yet: the submit guard holds it. */
+        pw_dispatch_arrived(d, first);
       }
     }
   }
-  pthread_mutex_unlock(&slice->append_lock);
   if (old_exec) pw_execution_release(old_exec);
+}
+
+static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
+                               pw_op_t* last) {
+  pthread_mutex_lock(&slice->append_lock);
+  pw_dispatch_append_exclusive(slice, exec, first, last);
+  pthread_mutex_unlock(&slice->append_lock);
+}
+
+/* ---- gang scheduler (with a window) ------------------------------------ */
+
+/* Ops wait in per-client queues; whoever holds the slice's scheduler
+ * (BUSY bit, taken without blocking: a thread that finds it held sets
+ * PENDING and leaves, and the holder loops again) admits ops into the
+ * sequence while fewer than |window| are unfinished, asking the policy
+ * which client goes next. Submitters and completing device threads only
+ * ever try the bit; nobody waits for it. */
+enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_MAX_CANDIDATES = 128 };
+
+static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
+  pw_sched_candidate_t c;
+  c.client = e->client->tag;
+  c.weight = e->client->weight;
+  c.priority = e->client->priority;
+  c.head_sequence = e->head ? e->head->gang_id : UINT64_MAX;
+  c.queued = e->queued;
+  c.scratch = e->scratch;
+  return c;
+}
+
+static void pw_sched_charge_pending(pw_runtime_t* rt, pw_sched_entry_t* e) {
+  if (!rt->sched_charge) return;
+  uint64_t ns = pw_atomic_exchange_u64(&e->pending_charge_ns, 0);
+  if (ns != 0 && rt->sched_policy.vtable->charge != NULL) {
+    pw_sched_candidate_t c = pw_sched_candidate(e);
+    rt->sched_policy.vtable->charge(rt->sched_policy.self, &c, ns);
+  }
+}
+
+/* Moves submitted ops into their clients' queues (holder only). */
+static void pw_sched_take_incoming(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  pw_op_t* list = pw_atomic_exchange_ptr(&slice->sched_incoming, NULL);
+  pw_op_t* fifo = NULL;
+  while (list != NULL) { /* the stack is newest first: reverse it */
+    pw_op_t* next = list->sched_next;
+    list->sched_next = fifo;
+    fifo = list;
+    list = next;
+  }
+  while (fifo != NULL) {
+    pw_op_t* op = fifo;
+    fifo = op->sched_next;
+    op->sched_next = NULL;
+    pw_sched_entry_t* e = &op->exec->client->sched_entries[slice->index];
+    if (e->tail) {
+      e->tail->sched_next = op;
+    } else {
+      e->head = op;
+    }
+    e->tail = op;
+    e->queued++;
+    if (!e->active) {
+      pw_sched_charge_pending(rt, e);
+      if (rt->sched_policy.vtable->activate != NULL) {
+        pw_sched_candidate_t others[PW_SCHED_MAX_CANDIDATES];
+        uint32_t n = 0;
+        for (pw_sched_entry_t* o = slice->sched_active; o && n < PW_SCHED_MAX_CANDIDATES;
+             o = o->active_next) {
+          others[n++] = pw_sched_candidate(o);
+        }
+        pw_sched_candidate_t me = pw_sched_candidate(e);
+        rt->sched_policy.vtable->activate(rt->sched_policy.self, &me, others, n);
+      }
+      e->active = true;
+      e->active_next = slice->sched_active;
+      slice->sched_active = e;
+    }
+  }
+}
+
+/* Admits ops while the window has room (holder only). */
+static void pw_sched_admit(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  pw_sched_take_incoming(slice);
+  for (pw_sched_entry_t* e = slice->sched_active; e; e = e->active_next) {
+    pw_sched_charge_pending(rt, e);
+  }
+  while (slice->sched_active != NULL &&
+         pw_atomic_load_u32_acquire(&slice->sched_admitted) < rt->sched_window) {
+    pw_sched_candidate_t cands[PW_SCHED_MAX_CANDIDATES];
+    pw_sched_entry_t* entries[PW_SCHED_MAX_CANDIDATES];
+    uint32_t n = 0;
+    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;
+         e = e->active_next) {
+      entries[n] = e;
+      cands[n++] = pw_sched_candidate(e);
+    }
+    uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, cands, n);
+    if (pick >= n) pick = 0; /* a misbehaving policy cannot break the order */
+    pw_sched_entry_t* e = entries[pick];
+    pw_op_t* op = e->head;
+    e->head = op->sched_next;
+    if (e->head == NULL) e->tail = NULL;
+    op->sched_next = NULL;
+    if (--e->queued == 0) {
+      e->active = false;
+      for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
+        if (*p == e) {
+          *p = e->active_next;
+          break;
+        }
+      }
+      e->active_next = NULL;
+    }
+    pw_atomic_fetch_add_u32(&slice->sched_admitted, 1);
+    pw_dispatch_append_exclusive(slice, op->exec, op, op + 1);
+  }
+}
+
+static void pw_sched_kick(pw_slice_t* slice) {
+  if (pw_atomic_fetch_or_u32(&slice->sched_state, PW_SCHED_PENDING) & PW_SCHED_BUSY) return;
+  for (;;) {
+    uint32_t state = pw_atomic_load_u32_acquire(&slice->sched_state);
+    if ((state & PW_SCHED_BUSY) || !(state & PW_SCHED_PENDING)) return;
+    if (pw_atomic_cas_u32(&slice->sched_state, &state, PW_SCHED_BUSY)) break;
+  }
+  for (;;) {
+    pw_sched_admit(slice);
+    uint32_t expected = PW_SCHED_BUSY;
+    if (pw_atomic_cas_u32(&slice->sched_state, &expected, 0)) return;
+    /* PENDING was set while admitting: clear it and go again. */
+    pw_atomic_store_u32_release(&slice->sched_state, PW_SCHED_BUSY);
+  }
+}
+
+static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
+  void* head = pw_atomic_load_ptr_relaxed(&slice->sched_incoming);
+  do {
+    op->sched_next = head;
+  } while (!pw_atomic_cas_ptr(&slice->sched_incoming, &head, op));
 }
 
 /* ---- submit ------------------------------------------------------------- */
@@ -513,11 +681,17 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   bool own_frame = pw_dispatch_current == NULL;
   if (own_frame) pw_dispatch_current = &local;
 
-  /* Link into the slice sequences, one append per run of same-slice ops. */
+  /* Link into the slice sequences, one append per run of same-slice ops;
+   * with a scheduler window, queue them for admission instead. */
   for (uint32_t i = 0; i < plan->op_count;) {
     uint32_t j = i + 1;
     while (j < plan->op_count && exec->ops[j].slice == exec->ops[i].slice) ++j;
-    pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
+    if (rt->sched_window == 0) {
+      pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
+    } else {
+      for (uint32_t k = i; k < j; ++k) pw_sched_submit(exec->ops[k].slice, &exec->ops[k]);
+      pw_sched_kick(exec->ops[i].slice);
+    }
     i = j;
   }
   /* Arguments not ready yet (outputs of earlier executions) add a

@@ -82,6 +82,7 @@ struct pw_cts_fixture_t {
   X(suite, fixture, launch_from_done)              \
   X(suite, fixture, collective_all_reduce)         \
   X(suite, fixture, collective_many_gangs)         \
+  X(suite, fixture, collective_refused_part)       \
   X(suite, fixture, failed_device)                 \
   X(suite, fixture, failed_device_collective)      \
   X(suite, fixture, destroy_frees_everything)      \

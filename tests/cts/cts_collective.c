@@ -201,3 +201,42 @@ void pw_cts_case_failed_device_collective(const pw_cts_fixture_t* f) {
   for (uint32_t m = 0; m + 1 < n; ++m) pw_cts_tracker_expect_calls(&tracker, m, 1);
   pw_cts_tracker_free(&tracker);
 }
+
+void pw_cts_case_collective_refused_part(const pw_cts_fixture_t* f) {
+  pw_cts_require_collectives(f);
+  pw_backend_t b;
+  pw_cts_create(f, NULL, &b);
+  uint32_t devices[8];
+  uint32_t n = 0;
+  pw_mesh_shape_t mesh = pw_cts_mesh(&b, devices, &n);
+  if (n < 2) {
+    pw_cts_destroy(&b);
+    cr_skip_test("%s: one device, no collective to break", f->name);
+  }
+  pw_backend_executable_t e = pw_cts_load(&b, f->all_reduce_program, &mesh, 8, 1, 1);
+  pw_cts_tracker_t tracker;
+  pw_cts_tracker_init(&tracker, n);
+  pw_cts_gang_t gang;
+  pw_cts_gang_alloc(&b, &gang, n, devices, 8, 1);
+  /* The last part's launch is refused (its output is too small): the
+   * parts already launched can never meet it, and there is no cancel
+   * method, so the backend itself must fail them rather than wait. */
+  pw_backend_memory_t small = NULL;
+  PW_CTS_OK(pw__backend_allocate(&b, devices[n - 1], 4, &small));
+  pw_cts_gang_describe(&gang, e, 88, &tracker, 0);
+  gang.launches[n - 1].outputs = &small;
+  for (uint32_t m = 0; m + 1 < n; ++m) PW_CTS_OK(pw__backend_launch(&b, &gang.launches[m]));
+  PW_CTS_ERROR(pw__backend_launch(&b, &gang.launches[n - 1]), PW_STATUS_INVALID_ARGUMENT,
+               PW_STATUS_OUT_OF_RANGE);
+  pw_cts_tracker_wait(&tracker, n - 1, "collective parts after a part was refused");
+  for (uint32_t m = 0; m + 1 < n; ++m) {
+    int code = atomic_load(&tracker.slots[m].code);
+    cr_assert(code != PW_STATUS_OK, "part %u completed OK without its peer", m);
+  }
+  pw__backend_deallocate(&b, devices[n - 1], small);
+  pw_cts_gang_free(&b, &gang);
+  pw__backend_unload(&b, e);
+  pw_cts_destroy(&b);
+  for (uint32_t m = 0; m < n; ++m) pw_cts_tracker_expect_calls(&tracker, m, m + 1 < n ? 1 : 0);
+  pw_cts_tracker_free(&tracker);
+}

@@ -52,6 +52,14 @@ static const char* const pw_cts_cpu_bad_programs[] = {
     NULL,
 };
 
+/* KNOWN GAP (remove when fixed): when one part's launch of a collective is
+ * refused, the parts already launched wait forever for it (the vtable has
+ * no cancel); the test double fails them with ABORTED instead. */
+static const char* const pw_cts_cpu_unsupported[] = {
+    "collective_refused_part",
+    NULL,
+};
+
 static const pw_cts_fixture_t pw_cts_cpu = {
     .name = "cpu",
     .create = pw_cts_cpu_create,
@@ -60,6 +68,7 @@ static const pw_cts_fixture_t pw_cts_cpu = {
     .all_reduce_program = pw_cts_cpu_all_reduce,
     .fail_device = pw_cts_cpu_fail_device,
     .bad_programs = pw_cts_cpu_bad_programs,
+    .unsupported = pw_cts_cpu_unsupported,
 };
 
 PW_CTS_INSTANTIATE(cts_cpu, &pw_cts_cpu)

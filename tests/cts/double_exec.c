@@ -465,10 +465,7 @@ pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
     return NULL;
   }
   pw_status_t status = pw_double_check_launch(d, l);
-  if (status != NULL) {
-    atomic_fetch_add(&dev->rejected, 1);
-    return status;
-  }
+  if (status != NULL) return pw_double_reject(d, l, status);
   bool failed = atomic_load(&dev->health) == PW_DEVICE_FAILED;
   if (failed && d->options.failed_device_mode == PW_DOUBLE_FAIL_AT_LAUNCH) {
     return pw_double_reject(d, l, pw_status_make(PW_STATUS_UNAVAILABLE,

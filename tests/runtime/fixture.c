@@ -5,6 +5,14 @@
 pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
                             uint32_t slices, const char* mesh_text,
                             pw_allocator_t allocator) {
+  pw_sched_policy_t fifo = {NULL, NULL};
+  return pw_fixture_init_sched(f, kind, slices, mesh_text, allocator, fifo, 0);
+}
+
+pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                  uint32_t slices, const char* mesh_text,
+                                  pw_allocator_t allocator, pw_sched_policy_t policy,
+                                  uint32_t window) {
   memset(f, 0, sizeof(*f));
   pw_mesh_shape_t mesh;
   PW_RETURN_IF_ERROR(pw_mesh_shape_parse(mesh_text, &mesh));
@@ -30,6 +38,7 @@ pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
                                                         : PW_DOUBLE_COMPLETE_DEFERRED;
     o.worker_count = 2;
     o.allocator = allocator;
+    o.order_capacity = 1u << 16;
     PW_RETURN_IF_ERROR(pw_double_backend_create(&o, &backend));
     f->dbl = pw_double_backend_from(&backend);
   }
@@ -48,6 +57,8 @@ pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
   ro.struct_size = sizeof(ro);
   ro.allocator = allocator;
   ro.worker_count = 1;
+  ro.sched_policy = policy;
+  ro.sched_window = window;
   ro.backends = &backend;
   ro.backend_count = 1;
   ro.slices = descs;

@@ -29,6 +29,11 @@ typedef enum pw_fixture_backend_e {
 pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
                             uint32_t slices, const char* mesh,
                             pw_allocator_t allocator);
+/* As pw_fixture_init, with a gang-scheduling policy and window. */
+pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                  uint32_t slices, const char* mesh,
+                                  pw_allocator_t allocator, pw_sched_policy_t policy,
+                                  uint32_t window);
 void pw_fixture_deinit(pw_fixture_t* f);
 
 /* Virtual slice of |mesh| ("2x4") for the fixture's client. */

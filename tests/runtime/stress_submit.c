@@ -49,8 +49,13 @@ static void* submitter(void* arg) {
   pw_vslice_t vs;
   CHECK(ok(pw_vslice_create(client, &mesh, 0, &vs), "vslice"), "vslice");
   const char* prog = "copy\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
-  pw_executable_t copy;
+  pw_executable_t copy, reduce;
   CHECK(ok(pw_executable_compile(client, vs, prog, strlen(prog), NULL, &copy), "compile"), "c");
+  /* A collective spanning every device of the slice. */
+  const char* allreduce =
+      "all_reduce_sum\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
+  CHECK(ok(pw_executable_compile(client, vs, allreduce, strlen(allreduce), NULL, &reduce),
+           "compile"), "c");
   pw_graph_t g;
   CHECK(ok(pw_graph_create(client, &g), "graph"), "g");
   int64_t dims[1] = {4};
@@ -60,13 +65,14 @@ static void* submitter(void* arg) {
   pw_value_t in = pw_value(p, 0);
   CHECK(ok(pw_graph_add_compute(client, g, "a", copy, vs, &in, 1, &a), "a"), "a");
   in = pw_value(a, 0);
-  CHECK(ok(pw_graph_add_compute(client, g, "b", copy, vs, &in, 1, &b), "b"), "b");
+  CHECK(ok(pw_graph_add_compute(client, g, "b", reduce, vs, &in, 1, &b), "b"), "b");
   CHECK(ok(pw_graph_add_output(client, g, pw_value(b, 0)), "out"), "o");
   float data[4] = {(float)index, 1, 2, 3};
   pw_buffer_t x;
   CHECK(ok(pw_buffer_from_host(client, vs, &spec, data, sizeof(data), &x), "from_host"), "x");
+  pw_buffer_t y = {0};
   for (int i = 0; i < g_iterations; ++i) {
-    pw_buffer_t y;
+    if (y.id) CHECK(ok(pw_buffer_release(client, y), "release"), "r");
     pw_event_t* done;
     CHECK(ok(pw_graph_submit(client, g, &x, 1, NULL, &y, 1, &done), "submit"), "s");
     if (i % 16 == 15) {
@@ -74,13 +80,13 @@ static void* submitter(void* arg) {
     } else {
       pw_event_release(done);
     }
-    CHECK(ok(pw_buffer_release(client, x), "release"), "r");
-    x = y;
   }
   float back[4];
-  CHECK(ok(pw_buffer_to_host(client, x, back, sizeof(back), pw_deadline_from_timeout(30000000000LL)),
+  CHECK(ok(pw_buffer_to_host(client, y, back, sizeof(back), pw_deadline_from_timeout(30000000000LL)),
            "to_host"), "t");
-  CHECK(memcmp(back, data, sizeof(data)) == 0, "thread %d: wrong data", index);
+  float sum = data[0] + data[1] + data[2] + data[3];
+  for (int k = 0; k < 4; ++k) CHECK(back[k] == sum, "thread %d: element %d is %f, want %f", index, k, back[k], sum);
+  CHECK(ok(pw_buffer_release(client, y), "release"), "r");
   CHECK(ok(pw_buffer_release(client, x), "release"), "r");
   CHECK(ok(pw_graph_release(client, g), "graph release"), "g");
   CHECK(ok(pw_vslice_release(client, vs), "vslice release"), "v");
@@ -88,12 +94,14 @@ static void* submitter(void* arg) {
   return NULL;
 }
 
-int main(int argc, char** argv) {
-  if (argc > 1) g_iterations = atoi(argv[1]);
+/* One configuration: a policy and a window. */
+static int run_config(const char* label, pw_sched_policy_t policy, uint32_t window) {
+  g_failures = 0;
   pw_test_allocator_t t;
   pw_test_allocator_init(&t);
   pw_fixture_t f;
-  if (!ok(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 2, "2x2", pw_test_allocator(&t)),
+  if (!ok(pw_fixture_init_sched(&f, PW_FIXTURE_DOUBLE_THREADED, 2, "2x2",
+                                pw_test_allocator(&t), policy, window),
           "fixture")) {
     return 1;
   }
@@ -125,8 +133,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "stress_runtime_submit: %zu allocations leaked\n", pw_test_allocator_live(&t));
     g_failures++;
   }
-  printf("stress_runtime_submit: %d threads x %d submissions, %llu launches per device "
-         "sequence checked, failures=%d\n",
-         THREADS, g_iterations, (unsigned long long)launches, (int)g_failures);
+  printf("stress_runtime_submit [%s]: %d threads x %d submissions, %llu launches per "
+         "device sequence checked, failures=%d\n",
+         label, THREADS, g_iterations, (unsigned long long)launches, (int)g_failures);
   return g_failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_iterations = atoi(argv[1]);
+  pw_sched_policy_t none = {NULL, NULL};
+  int rc = run_config("fifo, no window", none, 0);
+  rc |= run_config("fifo, window 2", pw_sched_policy_fifo(), 2);
+  rc |= run_config("priority, window 2", pw_sched_policy_priority(), 2);
+  rc |= run_config("fair share, window 3", pw_sched_policy_fair_share(), 3);
+  return rc;
 }

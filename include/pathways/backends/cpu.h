@@ -175,8 +175,9 @@ PW_API void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options);
  * device memory included, comes from the allocator, whose |self| must
  * outlive the backend. On success |*out_backend| holds one backend that
  * the owner (the runtime, once handed to it) frees with
- * vtable->destroy(self): it joins the pool, and must not be called from a
- * pool thread (a done callback) or while anything is in flight.
+ * vtable->destroy(self): it runs what is queued, joins the pool, completes
+ * collectives still waiting for members with CANCELLED, and must not be
+ * called from a pool thread (a done callback) or while work is in flight.
  * On error |*out_backend| is zeroed and nothing leaks. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_create(
     const pw_cpu_backend_options_t* options, pw_backend_t* out_backend);

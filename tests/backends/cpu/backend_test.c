@@ -417,4 +417,5 @@ Test(cpu_backend, every_allocation_failure_is_resource_exhausted_and_leak_free) 
   char why[256] = "";
   int swept = pw_test_allocator_sweep(sweep_body, NULL, why);
   cr_assert_gt(swept, 10, "sweep failed: %s", why);
+  cr_log_info("swept %d allocation failure points", swept);
 }
