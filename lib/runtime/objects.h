@@ -44,6 +44,9 @@ typedef struct pw_device_s {
   struct pw_op_s* running;
   pw_status_t done_status;
   pw_time_t launch_ns;     /* when |running| launched (charging policies) */
+  /* A per-(op, device) launch slot of the debug mode without gang order:
+   * it follows no cursor. */
+  bool is_slot;
   pw_backend_launch_t launch;
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
@@ -111,6 +114,9 @@ struct pw_runtime_s {
   uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
   bool sched_charge;           /* measure device time per op */
   bool no_gang_order;          /* debug: ignore slice sequences */
+  /* Compilation cache (lib/cache, pw_runtime_set_compile_cache), borrowed;
+   * NULL: compile directly. Zero from calloc at create. */
+  pw_atomic_ptr_t compile_cache;
 };
 
 /* ---- handles ------------------------------------------------------------ */
@@ -150,6 +156,22 @@ typedef struct pw_handle_table_s {
   uint32_t live;
 } pw_handle_table_t;
 
+/* Decoded-graph memo (lib/graph_format/graph_codec.c): canonical key of a
+ * decoded file plus its bindings -> handle id of the graph made from it.
+ * Weak (ids, not references): a hit needs the handle to be live. Embedded
+ * in the client and zero from calloc (|lock| 0 = free, a spinlock). */
+#define PW_GRAPH_MEMO_SLOTS 16
+typedef struct pw_graph_memo_s {
+  pw_atomic_u32_t lock;
+  uint32_t tick;
+  struct {
+    uint64_t key[2];
+    uint64_t graph_id;     /* 0 = empty slot */
+    const void* graph;     /* identity check only, never dereferenced */
+    uint32_t last_use;
+  } slots[PW_GRAPH_MEMO_SLOTS];
+} pw_graph_memo_t;
+
 struct pw_client_s {
   pw_runtime_t* runtime;
   char name[64];
@@ -162,6 +184,7 @@ struct pw_client_s {
   pw_atomic_u32_t inflight;
   pthread_mutex_t idle_lock;
   pthread_cond_t idle_cond;
+  pw_graph_memo_t graph_memo;
 };
 
 /* Adds |object| to |client|'s table, taking over one reference (on failure
@@ -196,6 +219,12 @@ typedef struct pw_executable_obj_s {
   pw_executable_signature_t signature;
   void* bytes;
   size_t byte_size;
+  /* What it was compiled from (NULL when loaded from bytes), so that
+   * pw_graph_encode can write it inline. Owned, runtime allocator. */
+  void* program;
+  size_t program_size;
+  char* options;          /* NUL-terminated; NULL for none */
+  size_t options_size;    /* its allocation: strlen + 1 */
 } pw_executable_obj_t;
 
 typedef struct pw_buffer_obj_s {

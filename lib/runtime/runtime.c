@@ -124,6 +124,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     if (options->sched_policy.vtable != NULL) rt->sched_policy = options->sched_policy;
     rt->sched_window = options->sched_window;
     rt->no_gang_order = options->debug_disable_gang_order;
+    if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
   }
   rt->sched_charge = rt->sched_window != 0 && rt->sched_policy.vtable->wants_charge;
   pthread_mutex_init(&rt->lock, NULL);

@@ -73,6 +73,7 @@ typedef struct pw_op_s {
   pw_buffer_obj_t** inputs;    /* plan->input_count, into the exec block */
   pw_buffer_obj_t** outputs;   /* plan->output_count, into the exec block */
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
+  pw_device_t* slots;          /* debug mode without gang order only */
   pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
   pw__event_node_t arg_waits[PW_BACKEND_MAX_PARAMS];
 } pw_op_t;
@@ -164,9 +165,31 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
   pw_dispatch_arrived(d, op);
 }
 
+/* Debug mode without gang order: launch on every device now, in whatever
+ * order this thread happens to use (ascending for even gang ids,
+ * descending for odd ones), as an uncoordinated dispatcher would. Nothing
+ * keeps two devices' orders consistent; that is the point. */
+static void pw_dispatch_launch_unordered(pw_op_t* op) {
+  pw_slice_t* slice = op->slice;
+  for (uint32_t k = 0; k < slice->device_count; ++k) {
+    uint32_t i = (op->gang_id & 1) ? slice->device_count - 1 - k : k;
+    pw_device_t* slot = &op->slots[i];
+    slot->slice = slice;
+    slot->mesh_index = i;
+    slot->backend_device = slice->devices[i].backend_device;
+    slot->is_slot = true;
+    slot->running = op;
+    pw_dispatch_push(slot, PW_WORK_LAUNCH);
+  }
+}
+
 static void pw_dispatch_inputs_ready(pw_op_t* op) {
   pw_atomic_exchange_u32(&op->inputs_ready, 1);
   pw_slice_t* slice = op->slice;
+  if (op->slots != NULL) {
+    pw_dispatch_launch_unordered(op);
+    return;
+  }
   void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
   for (uint32_t i = 0; i < slice->device_count; ++i) {
     pw_device_t* d = &slice->devices[i];
@@ -333,8 +356,10 @@ static void pw_dispatch_device_done(pw_device_t* d) {
   }
   /* Advance the cursor before resolving |op|: |op| stays alive while this
    * device has not counted itself out of it. */
-  pw_op_t* next = pw_atomic_load_ptr_acquire(&op->slice_next);
-  if (next != NULL) {
+  pw_op_t* next = d->is_slot ? NULL : pw_atomic_load_ptr_acquire(&op->slice_next);
+  if (d->is_slot) {
+    /* Debug mode without gang order: no cursor to advance. */
+  } else if (next != NULL) {
     pw_dispatch_arrive(d, next);
   } else {
     pw_slice_t* slice = op->slice;
@@ -607,7 +632,14 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   size_t args_at = ops_at + plan->op_count * sizeof(pw_op_t);
   size_t outs_at = args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
   size_t ins_at = outs_at + output_total * sizeof(pw_buffer_obj_t*);
-  size_t block_size = ins_at + input_total * sizeof(pw_buffer_obj_t*);
+  size_t slots_at = pw_align_up(ins_at + input_total * sizeof(pw_buffer_obj_t*), 64);
+  size_t slot_count = 0;
+  if (rt->no_gang_order) {
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      slot_count += plan->ops[i].vslice->slice->device_count;
+    }
+  }
+  size_t block_size = slots_at + slot_count * sizeof(pw_device_t);
   unsigned char* block = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
   pw_execution_t* exec = (pw_execution_t*)block;
@@ -619,6 +651,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   exec->args = (pw_buffer_obj_t**)(block + args_at);
   exec->outputs = (pw_buffer_obj_t**)(block + outs_at);
   pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + ins_at);
+  pw_device_t* slots = slot_count ? (pw_device_t*)(block + slots_at) : NULL;
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
   /* Output buffers of every op. */
@@ -634,6 +667,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
     op->inputs = &input_ptrs[in_cursor];
     in_cursor += p->input_count;
+    if (slots != NULL) {
+      op->slots = slots;
+      slots += p->vslice->slice->device_count;
+    }
   }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);
@@ -686,7 +723,9 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   for (uint32_t i = 0; i < plan->op_count;) {
     uint32_t j = i + 1;
     while (j < plan->op_count && exec->ops[j].slice == exec->ops[i].slice) ++j;
-    if (rt->sched_window == 0) {
+    if (rt->no_gang_order) {
+      /* Debug mode: no slice sequence at all. */
+    } else if (rt->sched_window == 0) {
       pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
     } else {
       for (uint32_t k = i; k < j; ++k) pw_sched_submit(exec->ops[k].slice, &exec->ops[k]);

@@ -100,6 +100,12 @@ typedef struct pw_double_options_t {
   bool no_op;
   /* Allocator for everything the backend allocates; zero means system. */
   pw_allocator_t allocator;
+  /* THREADED: a helper thread that runs a collective part waits until the
+   * whole gang has completed before it runs the next launch of its queue,
+   * as a real device blocks in a collective. With one helper per device
+   * this models hardware whose devices each run one program at a time;
+   * launches reaching two devices in different orders then deadlock. */
+  bool blocking_collectives;
 } pw_double_options_t;
 
 /* Fills |options| with the defaults (inline completion, 8 devices). */

@@ -22,7 +22,8 @@ static void pw_double_finish(pw_double_backend_t* d, pw_double_job_t* job,
   pw_allocator_free(d->allocator, job, job->alloc_size);
   done(done_user, status);
   pthread_mutex_lock(&d->idle_mutex);
-  if (--d->in_flight == 0) pthread_cond_broadcast(&d->idle_cond);
+  bool unblock = atomic_exchange(&dev->in_collective, 0) != 0;
+  if (--d->in_flight == 0 || unblock) pthread_cond_broadcast(&d->idle_cond);
   pthread_mutex_unlock(&d->idle_mutex);
 }
 
@@ -288,7 +289,19 @@ static void* pw_double_worker_main(void* arg) {
     if (q->head != NULL && (!q->paused || q->stop)) {
       pw_double_job_t* job = pw_double_queue_pop_locked(q);
       pthread_mutex_unlock(&q->mutex);
-      pw_double_run(worker->d, job);
+      pw_double_backend_t* d = worker->d;
+      pw_double_device_t* dev = &d->devices[job->device];
+      bool block = d->options.blocking_collectives &&
+                   job->executable->program.op == PW_DOUBLE_OP_ALL_REDUCE_SUM;
+      if (block) atomic_store(&dev->in_collective, 1);
+      pw_double_run(d, job); /* may free |job| */
+      if (block) {
+        /* Like a device stuck in a collective: nothing else runs on this
+         * helper until the gang completes (or is aborted). */
+        pthread_mutex_lock(&d->idle_mutex);
+        while (atomic_load(&dev->in_collective)) pthread_cond_wait(&d->idle_cond, &d->idle_mutex);
+        pthread_mutex_unlock(&d->idle_mutex);
+      }
       pthread_mutex_lock(&q->mutex);
       continue;
     }

@@ -87,6 +87,7 @@ typedef struct pw_double_worker_t {
 
 typedef struct pw_double_device_t {
   _Atomic int health;
+  _Atomic int in_collective;  /* blocking_collectives: a part is pending */
   _Atomic uint64_t launches;
   _Atomic uint64_t rejected;
   _Atomic uint64_t completed_ok;
