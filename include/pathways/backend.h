@@ -17,6 +17,11 @@
  * called; otherwise |done| is called exactly once, from any thread, possibly
  * inline before launch returns, and it takes ownership of the status it is
  * given (NULL = OK).
+ *
+ * Gangs: the launches that share a gang_id form one gang op. If a backend
+ * refuses one part (launch returns an error), the parts of that gang it has
+ * accepted or will accept must complete with an error (ABORTED), never
+ * wait for the refused part: the runtime cannot cancel them.
  */
 #ifndef PATHWAYS_BACKEND_H_
 #define PATHWAYS_BACKEND_H_

@@ -52,11 +52,8 @@ static const char* const pw_cts_cpu_bad_programs[] = {
     NULL,
 };
 
-/* KNOWN GAP (remove when fixed): when one part's launch of a collective is
- * refused, the parts already launched wait forever for it (the vtable has
- * no cancel); the test double fails them with ABORTED instead. */
+/* Cases the CPU backend does not support: none. */
 static const char* const pw_cts_cpu_unsupported[] = {
-    "collective_refused_part",
     NULL,
 };
 

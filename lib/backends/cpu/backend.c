@@ -398,12 +398,21 @@ static pw_status_t pw_cpu_check_launch(pw_cpu__backend_t* backend,
 
 static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
   pw_cpu__backend_t* backend = self;
-  PW_RETURN_IF_ERROR(pw_cpu_check_launch(backend, l));
+  pw_status_t refused = pw_cpu_check_launch(backend, l);
+  if (refused != NULL) {
+    /* The other parts of a gang must not wait for this one. */
+    if (l != NULL && l->group_size > 1) pw_cpu__collective_refused(backend, l->gang_id, refused);
+    return refused;
+  }
   size_t size = sizeof(pw_cpu__launch_t) + (size_t)l->group_size * sizeof(uint32_t);
   void* memory = NULL;
-  PW_RETURN_IF_ERROR_CTX(
-      pw_allocator_malloc(backend->allocator, size, alignof(pw_cpu__launch_t), &memory),
-      "cpu launch of '%s' on device %u", l->executable->program.kernel, l->device);
+  refused = pw_allocator_malloc(backend->allocator, size, alignof(pw_cpu__launch_t), &memory);
+  if (refused != NULL) {
+    refused = pw_status_annotate(refused, "cpu launch of '%s' on device %u",
+                                 l->executable->program.kernel, l->device);
+    if (l->group_size > 1) pw_cpu__collective_refused(backend, l->gang_id, refused);
+    return refused;
+  }
   pw_cpu__launch_t* launch = memory;
   memset(launch, 0, sizeof(*launch));
   if (l->executable->kernel->collective != PW_CPU__NOT_COLLECTIVE) {
@@ -413,8 +422,10 @@ static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
                                              alignof(pw_cpu__rendezvous_t), &spare);
     if (status != NULL) {
       pw_allocator_free(backend->allocator, memory, size);
-      return pw_status_annotate(status, "cpu launch of '%s' on device %u",
-                                l->executable->program.kernel, l->device);
+      status = pw_status_annotate(status, "cpu launch of '%s' on device %u",
+                                  l->executable->program.kernel, l->device);
+      pw_cpu__collective_refused(backend, l->gang_id, status);
+      return status;
     }
     launch->spare = spare;
   }

@@ -208,6 +208,14 @@ static pw_status_t pw_cpu_group_health(const pw_cpu__rendezvous_t* geometry,
   return NULL;
 }
 
+static bool pw_cpu_gang_refused_locked(const pw_cpu__backend_t* backend, uint64_t gang_id) {
+  for (size_t i = 0; i < sizeof(backend->refused_gangs) / sizeof(backend->refused_gangs[0]);
+       ++i) {
+    if (backend->refused_gangs[i] == gang_id && gang_id != 0) return true;
+  }
+  return false;
+}
+
 void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
   pw_cpu__backend_t* backend = launch->backend;
   pw_backend_executable_t exe = launch->executable;
@@ -270,6 +278,14 @@ void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
   } else {
     ++record->arrived;
     if (unhealthy != NULL) pw_cpu_fail_record(record, unhealthy, &batch);
+    if (record->failure == NULL && pw_cpu_gang_refused_locked(backend, geometry.gang_id)) {
+      pw_cpu_fail_record(record,
+                         pw_status_make(PW_STATUS_ABORTED,
+                                        "collective gang %llu: another part was refused "
+                                        "at launch",
+                                        (unsigned long long)geometry.gang_id),
+                         &batch);
+    }
     if (record->failure != NULL) {
       pw_cpu_batch_add(&batch, launch, pw_status_clone(record->failure));
     } else {
@@ -302,6 +318,27 @@ void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
   }
   pw_cpu_batch_run(&batch);
   if (finished != NULL) pw_cpu_record_free(backend, finished);
+}
+
+void pw_cpu__collective_refused(pw_cpu__backend_t* backend, uint64_t gang_id,
+                                pw_status_t reason) {
+  pw_cpu_batch_t batch = {NULL, NULL};
+  pthread_mutex_lock(&backend->rendezvous_mutex);
+  size_t slots = sizeof(backend->refused_gangs) / sizeof(backend->refused_gangs[0]);
+  backend->refused_gangs[backend->refused_next++ % slots] = gang_id;
+  for (pw_cpu__rendezvous_t* r = backend->rendezvous; r != NULL; r = r->next) {
+    if (r->gang_id == gang_id) {
+      pw_cpu_fail_record(r,
+                         pw_status_make(PW_STATUS_ABORTED,
+                                        "collective gang %llu: another part was refused "
+                                        "at launch: %s",
+                                        (unsigned long long)gang_id,
+                                        pw_status_message(reason)),
+                         &batch);
+    }
+  }
+  pthread_mutex_unlock(&backend->rendezvous_mutex);
+  pw_cpu_batch_run(&batch);
 }
 
 void pw_cpu__collective_device_failed(pw_cpu__backend_t* backend, uint32_t device) {

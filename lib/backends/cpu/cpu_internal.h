@@ -123,6 +123,11 @@ typedef struct pw_cpu__backend_t {
   /* Pending collectives (collective.c). */
   pthread_mutex_t rendezvous_mutex;
   pw_cpu__rendezvous_t* rendezvous;
+  /* Gangs with a part refused at launch (the part never arrives): their
+   * other parts fail instead of waiting. The most recent ones, by gang id.
+   * Guarded by rendezvous_mutex. */
+  uint64_t refused_gangs[64];
+  uint32_t refused_next;
 
   atomic_uint_fast64_t live_memories;
   atomic_uint_fast64_t live_executables;
@@ -279,6 +284,11 @@ void pw_cpu__unload(void* self, pw_backend_executable_t executable);
 /* Runs on a pool thread: |launch| arrives at its gang's rendezvous. It
  * either waits there (returning at once) or completes the whole group. */
 void pw_cpu__collective_arrive(pw_cpu__launch_t* launch);
+/* A part of gang |gang_id| was refused by launch and will never arrive:
+ * fails the parts already waiting and those still to come. */
+void pw_cpu__collective_refused(pw_cpu__backend_t* backend, uint64_t gang_id,
+                                pw_status_t reason);
+
 /* Fails every pending rendezvous whose group contains |device|. */
 void pw_cpu__collective_device_failed(pw_cpu__backend_t* backend,
                                       uint32_t device);
