@@ -40,15 +40,17 @@
  *    observer thread drains them. A shared MPSC queue costs a contended
  *    atomic RMW per post and bounces one cache line between all producers;
  *    instead each producer owns an SPSC ring (pw_completion_producer_t), so
- *    a post is an SPSC push: one store of the item and one release store of
- *    the producer's index, on lines only that producer writes. The observer
+ *    a post is an SPSC push: a read of the observer's index (which changes
+ *    once per drain), one store of the item and one release store of the
+ *    producer's index, on lines only that producer writes. The observer
  *    drains the rings round-robin with batch pops (one index update per
  *    ring per drain). A full ring is back-pressure (false or
  *    RESOURCE_EXHAUSTED naming the ring), never a drop.
  *    Waking a sleeping observer needs a store-load fence on the producer
  *    side, which would double the cost of a post, so it is separate:
  *    pw_completion_producer_flush, once per batch or before the producer
- *    goes idle. The observer's pw_completion_queue_wait takes a deadline,
+ *    goes idle. pw_completion_queue_wait takes a deadline: an observer
+ *    that cannot rely on every producer flushing waits with a finite one,
  *    so a missed flush delays, never hangs.
  *
  * Thread-safety is stated per function. Atomics come from base/atomics.h
@@ -88,8 +90,9 @@ struct pw_completion_node_t {
   pw_atomic_u32_t parts;   /* parts not yet completed (after launch) */
   pw_atomic_ptr_t error;   /* first failure seen (owned), else NULL */
   pw_atomic_u32_t state;   /* pw_completion_state_t */
-  /* Owned by the thread holding the node (the one that made it due). */
+  /* Written with |error| by whoever records it, read by the holder. */
   uint32_t cause_offset;   /* see completion.c */
+  /* Owned by the thread holding the node (the one that made it due). */
   pw_completion_node_t* next; /* pw_completion_list_t link */
   pw_status_t status;         /* final status once resolved (owned) */
   /* Read-only after init. */
