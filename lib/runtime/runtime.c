@@ -165,8 +165,9 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     slice->first_device = d->first_device;
     status = pw__dispatch_slice_init(slice);
     if (status != NULL) {
+      status = pw_status_annotate(status, "slice '%s'", slice->name);
       pw_runtime_free(rt);
-      return pw_status_annotate(status, "slice '%s'", slice->name);
+      return status;
     }
   }
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);

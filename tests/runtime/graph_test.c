@@ -255,7 +255,8 @@ Test(graph, finalized_graph_is_frozen_and_submit_checks_arguments) {
   OK(pw_buffer_release(e.f.client, released));
   FAILS(pw_graph_submit(e.f.client, e.g, &released, 1, NULL, &out, 1, NULL),
         PW_STATUS_NOT_FOUND, "args[0]");
-  FAILS(pw_graph_submit(e.f.client, e.g, &wrong, 1, NULL, &out, 2, NULL),
+  pw_buffer_t two[2];
+  FAILS(pw_graph_submit(e.f.client, e.g, &wrong, 1, NULL, two, 2, NULL),
         PW_STATUS_INVALID_ARGUMENT, "room for 2 outputs");
   /* Nothing was enqueued by the failed submits. */
   cr_assert_eq(pw_double_backend_total_launches(e.f.dbl), 0);
