@@ -5,19 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/checks.h"
 #include "runtime/fixture.h"
 #include "support/test_allocators.h"
 
 TestSuite(dispatch, .fini = pw_test_check_leaks);
-
-#define OK(expr)                                                         \
-  do {                                                                   \
-    pw_status_t s_ = (expr);                                             \
-    char m_[512];                                                        \
-    pw_status_format(s_, m_, sizeof(m_));                                \
-    pw_status_free(s_);                                                  \
-    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
-  } while (0)
 
 static const char* kCopy8 =
     "copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";

@@ -5,33 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/checks.h"
 #include "runtime/fixture.h"
 #include "support/test_allocators.h"
 
 TestSuite(graph, .fini = pw_test_check_leaks);
-
-#define OK(expr)                                                         \
-  do {                                                                   \
-    pw_status_t s_ = (expr);                                             \
-    char m_[512];                                                        \
-    pw_status_format(s_, m_, sizeof(m_));                                \
-    pw_status_free(s_);                                                  \
-    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
-  } while (0)
-
-/* Asserts |expr| fails with |code| and a message containing |needle|. */
-#define FAILS(expr, code, needle)                                             \
-  do {                                                                        \
-    pw_status_t s_ = (expr);                                                  \
-    cr_assert_not_null(s_, "%s unexpectedly succeeded", #expr);               \
-    cr_assert_eq(pw_status_code(s_), (code), "%s: got %s: %s", #expr,         \
-                 pw_status_code_string(pw_status_code(s_)),                   \
-                 pw_status_message(s_));                                      \
-    cr_assert(strstr(pw_status_message(s_), (needle)) != NULL,                \
-              "%s: message \"%s\" lacks \"%s\"", #expr, pw_status_message(s_), \
-              (needle));                                                      \
-    pw_status_free(s_);                                                       \
-  } while (0)
 
 typedef struct env_t {
   pw_fixture_t f;

@@ -7,19 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/checks.h"
 #include "runtime/fixture.h"
 #include "support/test_allocators.h"
 
 TestSuite(numeric, .fini = pw_test_check_leaks);
-
-#define OK(expr)                                                         \
-  do {                                                                   \
-    pw_status_t s_ = (expr);                                             \
-    char m_[512];                                                        \
-    pw_status_format(s_, m_, sizeof(m_));                                \
-    pw_status_free(s_);                                                  \
-    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
-  } while (0)
 
 static float frand(uint64_t* state) {
   *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -4,32 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/checks.h"
 #include "runtime/fixture.h"
 #include "support/test_allocators.h"
 
 TestSuite(runtime, .fini = pw_test_check_leaks);
-
-#define OK(expr)                                                         \
-  do {                                                                   \
-    pw_status_t s_ = (expr);                                             \
-    char m_[512];                                                        \
-    pw_status_format(s_, m_, sizeof(m_));                                \
-    pw_status_free(s_);                                                  \
-    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
-  } while (0)
-
-#define FAILS(expr, code, needle)                                             \
-  do {                                                                        \
-    pw_status_t s_ = (expr);                                                  \
-    cr_assert_not_null(s_, "%s unexpectedly succeeded", #expr);               \
-    cr_assert_eq(pw_status_code(s_), (code), "%s: got %s: %s", #expr,         \
-                 pw_status_code_string(pw_status_code(s_)),                   \
-                 pw_status_message(s_));                                      \
-    cr_assert(strstr(pw_status_message(s_), (needle)) != NULL,                \
-              "%s: message \"%s\" lacks \"%s\"", #expr, pw_status_message(s_), \
-              (needle));                                                      \
-    pw_status_free(s_);                                                       \
-  } while (0)
 
 static pw_backend_t make_double(pw_test_allocator_t* t, uint32_t devices,
                                 pw_double_vtable_variant_t variant) {

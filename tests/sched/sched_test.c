@@ -10,19 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/checks.h"
 #include "runtime/fixture.h"
 #include "support/test_allocators.h"
 
 TestSuite(sched, .fini = pw_test_check_leaks);
-
-#define OK(expr)                                                         \
-  do {                                                                   \
-    pw_status_t s_ = (expr);                                             \
-    char m_[512];                                                        \
-    pw_status_format(s_, m_, sizeof(m_));                                \
-    pw_status_free(s_);                                                  \
-    cr_assert_null(s_, "%s failed: %s", #expr, m_);                      \
-  } while (0)
 
 enum { kMaxLog = 8192, kClients = 4 };
 
