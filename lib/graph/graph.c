@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/graph_internal.h"
 #include "runtime/objects.h"
 
 typedef enum pw_graph_node_kind_e {
@@ -531,6 +532,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
         } else {
           out->param = -1;
           out->op = (int32_t)op_of_node[g->outputs[o].node];
+          plan->ops[out->op].external_outputs |= 1u << out->output;
         }
       }
     }
@@ -719,3 +721,47 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
   }
   return status;
 }
+
+/* ---- read access for other modules (graph/graph_internal.h) ------------- */
+
+pw_status_t pw__graph_acquire(pw_client_t* client, pw_graph_t graph,
+                              struct pw_graph_obj_s** out_graph) {
+  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, out_graph));
+  pthread_mutex_lock(&(*out_graph)->lock);
+  return NULL;
+}
+
+void pw__graph_done(struct pw_graph_obj_s* graph) {
+  pthread_mutex_unlock(&graph->lock);
+  pw__object_release(&graph->header);
+}
+
+uint32_t pw__graph_node_count(const struct pw_graph_obj_s* graph) { return graph->node_count; }
+
+uint32_t pw__graph_param_count(const struct pw_graph_obj_s* graph) { return graph->param_count; }
+
+void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
+                    pw__graph_node_view_t* out_view) {
+  const pw_graph_node_t* n = &graph->nodes[id];
+  memset(out_view, 0, sizeof(*out_view));
+  out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER ? PW__GRAPH_NODE_PARAMETER
+                   : n->kind == PW_GRAPH_NODE_COMPUTE ? PW__GRAPH_NODE_COMPUTE
+                                                      : PW__GRAPH_NODE_OTHER;
+  out_view->name = n->name;
+  out_view->vslice = n->vslice;
+  out_view->executable = n->executable;
+  out_view->spec = &n->spec;
+  out_view->param_index = n->param_index;
+  out_view->input_count = n->input_count;
+  out_view->inputs = n->inputs;
+}
+
+uint32_t pw__graph_output_count(const struct pw_graph_obj_s* graph) {
+  return graph->output_count;
+}
+
+pw_value_t pw__graph_output(const struct pw_graph_obj_s* graph, uint32_t index) {
+  return graph->outputs[index];
+}
+
+pw_object_t* pw__graph_object(struct pw_graph_obj_s* graph) { return &graph->header; }

@@ -261,6 +261,10 @@ typedef struct pw_plan_op_s {
   uint32_t input_count;
   pw_plan_input_t inputs[PW_BACKEND_MAX_PARAMS];
   uint32_t output_count;
+  /* Bit k: output k is a graph output (it gets a buffer object with a
+   * ready event and a handle); other outputs are internal values that live
+   * in the execution block and die with it. */
+  uint32_t external_outputs;
   uint32_t static_deps;            /* distinct producing ops among inputs */
   uint32_t successor_count;
   uint32_t* successors;            /* op indices, one per distinct consumer */

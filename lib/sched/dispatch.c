@@ -222,6 +222,22 @@ static void pw_execution_release(pw_execution_t* exec) {
   pw_allocator_free(rt->allocator, exec, exec->block_size);
 }
 
+/* Internal values (op outputs that are not graph outputs) live in the
+ * execution block: no handle, no ready event, no allocation of their own.
+ * They die with the execution; their device memory is returned here. */
+static bool pw_buffer_is_internal(const pw_buffer_obj_t* b) { return b->ready == NULL; }
+
+static void pw_execution_drop_output(pw_buffer_obj_t* b) {
+  if (b == NULL) return;
+  if (!pw_buffer_is_internal(b)) {
+    pw__object_release(&b->header);
+    return;
+  }
+  for (uint32_t d = 0; d < b->slice->device_count; ++d) {
+    pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
+  }
+}
+
 static void pw_execution_complete(pw_execution_t* exec) {
   pw_status_t status = pw_atomic_exchange_ptr(&exec->status, NULL);
   pw_status_ignore(pw_event_fail(exec->done, status));
@@ -231,7 +247,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
     pw__object_release(&exec->args[i]->header);
   }
   for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw__object_release(&exec->outputs[i]->header);
+    pw_execution_drop_output(exec->outputs[i]);
   }
   pw_client_t* client = exec->client;
   pw_execution_release(exec);
@@ -248,7 +264,7 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
   pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
   for (uint32_t k = 0; k < p->output_count; ++k) {
     pw_event_t* ready = op->outputs[k]->ready;
-    pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
+    if (ready != NULL) pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
   }
   for (uint32_t s = 0; s < p->successor_count; ++s) {
     pw_op_t* succ = &exec->ops[p->successors[s]];
@@ -611,7 +627,7 @@ static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
   pw_runtime_t* rt = exec->runtime;
   for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw__object_release(exec->outputs[i] ? &exec->outputs[i]->header : NULL);
+    pw_execution_drop_output(exec->outputs[i]);
   }
   pw_event_release(exec->done);
   pw_allocator_free(rt->allocator, exec, exec->block_size);
@@ -623,9 +639,17 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
   uint32_t input_total = 0, output_total = 0;
+  size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
-    input_total += plan->ops[i].input_count;
-    output_total += plan->ops[i].output_count;
+    const pw_plan_op_t* p = &plan->ops[i];
+    input_total += p->input_count;
+    output_total += p->output_count;
+    for (uint32_t k = 0; k < p->output_count; ++k) {
+      if (!(p->external_outputs & (1u << k))) {
+        internal_bytes += pw_align_up(sizeof(pw_buffer_obj_t), 16) +
+                          pw_align_up(p->vslice->slice->device_count * sizeof(pw_backend_memory_t), 16);
+      }
+    }
   }
   /* One block: header | ops | args | outputs | op input pointers. */
   size_t ops_at = pw_align_up(sizeof(pw_execution_t), 64);
@@ -639,7 +663,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
       slot_count += plan->ops[i].vslice->slice->device_count;
     }
   }
-  size_t block_size = slots_at + slot_count * sizeof(pw_device_t);
+  size_t internal_at = slots_at + slot_count * sizeof(pw_device_t);
+  size_t block_size = internal_at + internal_bytes;
   unsigned char* block = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
   pw_execution_t* exec = (pw_execution_t*)block;
@@ -652,6 +677,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   exec->outputs = (pw_buffer_obj_t**)(block + outs_at);
   pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + ins_at);
   pw_device_t* slots = slot_count ? (pw_device_t*)(block + slots_at) : NULL;
+  unsigned char* internal = block + internal_at;
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
   /* Output buffers of every op. */
@@ -661,8 +687,24 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw_op_t* op = &exec->ops[i];
     op->outputs = &exec->outputs[out_cursor];
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
-      status = pw__buffer_create(p->vslice, &p->executable->signature.outputs[k],
-                                 &exec->outputs[out_cursor]);
+      const pw_array_spec_t* spec = &p->executable->signature.outputs[k];
+      if (p->external_outputs & (1u << k)) {
+        status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
+      } else {
+        pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
+        internal += pw_align_up(sizeof(pw_buffer_obj_t), 16);
+        b->shards = (pw_backend_memory_t*)internal;
+        internal += pw_align_up(p->vslice->slice->device_count * sizeof(pw_backend_memory_t), 16);
+        b->header.kind = PW_OBJECT_BUFFER;
+        b->header.runtime = rt;
+        b->slice = p->vslice->slice;
+        b->mesh = p->vslice->mesh;
+        b->spec = *spec;
+        pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &b->mesh);
+        b->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
+        b->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
+        exec->outputs[out_cursor] = b;
+      }
       if (status == NULL) exec->output_total = ++out_cursor;
     }
     op->inputs = &input_ptrs[in_cursor];
