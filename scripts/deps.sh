@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libck-dev libcbor-dev libzstd-dev libxxhash-dev libcriterion-dev
+  python3-cffi python3-dev python3-numpy python3-pytest
 )
 
 missing=()

@@ -1,0 +1,59 @@
+"""pathways: Python bindings of libpathways, a Pathways-style single-controller
+runtime for accelerator fleets (here: its bundled CPU backend).
+
+    import numpy as np
+    import pathways as pw
+
+    rt = pw.Runtime("2x4")                      # one 2x4 slice, 8 CPU devices
+    client = rt.client("notebook")
+    vs = client.vslice("2x4")                   # a virtual slice bound to it
+    x = vs.put(np.ones((8, 4), np.float32), pw.split(0))
+    double = vs.compile(pw.Program("scale", ["f32[8,4] split(0,all)"],
+                                   ["f32[8,4] split(0,all)"], {"alpha": 2}))
+    g = client.graph("double")
+    g.output(g.compute(double, g.parameter(vs, x.spec)))
+    print(g.run(x).numpy())
+
+See docs/python.md. The low-level cffi module (_pathways_ffi) is private.
+"""
+
+from ._errors import (
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PathwaysError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+    error_class,
+)
+from ._event import Event
+from ._graph import Execution, Graph, Value
+from ._kernels import Attr, KernelCall, Param
+from ._lowlevel import ffi as _ffi, lib as _lib
+from ._objects import Buffer, Executable
+from ._runtime import Client, Device, Runtime, Slice, VSlice
+from ._types import ALL, DTYPES, REPLICATED, ArraySpec, Program, Sharding, replicated, split
+
+__version__ = _ffi.string(_lib.pw_version_string()).decode()
+
+__all__ = [
+    "ALL", "DTYPES", "REPLICATED", "ArraySpec", "Attr", "Buffer", "Client", "Device",
+    "Event", "Executable", "Execution", "Graph", "KernelCall", "Param", "Program",
+    "Runtime", "Sharding", "Slice", "VSlice", "Value", "replicated", "split",
+    "PathwaysError", "CancelledError", "UnknownError", "InvalidArgumentError",
+    "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
+    "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError",
+    "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError",
+    "UnavailableError", "DataLossError", "UnauthenticatedError", "error_class",
+]

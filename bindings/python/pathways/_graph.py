@@ -1,0 +1,353 @@
+"""Graphs: a builder with readable reprs, and submission."""
+
+import threading
+
+from . import _lowlevel
+from ._errors import check, take_error
+from ._event import Event
+from ._lowlevel import ffi, lib
+from ._objects import Executable, _adopt_buffer, _vslice_handle
+from ._types import as_spec, mesh_text
+
+
+class Value:
+    """An edge of a graph: output |output| of node |node|, with its spec.
+    repr: %node (first output) or %node.output."""
+
+    __slots__ = ("graph", "node", "output", "spec", "vslice")
+
+    def __init__(self, graph, node, output, spec, vslice):
+        self.graph = graph
+        self.node = node
+        self.output = output
+        self.spec = spec
+        self.vslice = vslice
+
+    @property
+    def ref(self):
+        return f"%{self.node}" if self.output == 0 else f"%{self.node}.{self.output}"
+
+    def __repr__(self):
+        return f"{self.ref}: {self.spec}"
+
+
+class _Node:
+    __slots__ = ("index", "kind", "name", "param", "executable", "vslice", "inputs", "outputs")
+
+    def describe(self):
+        outs = ", ".join(str(v.spec) for v in self.outputs)
+        where = f" on {mesh_text(self.vslice.mesh)}"
+        if self.kind == "parameter":
+            label = f" {self.name!r}" if self.name else ""
+            return f"%{self.index} = parameter {self.param}{label}: {outs}{where}"
+        args = ", ".join(v.ref for v in self.inputs)
+        label = f"{self.name!r} " if self.name else ""
+        lhs = (f"%{self.index}" if len(self.outputs) == 1
+               else "(" + ", ".join(v.ref for v in self.outputs) + ")")
+        return f"{lhs} = {label}{self.executable.name}({args}): {outs}{where}"
+
+
+class Graph:
+    """A program: parameters (arrays supplied at submit), compute nodes
+    (an executable on a virtual slice) and outputs. Build it, then submit
+    it as often as you like: the first submit (or finalize()) validates and
+    lowers it once.
+
+        g = client.graph("step")
+        x = g.parameter(vs, "f32[256,8] split(0,all)")
+        w = g.parameter(vs, "f32[8,1] replicated")
+        z = g.compute(matmul, x, w, name="logits")
+        g.output(z)
+        ex = g.submit(xbuf, wbuf)      # returns at once
+        ex.outputs[0].numpy()          # waits for the value
+    """
+
+    __slots__ = ("client", "name", "_id", "_h", "_hv", "_nodes", "_params", "_outputs",
+                 "_finalized", "_lock", "_cargs", "_couts", "_cdone", "_donate", "_out_meta",
+                 "__weakref__")
+
+    def __init__(self, client, name=None):
+        out = ffi.new("pw_graph_t*")
+        check(lib.pw_graph_create(client._live(), out))
+        client._box.live += 1
+        self.client = client
+        self.name = name
+        self._h = out
+        self._id = out.id
+        self._nodes = {}
+        self._params = []
+        self._outputs = []
+        self._finalized = False
+        self._lock = threading.Lock()
+        self._cargs = self._couts = self._cdone = None
+        self._donate = {}
+
+    def _live(self):
+        if not self._id:
+            raise ValueError("operation on a released Graph")
+        ptr = self.client._box.ptr
+        if ptr is None:
+            raise ValueError(f"operation on a Graph of closed client {self.client.name!r}")
+        return ptr
+
+    @property
+    def id(self):
+        return self._id
+
+    # -- building
+
+    def parameter(self, vslice, spec, name=None):
+        """Adds the next parameter: an array of |spec| (ArraySpec or text
+        "f32[8,4] split(0,all)") living on |vslice|. Returns its Value."""
+        ptr = self._live()
+        spec = as_spec(spec)
+        cvs = _vslice_handle(vslice)
+        node = ffi.new("uint32_t*")
+        check(lib.pw_graph_add_parameter(ptr, self._h[0], cvs, spec._new_c(), node))
+        n = _Node()
+        n.index, n.kind, n.name, n.param = node[0], "parameter", name, len(self._params)
+        n.executable, n.vslice, n.inputs = None, vslice, ()
+        n.outputs = (Value(self, node[0], 0, spec, vslice),)
+        self._nodes[n.index] = n
+        self._params.append(n)
+        return n.outputs[0]
+
+    def compute(self, executable, *inputs, vslice=None, name=None):
+        """Adds a node running |executable| over |inputs| (Values of this
+        graph) on |vslice| (default: the one it was compiled on). Returns its
+        output Value, or a tuple of them if it has several."""
+        ptr = self._live()
+        if not isinstance(executable, Executable):
+            raise TypeError(f"expected an Executable, not {type(executable).__name__}")
+        vslice = vslice if vslice is not None else executable.vslice
+        cvs = _vslice_handle(vslice)
+        cin = ffi.new("pw_value_t[]", max(1, len(inputs)))
+        for i, v in enumerate(inputs):
+            if not isinstance(v, Value) or v.graph is not self:
+                raise TypeError(f"input {i} of {name or executable.name!r} is not a Value of "
+                                f"this graph: {v!r}")
+            cin[i].node = v.node
+            cin[i].output = v.output
+        node = ffi.new("uint32_t*")
+        cname = name.encode() if name else ffi.NULL
+        eh = executable._live()[1]
+        check(lib.pw_graph_add_compute(ptr, self._h[0], cname, eh, cvs, cin, len(inputs), node))
+        n = _Node()
+        n.index, n.kind, n.name, n.param = node[0], "compute", name, None
+        n.executable, n.vslice, n.inputs = executable, vslice, tuple(inputs)
+        n.outputs = tuple(Value(self, node[0], k, spec, vslice)
+                          for k, spec in enumerate(executable.outputs))
+        self._nodes[n.index] = n
+        return n.outputs[0] if len(n.outputs) == 1 else n.outputs
+
+    def output(self, *values):
+        """Declares |values| as the next graph outputs, in order."""
+        ptr = self._live()
+        for v in values:
+            if not isinstance(v, Value) or v.graph is not self:
+                raise TypeError(f"graph output must be a Value of this graph, not {v!r}")
+            check(lib.pw_graph_add_output(ptr, self._h[0], (v.node, v.output)))
+            self._outputs.append(v)
+
+    def finalize(self):
+        """Validates and lowers the graph (errors name the node). Idempotent;
+        the graph is frozen afterwards. Returns self."""
+        ptr = self._live()
+        if not self._finalized:
+            check(lib.pw_graph_finalize(ptr, self._h[0]))
+            self._finalized = True
+            self._cargs = ffi.new("pw_buffer_t[]", max(1, len(self._params)))
+            self._couts = ffi.new("pw_buffer_t[]", max(1, len(self._outputs)))
+            self._cdone = ffi.new("pw_event_t**")
+            self._hv = self._h[0]  # the handle by value, made once
+            self._out_meta = tuple((v.spec, v.vslice) for v in self._outputs)
+        return self
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    @property
+    def parameters(self):
+        """The parameter Values, in order."""
+        return tuple(n.outputs[0] for n in self._params)
+
+    @property
+    def outputs(self):
+        """The output Values, in order."""
+        return tuple(self._outputs)
+
+    def counts(self):
+        """The library's counts: parameters, computes, outputs, edges."""
+        c = ffi.new("pw_graph_counts_t*")
+        check(lib.pw_graph_counts(self._live(), self._h[0], c))
+        return {"parameters": c.parameters, "computes": c.computes, "outputs": c.outputs,
+                "edges": c.edges}
+
+    # -- submission
+
+    def _donate_options(self, donate):
+        key = tuple(bool(d) for d in donate)
+        if len(key) != len(self._params):
+            raise ValueError(f"donate has {len(key)} flags, the graph has "
+                             f"{len(self._params)} parameters")
+        opts = self._donate.get(key)
+        if opts is None:
+            flags = ffi.new("bool[]", key)
+            opts = ffi.new("pw_submit_options_t*")
+            opts.struct_size = ffi.sizeof("pw_submit_options_t")
+            opts.donate = flags
+            self._donate[key] = opts = (opts, flags)
+        return opts[0]
+
+    def submit(self, *args, donate=None):
+        """Runs the graph once on Buffers |args| (one per parameter, in
+        order) and returns an Execution at once: its outputs are Buffers that
+        become ready later, its done event completes when every op has.
+        |donate|: one flag per argument; a donated argument is consumed (its
+        Buffer is released) and its memory may be reused for an output.
+        Thread-safe."""
+        box = self.client._box
+        cptr = box.ptr
+        if cptr is None or not self._id:
+            self._live()
+        if not self._finalized:
+            self.finalize()
+        nargs = len(self._params)
+        nout = len(self._outputs)
+        if len(args) != nargs:
+            raise TypeError(f"graph {self.name or ''!r} takes {nargs} argument(s), got {len(args)}")
+        opts = ffi.NULL if donate is None else self._donate_options(donate)
+        lock = self._lock
+        mine = lock.acquire(False)
+        try:
+            if mine:
+                cargs, couts, cdone = self._cargs, self._couts, self._cdone
+            else:  # another thread is submitting this graph: private arrays
+                cargs = ffi.new("pw_buffer_t[]", max(1, nargs))
+                couts = ffi.new("pw_buffer_t[]", max(1, nout))
+                cdone = ffi.new("pw_event_t**")
+            i = 0
+            try:
+                for i, b in enumerate(args):
+                    bid = b._id
+                    if not bid:
+                        raise ValueError(f"argument {i} is a released Buffer")
+                    cargs[i].id = bid
+            except AttributeError:
+                raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
+            status = lib.pw_graph_submit(cptr, self._hv, cargs, nargs, opts, couts, nout, cdone)
+            if status:
+                raise take_error(status)
+            if nout == 1:
+                ids = (couts[0].id,)
+            else:
+                ids = [couts[k].id for k in range(nout)]
+            done = cdone[0]
+        finally:
+            if mine:
+                lock.release()
+        box.live += nout
+        client = self.client
+        outputs = tuple([_adopt_buffer(client, bid, spec, vslice)
+                         for bid, (spec, vslice) in zip(ids, self._out_meta)])
+        if donate is not None:
+            for k, d in enumerate(donate):
+                if d and args[k]._id:
+                    args[k]._id = 0
+                    box.live -= 1
+        ev = _new_event()
+        ev._ptr = done
+        ex = _new_execution()
+        ex.graph, ex.outputs, ex.done = self, outputs, ev
+        return ex
+
+    def run(self, *args, donate=None, timeout=None):
+        """submit(), wait for the execution, and return its outputs (one
+        Buffer, or a tuple if the graph has several outputs)."""
+        ex = self.submit(*args, donate=donate)
+        ex.wait(timeout)
+        return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
+
+    # -- lifetime
+
+    def release(self):
+        """Drops the handle (executions in flight keep what they need).
+        Idempotent."""
+        gid, self._id = self._id, 0
+        box = self.client._box
+        if gid and box.ptr is not None:
+            box.live -= 1
+            check(lib.pw_graph_release(box.ptr, (gid,)))
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        gid = getattr(self, "_id", 0)
+        if gid and _lowlevel is not None:
+            self._id = 0
+            box = self.client._box
+            if box.ptr is not None:
+                box.live -= 1
+                status = lib.pw_graph_release(box.ptr, (gid,))
+                if status:
+                    lib.pw_status_free(status)
+
+    def __repr__(self):
+        computes = sum(1 for n in self._nodes.values() if n.kind == "compute")
+        state = "finalized" if self._finalized else "building"
+        if not self._id:
+            state = "released"
+        head = (f"<Graph {self.name or ''!r} ({state}): {len(self._params)} parameter(s), "
+                f"{computes} compute(s), {len(self._outputs)} output(s)")
+        lines = [head]
+        for index in sorted(self._nodes):
+            lines.append("  " + self._nodes[index].describe())
+        if self._outputs:
+            lines.append("  outputs: " + ", ".join(v.ref for v in self._outputs))
+        return "\n".join(lines) + ">"
+
+
+def _new_event():
+    return object.__new__(Event)
+
+
+def _new_execution():
+    return object.__new__(Execution)
+
+
+class Execution:
+    """One submission of a graph: |outputs| (Buffers, futures) and |done|
+    (an Event completing when every op has, with the first error)."""
+
+    __slots__ = ("graph", "outputs", "done")
+
+    def __init__(self, graph, outputs, done):
+        self.graph = graph
+        self.outputs = outputs
+        self.done = done
+
+    @property
+    def ready(self):
+        return self.done.ready
+
+    def wait(self, timeout=None):
+        """Waits for the whole execution; raises its first error."""
+        self.done.wait(timeout)
+        return self
+
+    def result(self, timeout=None):
+        """wait(), then the outputs (one Buffer or a tuple)."""
+        self.done.wait(timeout)
+        return self.outputs[0] if len(self.outputs) == 1 else self.outputs
+
+    def __repr__(self):
+        state = self.done
+        return (f"<Execution of graph {self.graph.name or ''!r}: {len(self.outputs)} output(s), "
+                f"{repr(state)[1:-1].replace('Event ', '')}>")

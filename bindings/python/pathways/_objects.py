@@ -1,0 +1,397 @@
+"""Buffers (logical sharded arrays, numpy interop) and executables."""
+
+import numpy as np
+
+from . import _lowlevel
+from ._errors import check, take_error
+from ._event import Event, event_error, wait_event_ptr
+from ._lowlevel import IMMEDIATE_PAST, ffi, lib
+from ._types import ArraySpec, as_sharding, dtype_code, mesh_from_c, mesh_text, numpy_dtype, program_bytes
+
+
+def _vslice_handle(vslice):
+    from ._runtime import VSlice
+    if not isinstance(vslice, VSlice):
+        raise TypeError(f"expected a VSlice, not {type(vslice).__name__}")
+    return vslice._handle()
+
+
+def _as_host_array(array, dtype):
+    """A C-contiguous numpy array of a pathways dtype for |array| (anything
+    numpy accepts, or any object with the buffer protocol): |array| itself
+    when it already is one (no copy), a converted copy otherwise."""
+    if not isinstance(array, np.ndarray):
+        try:
+            array = np.asarray(memoryview(array))
+        except TypeError:
+            array = np.asarray(array)
+    if dtype is None and not array.dtype.isnative:
+        dtype = array.dtype.newbyteorder("=")  # same type, native byte order
+    if dtype is not None:
+        want = numpy_dtype(dtype_code(dtype))
+        if array.dtype != want:
+            array = array.astype(want)
+    else:
+        dtype_code(array.dtype)  # TypeError naming the supported dtypes
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    return array
+
+
+class Buffer:
+    """A logical sharded array on a virtual slice: one object however many
+    device shards it has, and its own future (ready, wait(), event).
+
+    Make one from host data with VSlice.put(array, sharding) (or
+    Buffer.from_array); graph submissions return others at once, which
+    become ready when the op that writes them completes.
+
+    numpy: np.asarray(buf) / buf.numpy() copy the global array out (waiting
+    for it); buf.to_numpy(out=arr) / buf.to_host(obj) write into memory you
+    provide (any writable buffer-protocol object), with no intermediate
+    copy; bytes(buf) gives the raw bytes.
+    """
+
+    __slots__ = ("client", "_id", "_spec", "vslice", "__weakref__")
+
+    @classmethod
+    def from_array(cls, client, vslice, array, sharding=None, *, dtype=None):
+        """Copies |array| (numpy array, nested lists, any buffer-protocol
+        object) into a new buffer laid out with |sharding| (default
+        replicated) over |vslice|. A C-contiguous array of a supported dtype
+        is read in place; anything else is converted first (one copy).
+        |dtype| converts to that dtype."""
+        cvs = _vslice_handle(vslice)
+        arr = _as_host_array(array, dtype)
+        spec = ArraySpec(arr.dtype, arr.shape, as_sharding(sharding))
+        out = ffi.new("pw_buffer_t*")
+        data = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
+        check(lib.pw_buffer_from_host(client._live(), cvs, spec._new_c(), data, arr.nbytes, out))
+        client._box.live += 1
+        return _adopt_buffer(client, out.id, spec, vslice)
+
+    # -- identity and metadata
+
+    def _live(self):
+        bid = self._id
+        if not bid:
+            raise ValueError("operation on a released Buffer")
+        ptr = self.client._box.ptr
+        if ptr is None:
+            raise ValueError(f"operation on a Buffer of closed client {self.client.name!r}")
+        return ptr, (bid,)
+
+    @property
+    def id(self):
+        """The 64-bit C handle id (0 once released)."""
+        return self._id
+
+    @property
+    def spec(self):
+        """ArraySpec: dtype, global shape, sharding."""
+        spec = self._spec
+        if spec is None:
+            ptr, h = self._live()
+            cspec = ffi.new("pw_array_spec_t*")
+            check(lib.pw_buffer_spec(ptr, h, cspec))
+            spec = self._spec = ArraySpec._from_c(cspec)
+        return spec
+
+    @property
+    def dtype(self):
+        return self.spec.dtype
+
+    @property
+    def shape(self):
+        return self.spec.shape
+
+    @property
+    def sharding(self):
+        return self.spec.sharding
+
+    @property
+    def ndim(self):
+        return len(self.spec.shape)
+
+    @property
+    def size(self):
+        return self.spec.size
+
+    @property
+    def nbytes(self):
+        return self.spec.nbytes
+
+    # -- readiness
+
+    @property
+    def event(self):
+        """A new Event for the buffer's readiness (close it when done)."""
+        ptr, h = self._live()
+        out = ffi.new("pw_event_t**")
+        check(lib.pw_buffer_ready_event(ptr, h, out))
+        return Event._adopt(out[0])
+
+    def _wait(self, ptr, h, timeout):
+        out = ffi.new("pw_event_t**")
+        check(lib.pw_buffer_ready_event(ptr, h, out))
+        ev = out[0]
+        try:
+            if not lib.pw_event_is_ready(ev):
+                wait_event_ptr(ev, timeout)
+            else:
+                status = lib.pw_event_wait(ev, IMMEDIATE_PAST)
+                if status:
+                    raise take_error(status)
+        finally:
+            lib.pw_event_release(ev)
+
+    @property
+    def ready(self):
+        """True once the buffer's value (or its error) is there."""
+        with self.event as ev:
+            return ev.ready
+
+    def wait(self, timeout=None):
+        """Blocks until ready; raises the producing op's error, or
+        DeadlineExceededError after |timeout| seconds. Interruptible."""
+        ptr, h = self._live()
+        self._wait(ptr, h, timeout)
+        return self
+
+    def exception(self, timeout=None):
+        """Waits, then returns the buffer's error (None if it holds a value)."""
+        with self.event as ev:
+            return ev.exception(timeout)
+
+    # -- host copies
+
+    def to_host(self, out, timeout=None):
+        """Waits for the buffer, then copies the whole global array (row
+        major) into |out|: any writable object with the buffer protocol of
+        exactly nbytes bytes (bytearray, memoryview, numpy array, ...).
+        Returns |out|."""
+        ptr, h = self._live()
+        self._wait(ptr, h, timeout)
+        dst = ffi.from_buffer(out, require_writable=True)
+        if len(dst) != self.nbytes:
+            raise ValueError(f"to_host: destination holds {len(dst)} bytes, the buffer "
+                             f"{self.spec} has {self.nbytes}")
+        check(lib.pw_buffer_to_host(ptr, h, dst, len(dst), IMMEDIATE_PAST))
+        return out
+
+    def to_numpy(self, out=None, timeout=None):
+        """The global array as numpy: into |out| if given (C-contiguous, the
+        buffer's dtype and shape, written in place), else a new array."""
+        spec = self.spec
+        if out is None:
+            out = np.empty(spec.shape, dtype=spec.dtype)
+        elif (not isinstance(out, np.ndarray) or out.dtype != spec.dtype
+              or out.shape != spec.shape or not out.flags.c_contiguous):
+            raise ValueError(f"to_numpy: out must be a C-contiguous {spec.dtype} array of "
+                             f"shape {spec.shape}")
+        self.to_host(out, timeout)
+        return out
+
+    def numpy(self, timeout=None):
+        """A new numpy array holding the buffer's value (waits for it)."""
+        return self.to_numpy(None, timeout)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def tobytes(self, timeout=None):
+        """The raw bytes of the global array (row major, native order)."""
+        return bytes(self.to_host(bytearray(self.nbytes), timeout))
+
+    def __bytes__(self):
+        return self.tobytes()
+
+    def __buffer__(self, flags):  # Python >= 3.12 (PEP 688): a host copy
+        return memoryview(self.numpy())
+
+    # -- lifetime
+
+    def release(self):
+        """Drops the handle; device memory is freed once no submitted work
+        uses it. Idempotent."""
+        bid, self._id = self._id, 0
+        box = self.client._box
+        if bid and box.ptr is not None:
+            box.live -= 1
+            check(lib.pw_buffer_release(box.ptr, (bid,)))
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        bid = self._id
+        if bid and _lowlevel is not None:
+            self._id = 0
+            box = self.client._box
+            if box.ptr is not None:
+                box.live -= 1
+                status = lib.pw_buffer_release(box.ptr, (bid,))
+                if status:
+                    lib.pw_status_free(status)
+
+    def __repr__(self):
+        where = f" on {mesh_text(self.vslice.mesh)}" if self.vslice is not None else ""
+        if not self._id:
+            return f"<Buffer{where} released>"
+        if self.client.closed:
+            return f"<Buffer{where} of closed client>"
+        try:
+            spec = self.spec
+            with self.event as ev:
+                if not ev.ready:
+                    state = "pending"
+                else:
+                    err = event_error(ev._ptr)
+                    state = "ready" if err is None else f"failed: {type(err).__name__}: {err}"
+        except Exception as e:  # repr must not raise
+            return f"<Buffer{where} id={self._id:#x} ({type(e).__name__}: {e})>"
+        return f"<Buffer {spec}{where}, {state}>"
+
+
+def _adopt_buffer(client, bid, spec, vslice):
+    """Wraps a buffer handle the caller just created (counted already)."""
+    b = object.__new__(Buffer)
+    b.client = client
+    b._id = bid
+    b._spec = spec
+    b.vslice = vslice
+    return b
+
+
+class Executable:
+    """A compiled function for a mesh: VSlice.compile(program) compiles it
+    with the slice's backend, VSlice.load(bytes) loads compiled bytes.
+    signature / inputs / outputs describe what it computes."""
+
+    __slots__ = ("client", "_id", "vslice", "_sig", "__weakref__")
+
+    @classmethod
+    def compile(cls, client, vslice, program):
+        cvs = _vslice_handle(vslice)
+        text = program_bytes(program)
+        out = ffi.new("pw_executable_t*")
+        check(lib.pw_executable_compile(client._live(), cvs, text, len(text), ffi.NULL, out))
+        return cls._adopt(client, out.id, vslice)
+
+    @classmethod
+    def load(cls, client, vslice, data):
+        cvs = _vslice_handle(vslice)
+        src = ffi.from_buffer(data)
+        out = ffi.new("pw_executable_t*")
+        check(lib.pw_executable_load(client._live(), cvs, src, len(src), out))
+        return cls._adopt(client, out.id, vslice)
+
+    @classmethod
+    def _adopt(cls, client, eid, vslice):
+        client._box.live += 1
+        e = object.__new__(cls)
+        e.client = client
+        e._id = eid
+        e.vslice = vslice
+        e._sig = None
+        return e
+
+    def _live(self):
+        eid = self._id
+        if not eid:
+            raise ValueError("operation on a released Executable")
+        ptr = self.client._box.ptr
+        if ptr is None:
+            raise ValueError(f"operation on an Executable of closed client {self.client.name!r}")
+        return ptr, (eid,)
+
+    @property
+    def id(self):
+        return self._id
+
+    def _signature(self):
+        sig = self._sig
+        if sig is None:
+            ptr, h = self._live()
+            c = ffi.new("pw_executable_signature_t*")
+            check(lib.pw_executable_signature(ptr, h, c))
+            sig = self._sig = (
+                ffi.string(c.name).decode(),
+                mesh_from_c(c.mesh),
+                tuple(ArraySpec._from_c(c.inputs[i]) for i in range(c.input_count)),
+                tuple(ArraySpec._from_c(c.outputs[i]) for i in range(c.output_count)),
+            )
+        return sig
+
+    @property
+    def name(self):
+        """The kernel/function name."""
+        return self._signature()[0]
+
+    @property
+    def mesh(self):
+        """The mesh shape it was compiled for."""
+        return self._signature()[1]
+
+    @property
+    def inputs(self):
+        """Parameter specs (global view), a tuple of ArraySpec."""
+        return self._signature()[2]
+
+    @property
+    def outputs(self):
+        """Result specs, a tuple of ArraySpec."""
+        return self._signature()[3]
+
+    @property
+    def signature(self):
+        name, mesh, ins, outs = self._signature()
+        return (f"{name}({', '.join(map(str, ins))}) -> "
+                f"{', '.join(map(str, outs)) if len(outs) == 1 else '(' + ', '.join(map(str, outs)) + ')'}"
+                f" for {mesh_text(mesh)}")
+
+    def bytes(self):
+        """The compiled bytes (cacheable, loadable with VSlice.load)."""
+        ptr, h = self._live()
+        data = ffi.new("void**")
+        size = ffi.new("size_t*")
+        check(lib.pw_executable_bytes(ptr, h, ffi.cast("const void**", data), size))
+        return bytes(ffi.buffer(data[0], size[0]))
+
+    def release(self):
+        """Drops the handle; graphs using it keep it alive. Idempotent."""
+        eid, self._id = self._id, 0
+        box = self.client._box
+        if eid and box.ptr is not None:
+            box.live -= 1
+            check(lib.pw_executable_release(box.ptr, (eid,)))
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        eid = self._id
+        if eid and _lowlevel is not None:
+            self._id = 0
+            box = self.client._box
+            if box.ptr is not None:
+                box.live -= 1
+                status = lib.pw_executable_release(box.ptr, (eid,))
+                if status:
+                    lib.pw_status_free(status)
+
+    def __repr__(self):
+        if not self._id or self.client.closed:
+            return "<Executable released>"
+        return f"<Executable {self.signature}>"

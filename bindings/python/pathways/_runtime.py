@@ -1,0 +1,646 @@
+"""Runtime (the controller and its CPU backend), physical slices, clients and
+virtual slices."""
+
+import atexit
+import logging
+import threading
+import weakref
+
+from . import _lowlevel
+from ._errors import FailedPreconditionError, check
+from ._lowlevel import CALLBACK_SCOPE, ffi, in_callback, lib
+from ._types import fill_mesh, mesh_from_c, mesh_text, mesh_tuple
+
+_HEALTH_NAMES = {
+    lib.PW_DEVICE_HEALTHY: "healthy",
+    lib.PW_DEVICE_DEGRADED: "degraded",
+    lib.PW_DEVICE_FAILED: "failed",
+}
+_HEALTH_CODES = {v: k for k, v in _HEALTH_NAMES.items()}
+_LOG_LEVELS = {"debug": lib.PW_LOG_DEBUG, "info": lib.PW_LOG_INFO, "warn": lib.PW_LOG_WARN,
+               "warning": lib.PW_LOG_WARN, "error": lib.PW_LOG_ERROR, "off": lib.PW_LOG_OFF}
+_PY_LOG_LEVELS = {lib.PW_LOG_DEBUG: logging.DEBUG, lib.PW_LOG_INFO: logging.INFO,
+                  lib.PW_LOG_WARN: logging.WARNING, lib.PW_LOG_ERROR: logging.ERROR}
+
+# Runtimes alive in this process: closed at interpreter exit, before the
+# interpreter can no longer run the callbacks their pool threads make.
+_live_runtimes = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_runtimes():
+    for rt in list(_live_runtimes):
+        try:
+            rt.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+def _cstr(text):
+    return ffi.string(text).decode("utf-8", "replace")
+
+
+def _health_code(health):
+    if isinstance(health, str):
+        try:
+            return _HEALTH_CODES[health]
+        except KeyError:
+            raise ValueError(f"health must be one of {sorted(_HEALTH_CODES)}, not {health!r}") from None
+    return int(health)
+
+
+# ---- logging -------------------------------------------------------------------
+
+
+class _Logger:
+    __slots__ = ("fn", "handle")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.handle = ffi.new_handle(self)
+
+
+@ffi.def_extern()
+def pwpy_log(level, subsystem, message, user):
+    with CALLBACK_SCOPE:
+        try:
+            logger = ffi.from_handle(user)
+            logger.fn(_cstr(lib.pw_log_level_string(level)), _cstr(subsystem), _cstr(message))
+        except BaseException:
+            from ._event import report_callback_error
+            report_callback_error("log callback")
+
+
+def _python_logging(level, subsystem, message):
+    logging.getLogger("pathways." + subsystem).log(
+        _PY_LOG_LEVELS.get(_LOG_LEVELS.get(level, lib.PW_LOG_ERROR), logging.ERROR), "%s", message)
+
+
+# ---- memory statistics -------------------------------------------------------
+
+
+class _Counter:
+    """A C counting allocator; freed only after everything using it."""
+
+    __slots__ = ("ptr", "allocator")
+
+    def __init__(self):
+        self.ptr = lib.pwpy_counting_allocator_create()
+        if self.ptr == ffi.NULL:
+            raise MemoryError("cannot allocate a counting allocator")
+        self.allocator = lib.pwpy_counting_allocator_get(self.ptr)
+
+    def stats(self):
+        s = ffi.new("pwpy_memory_stats_t*")
+        lib.pwpy_counting_allocator_stats(self.ptr, s)
+        return {k: getattr(s, k) for k in ("live_blocks", "live_bytes", "peak_bytes",
+                                           "allocations", "failed_allocations",
+                                           "mismatched_frees")}
+
+    def destroy(self):
+        ptr, self.ptr = self.ptr, None
+        if ptr is not None:
+            lib.pwpy_counting_allocator_destroy(ptr)
+
+
+# ---- Runtime -------------------------------------------------------------------
+
+
+def _slice_descs(slices):
+    """Normalises the |slices| argument into [(name, mesh, host)]."""
+    if isinstance(slices, (str, int, dict, tuple)):
+        slices = [slices]
+    out = []
+    for i, s in enumerate(slices):
+        if isinstance(s, dict):
+            extra = set(s) - {"name", "mesh", "host"}
+            if extra:
+                raise TypeError(f"slices[{i}]: unknown keys {sorted(extra)}")
+            out.append((s.get("name") or f"slice{i}", mesh_tuple(s["mesh"]), int(s.get("host", 0))))
+        else:
+            out.append((f"slice{i}", mesh_tuple(s), 0))
+    if not out:
+        raise ValueError("a runtime needs at least one slice")
+    return out
+
+
+class Runtime:
+    """The controller: a CPU backend whose devices are laid out as physical
+    slices, and the clients (jobs) that share them.
+
+        rt = Runtime("2x4")                                   # one 2x4 slice
+        rt = Runtime([{"name": "a", "mesh": "2x4"}, "8", (1,)])
+
+    |slices|: one slice or a list; each a mesh ("2x4", 8, (2, 4)) or a dict
+    {name, mesh, host}. The CPU backend gets as many devices as the slices
+    need, laid out consecutively, and |workers| pool threads (Python kernels
+    run on them). |device_memory| caps each device's memory (bytes).
+    |runtime_workers| host threads parallelise large host transfers.
+    |logger|: None (silent unless PW_LOG is set), True (Python `logging`,
+    logger "pathways.<subsystem>"), or a callable(level, subsystem, message)
+    called from any thread; |log_level| filters before formatting.
+
+    Close it (close(), `with`, or garbage collection) after its clients;
+    closing destroys any client still open. Runtimes left open are closed at
+    interpreter exit.
+    """
+
+    def __init__(self, slices="2x4", *, workers=2, device_memory=None, runtime_workers=0,
+                 logger=None, log_level="warn"):
+        _lowlevel.flush_deferred()
+        self._ptr = None
+        self._clients = {}   # id(box) -> _ClientBox, for close()
+        self._kernels = []   # keep-alive of Python kernels (their handles)
+        self._closed_lock = threading.Lock()
+        descs = _slice_descs(slices)
+        devices = sum(_device_count(m) for _, m, _ in descs)
+        self._logger = None
+        if logger is not None and logger is not False:
+            if log_level not in _LOG_LEVELS:
+                raise ValueError(f"log_level must be one of {sorted(_LOG_LEVELS)}")
+            self._logger = _Logger(_python_logging if logger is True else logger)
+        self._host_mem = _Counter()
+        self._device_mem = _Counter()
+
+        keep = []
+        cslices = ffi.new("pw_slice_desc_t[]", len(descs))
+        first = 0
+        for i, (name, mesh, host) in enumerate(descs):
+            cname = ffi.new("char[]", name.encode())
+            keep.append(cname)
+            cslices[i].name = cname
+            fill_mesh(cslices[i].mesh, mesh)
+            cslices[i].backend = 0
+            cslices[i].first_device = first
+            cslices[i].host = host
+            first += _device_count(mesh)
+        cpu = ffi.new("pw_cpu_backend_options_t*")
+        lib.pw_cpu_backend_options_init(cpu)
+        cpu.allocator = self._device_mem.allocator
+        cpu.device_count = devices
+        cpu.worker_count = workers
+        if device_memory is not None:
+            cpu.device_memory_bytes = int(device_memory)
+        self._set_logger(cpu.logger, log_level)
+        backend = ffi.new("pw_backend_t*")
+        status = lib.pw_cpu_backend_create(cpu, backend)
+        if status:
+            self._host_mem.destroy()
+            self._device_mem.destroy()
+            check(status)
+        self._backend = backend[0]
+
+        opts = ffi.new("pw_runtime_options_t*")
+        opts.struct_size = ffi.sizeof("pw_runtime_options_t")
+        opts.allocator = self._host_mem.allocator
+        self._set_logger(opts.logger, log_level)
+        opts.worker_count = runtime_workers
+        opts.backends = backend
+        opts.backend_count = 1
+        opts.slices = cslices
+        opts.slice_count = len(descs)
+        out = ffi.new("pw_runtime_t**")
+        # On failure the runtime has destroyed the backend.
+        status = lib.pw_runtime_create(opts, out)
+        if status:
+            self._host_mem.destroy()
+            self._device_mem.destroy()
+            check(status)
+        self._ptr = out[0]
+        _live_runtimes.add(self)
+
+    def _set_logger(self, clogger, level):
+        if self._logger is None:
+            clogger.fn = ffi.NULL  # zero logger: the PW_LOG default
+            return
+        clogger.fn = lib.pwpy_log
+        clogger.user = self._logger.handle
+        clogger.min_level = _LOG_LEVELS[level]
+
+    def _live(self):
+        ptr = self._ptr
+        if ptr is None:
+            raise ValueError("operation on a closed Runtime")
+        return ptr
+
+    @property
+    def closed(self):
+        return self._ptr is None
+
+    # -- topology
+
+    @property
+    def slices(self):
+        """The physical slices (Slice objects, live views)."""
+        n = lib.pw_runtime_slice_count(self._live())
+        return [Slice(self, i) for i in range(n)]
+
+    def slice(self, key):
+        """A physical slice by index or name."""
+        if isinstance(key, str):
+            for s in self.slices:
+                if s.name == key:
+                    return s
+            raise KeyError(f"no slice named {key!r}")
+        n = lib.pw_runtime_slice_count(self._live())
+        if not 0 <= key < n:
+            raise IndexError(f"slice index {key} out of range (the runtime has {n})")
+        return Slice(self, key)
+
+    # -- clients
+
+    def client(self, name=None, *, weight=1, priority=0):
+        """A new client (job/tenant) of this runtime."""
+        return Client(self, name, weight=weight, priority=priority)
+
+    # -- kernels
+
+    def register_kernel(self, name, fn=None, **kwargs):
+        """Registers a Python function as a CPU backend kernel; see
+        pathways.register_kernel for the arguments. Usable as a decorator:
+
+            @rt.register_kernel("square", inputs=1, outputs=1)
+            def square(call):
+                call.outputs[0][...] = call.inputs[0] ** 2
+        """
+        from ._kernels import register_kernel
+        if fn is None:
+            return lambda f: register_kernel(self, name, f, **kwargs)
+        return register_kernel(self, name, fn, **kwargs)
+
+    # -- fault injection and statistics
+
+    def set_device_health(self, slice, mesh_index, health):
+        """Test hook: sets the health ("healthy", "degraded", "failed") of
+        device |mesh_index| of physical slice |slice| (index or name). A
+        failed device fails the work queued on it with UnavailableError."""
+        s = self.slice(slice)
+        dev = s.device(mesh_index)
+        check(lib.pw_cpu_backend_set_health(self._backend, dev.backend_device,
+                                            _health_code(health)))
+
+    def memory_stats(self):
+        """Counters of the two allocators this runtime was given: "host"
+        (the runtime's own objects: clients, handles, buffers' bookkeeping,
+        executions, events) and "device" (the CPU backend: device memory,
+        kernels, queues). Each: live_blocks, live_bytes, peak_bytes,
+        allocations, failed_allocations, mismatched_frees."""
+        if self._host_mem.ptr is None:
+            raise ValueError("operation on a closed Runtime")
+        return {"host": self._host_mem.stats(), "device": self._device_mem.stats()}
+
+    # -- lifetime
+
+    def close(self):
+        """Destroys every client still open, then the runtime and its
+        backend (joining its pool). Idempotent. Not allowed from inside a
+        callback (a kernel would wait for itself)."""
+        if in_callback():
+            raise FailedPreconditionError(
+                "cannot close a Runtime from inside a pathways callback (a pool thread)")
+        with self._closed_lock:
+            ptr, self._ptr = self._ptr, None
+            if ptr is None:
+                return
+            for box in list(self._clients.values()):
+                box.destroy()
+            self._clients.clear()
+            lib.pw_runtime_destroy(ptr)
+            _live_runtimes.discard(self)
+            self._kernels.clear()
+            self._host_mem.destroy()
+            self._device_mem.destroy()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_ptr", None) is None or _lowlevel is None:
+            return
+        if in_callback():
+            _lowlevel.defer(self.close)
+        else:
+            self.close()
+
+    def __repr__(self):
+        if self._ptr is None:
+            return "<Runtime closed>"
+        parts = ", ".join(f"{s.name!r} {mesh_text(s.mesh)}" for s in self.slices)
+        return f"<Runtime cpu: {parts}; {len(self._clients)} client(s)>"
+
+
+def _device_count(mesh):
+    n = 1
+    for d in mesh:
+        n *= d
+    return n
+
+
+class Device:
+    """One device of a physical slice (a snapshot of its info)."""
+
+    __slots__ = ("slice", "mesh_index", "backend_device", "host", "memory_bytes", "health", "kind")
+
+    def __init__(self, info):
+        self.slice = info.slice
+        self.mesh_index = info.mesh_index
+        self.backend_device = info.backend_device
+        self.host = info.host
+        self.memory_bytes = info.memory_bytes
+        self.health = _HEALTH_NAMES.get(info.health, str(info.health))
+        self.kind = _cstr(info.kind)
+
+    def __repr__(self):
+        return (f"<Device {self.kind}:{self.backend_device} slice {self.slice} "
+                f"position {self.mesh_index}, {self.health}>")
+
+
+class Slice:
+    """A physical slice of the runtime (an island of devices). Properties
+    are read from the runtime each time, so they are current."""
+
+    __slots__ = ("runtime", "index")
+
+    def __init__(self, runtime, index):
+        self.runtime = runtime
+        self.index = index
+
+    def _info(self):
+        info = ffi.new("pw_slice_info_t*")
+        check(lib.pw_runtime_slice_info(self.runtime._live(), self.index, info))
+        return info
+
+    # Field views do not keep their struct alive: hold |info| while reading.
+
+    @property
+    def name(self):
+        info = self._info()
+        return _cstr(info.name)
+
+    @property
+    def mesh(self):
+        info = self._info()
+        return mesh_from_c(info.mesh)
+
+    @property
+    def device_count(self):
+        return self._info().device_count
+
+    @property
+    def host(self):
+        return self._info().host
+
+    @property
+    def backend(self):
+        info = self._info()
+        return _cstr(info.backend)
+
+    @property
+    def health(self):
+        """"healthy", "degraded" or "failed" (the worst of its devices)."""
+        return _HEALTH_NAMES.get(self._info().health)
+
+    @property
+    def bound_vslices(self):
+        """How many virtual slices (of any client) are bound to it."""
+        return self._info().bound_vslices
+
+    def device(self, mesh_index):
+        info = ffi.new("pw_device_info_t*")
+        check(lib.pw_runtime_device_info(self.runtime._live(), self.index, mesh_index, info))
+        return Device(info)
+
+    @property
+    def devices(self):
+        return [self.device(i) for i in range(self.device_count)]
+
+    def set_health(self, mesh_index, health):
+        """Test hook; see Runtime.set_device_health."""
+        self.runtime.set_device_health(self.index, mesh_index, health)
+
+    def __eq__(self, other):
+        return isinstance(other, Slice) and other.runtime is self.runtime and other.index == self.index
+
+    def __hash__(self):
+        return hash((id(self.runtime), self.index))
+
+    def __repr__(self):
+        if self.runtime.closed:
+            return f"<Slice {self.index} of a closed runtime>"
+        i = self._info()
+        return (f"<Slice {self.index} {_cstr(i.name)!r} {mesh_text(mesh_from_c(i.mesh))} "
+                f"{_cstr(i.backend)} {_HEALTH_NAMES.get(i.health)}, "
+                f"{i.bound_vslices} vslice(s) bound>")
+
+
+# ---- Client ---------------------------------------------------------------------
+
+
+class _ClientBox:
+    """The C client pointer, shared by the Client and its runtime so that
+    whichever closes first leaves the other a NULL, never a dangling
+    pointer. |live| counts the handles created through this client and not
+    released yet."""
+
+    __slots__ = ("ptr", "live", "runtime", "__weakref__")
+
+    def __init__(self, ptr, runtime):
+        self.ptr = ptr
+        self.live = 0
+        self.runtime = runtime
+
+    def destroy(self):
+        ptr, self.ptr = self.ptr, None
+        if ptr is not None:
+            # Waits for the client's in-flight executions (GIL released).
+            lib.pw_client_destroy(ptr)
+            self.live = 0
+
+
+class Client:
+    """A job of the runtime. Everything it creates (virtual slices,
+    executables, buffers, graphs) belongs to it; close() (or `with`, or
+    garbage collection) waits for its in-flight work and frees all of it.
+
+    |live_handles| counts the C handles created through this client and not
+    released yet: it returns to its earlier value once the Python objects
+    are closed or collected (a leak check)."""
+
+    __slots__ = ("_box", "runtime", "name", "__weakref__")
+
+    def __init__(self, runtime, name=None, *, weight=1, priority=0):
+        _lowlevel.flush_deferred()
+        self._box = None
+        opts = ffi.new("pw_client_options_t*")
+        opts.struct_size = ffi.sizeof("pw_client_options_t")
+        cname = ffi.new("char[]", name.encode()) if name else ffi.NULL
+        opts.name = cname
+        opts.weight = weight
+        opts.priority = priority
+        out = ffi.new("pw_client_t**")
+        check(lib.pw_client_create(runtime._live(), opts, out))
+        self.runtime = runtime
+        self._box = _ClientBox(out[0], runtime)
+        runtime._clients[id(self._box)] = self._box
+        self.name = _cstr(lib.pw_client_name(out[0]))
+
+    def _live(self):
+        ptr = self._box.ptr
+        if ptr is None:
+            raise ValueError(f"operation on closed client {self.name!r}")
+        return ptr
+
+    @property
+    def closed(self):
+        return self._box is None or self._box.ptr is None
+
+    @property
+    def live_handles(self):
+        return self._box.live
+
+    # -- virtual slices
+
+    def vslice(self, mesh, *, exclusive=False):
+        """Asks the resource manager for a virtual slice of |mesh| ("2x4",
+        8, (2, 4)); ResourceExhaustedError when no physical slice fits."""
+        return VSlice(self, mesh, exclusive=exclusive)
+
+    # -- shortcuts (see the classes)
+
+    def put(self, array, vslice, sharding=None, *, dtype=None):
+        """Buffer.from_array(self, vslice, array, sharding, dtype=dtype)."""
+        from ._objects import Buffer
+        return Buffer.from_array(self, vslice, array, sharding, dtype=dtype)
+
+    def compile(self, program, vslice):
+        from ._objects import Executable
+        return Executable.compile(self, vslice, program)
+
+    def load(self, data, vslice):
+        from ._objects import Executable
+        return Executable.load(self, vslice, data)
+
+    def graph(self, name=None):
+        from ._graph import Graph
+        return Graph(self, name)
+
+    # -- lifetime
+
+    def close(self):
+        """Waits for this client's in-flight work, then frees everything it
+        owns. Idempotent. Not allowed from inside a callback."""
+        box = self._box
+        if box is None or box.ptr is None:
+            return
+        if in_callback():
+            raise FailedPreconditionError(
+                "cannot close a Client from inside a pathways callback (a pool thread)")
+        box.runtime._clients.pop(id(box), None)
+        box.destroy()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        box = getattr(self, "_box", None)
+        if box is None or box.ptr is None or _lowlevel is None:
+            return
+        if in_callback():
+            _lowlevel.defer(self.close)
+        else:
+            self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{self._box.live} live handle(s)"
+        return f"<Client {self.name!r}: {state}>"
+
+
+class VSlice:
+    """A client's virtual slice: the mesh it asked for, bound by the
+    resource manager to a physical slice."""
+
+    __slots__ = ("client", "_h", "id", "mesh", "__weakref__")
+
+    def __init__(self, client, mesh, *, exclusive=False):
+        dims = mesh_tuple(mesh)
+        cmesh = fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
+        out = ffi.new("pw_vslice_t*")
+        flags = lib.PW_VSLICE_EXCLUSIVE if exclusive else lib.PW_VSLICE_DEFAULT
+        check(lib.pw_vslice_create(client._live(), cmesh, flags, out))
+        client._box.live += 1
+        self.client = client
+        self._h = out
+        self.id = out.id
+        self.mesh = dims
+
+    def _handle(self):
+        if self.id == 0:
+            raise ValueError("operation on a released VSlice")
+        return self._h[0]
+
+    @property
+    def device_count(self):
+        return _device_count(self.mesh)
+
+    @property
+    def slice(self):
+        """The physical Slice it is bound to."""
+        index = ffi.new("uint32_t*")
+        check(lib.pw_vslice_binding(self.client._live(), self._handle(), index, ffi.NULL))
+        return Slice(self.client.runtime, index[0])
+
+    def put(self, array, sharding=None, *, dtype=None):
+        """A new Buffer on this virtual slice holding |array|; see
+        Buffer.from_array."""
+        from ._objects import Buffer
+        return Buffer.from_array(self.client, self, array, sharding, dtype=dtype)
+
+    def compile(self, program):
+        """Compiles |program| (a Program or program text) for this mesh."""
+        from ._objects import Executable
+        return Executable.compile(self.client, self, program)
+
+    def load(self, data):
+        """Loads executable bytes (Executable.bytes()) without compiling."""
+        from ._objects import Executable
+        return Executable.load(self.client, self, data)
+
+    def release(self):
+        """Releases the handle (work already submitted on it completes).
+        Idempotent."""
+        vid, self.id = self.id, 0
+        box = self.client._box
+        if vid and box.ptr is not None:
+            box.live -= 1
+            check(lib.pw_vslice_release(box.ptr, (vid,)))
+
+    close = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        vid = getattr(self, "id", 0)
+        if vid and _lowlevel is not None:
+            self.id = 0
+            box = self.client._box
+            if box.ptr is not None:
+                box.live -= 1
+                status = lib.pw_vslice_release(box.ptr, (vid,))
+                if status:
+                    lib.pw_status_free(status)
+
+    def __repr__(self):
+        if self.id == 0 or self.client.closed:
+            return f"<VSlice {mesh_text(self.mesh)} released>"
+        s = self.slice
+        return f"<VSlice {mesh_text(self.mesh)} of client {self.client.name!r} on slice {s.name!r}>"

@@ -1,0 +1,393 @@
+"""Value types: dtypes, mesh shapes, shardings, array specs, CPU programs.
+
+Plain Python values with readable reprs in the library's own text forms
+("f32[256,8] split(0,all)", "2x4"), converted to and from the C structs.
+"""
+
+import re
+
+import numpy as np
+
+from ._errors import InvalidArgumentError, check
+from ._lowlevel import ffi, lib
+
+# ---- dtypes ------------------------------------------------------------------
+
+# pathways dtype code <-> name <-> numpy dtype. Values are the C enum's.
+_DTYPES = (
+    (lib.PW_DTYPE_F32, "f32", np.dtype(np.float32)),
+    (lib.PW_DTYPE_F64, "f64", np.dtype(np.float64)),
+    (lib.PW_DTYPE_I32, "i32", np.dtype(np.int32)),
+    (lib.PW_DTYPE_I64, "i64", np.dtype(np.int64)),
+    (lib.PW_DTYPE_U8, "u8", np.dtype(np.uint8)),
+)
+_CODE_TO_NUMPY = {code: dt for code, _, dt in _DTYPES}
+_CODE_TO_NAME = {code: name for code, name, _ in _DTYPES}
+_NUMPY_TO_CODE = {dt: code for code, _, dt in _DTYPES}
+_NAME_TO_CODE = {name: code for code, name, _ in _DTYPES}
+
+#: The numpy dtypes a buffer can hold, by pathways name.
+DTYPES = {name: dt for _, name, dt in _DTYPES}
+
+
+def dtype_code(dtype):
+    """The C dtype of |dtype|: a pathways name ("f32"), a numpy dtype or
+    anything np.dtype() accepts ("float32", np.float32). TypeError for a
+    dtype pathways cannot hold (the message lists those it can)."""
+    if isinstance(dtype, str) and dtype in _NAME_TO_CODE:
+        return _NAME_TO_CODE[dtype]
+    try:
+        code = _NUMPY_TO_CODE.get(np.dtype(dtype))
+    except TypeError:
+        code = None
+    if code is None:
+        raise TypeError(
+            f"dtype {dtype!r} is not supported by pathways; use one of "
+            + ", ".join(f"{n} ({dt})" for n, dt in DTYPES.items()))
+    return code
+
+
+def numpy_dtype(code):
+    return _CODE_TO_NUMPY[code]
+
+
+def dtype_name(code):
+    return _CODE_TO_NAME.get(code, "invalid")
+
+
+# ---- mesh shapes -------------------------------------------------------------
+
+
+def mesh_tuple(mesh):
+    """Normalises a mesh shape: "2x4", 8, (2, 4) or [2, 4] -> (2, 4)."""
+    if isinstance(mesh, str):
+        m = ffi.new("pw_mesh_shape_t*")
+        check(lib.pw_mesh_shape_parse(mesh.encode(), m))
+        return tuple(m.dims[0:m.rank])
+    if isinstance(mesh, (int, np.integer)):
+        mesh = (int(mesh),)
+    try:
+        dims = tuple(int(d) for d in mesh)
+    except TypeError:
+        raise TypeError(f"a mesh shape is 'AxB', an int or a tuple of ints, not {mesh!r}") from None
+    fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
+    return dims
+
+
+def fill_mesh(cmesh, dims):
+    """Fills a pw_mesh_shape_t (checked by the library)."""
+    if not 1 <= len(dims) <= lib.PW_MAX_MESH_RANK or any(d < 1 or d >= 1 << 32 for d in dims):
+        raise InvalidArgumentError(
+            f"mesh shape {dims!r}: rank must be 1..{lib.PW_MAX_MESH_RANK} and every dim >= 1")
+    cmesh.rank = len(dims)
+    for i, d in enumerate(dims):
+        cmesh.dims[i] = d
+    check(lib.pw_mesh_shape_check(cmesh if ffi.typeof(cmesh).kind == "pointer"
+                                  else ffi.addressof(cmesh)))
+    return cmesh
+
+
+def mesh_text(dims):
+    return "x".join(str(d) for d in dims)
+
+
+def mesh_from_c(cmesh):
+    return tuple(cmesh.dims[0:cmesh.rank])
+
+
+# ---- shardings ---------------------------------------------------------------
+
+ALL = "all"  # mesh_axis meaning every device of the mesh, row-major
+
+
+class Sharding:
+    """How a global array is laid out over a mesh: replicated, or split in
+    equal blocks along |tensor_axis| over mesh axis |mesh_axis| (an int, or
+    "all" for every device of the mesh). Immutable; repr is the program
+    text form: replicated, split(0,all), split(1,0)."""
+
+    __slots__ = ("kind", "tensor_axis", "mesh_axis")
+
+    def __init__(self, kind="replicated", tensor_axis=0, mesh_axis=ALL):
+        if kind not in ("replicated", "split"):
+            raise ValueError(f"sharding kind must be 'replicated' or 'split', not {kind!r}")
+        if mesh_axis != ALL:
+            mesh_axis = int(mesh_axis)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "tensor_axis", int(tensor_axis) if kind == "split" else 0)
+        object.__setattr__(self, "mesh_axis", mesh_axis if kind == "split" else 0)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Sharding is immutable")
+
+    @property
+    def replicated(self):
+        return self.kind == "replicated"
+
+    def __repr__(self):
+        if self.kind == "replicated":
+            return "replicated"
+        return f"split({self.tensor_axis},{self.mesh_axis})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = Sharding.parse(other)
+        return (isinstance(other, Sharding) and self.kind == other.kind
+                and self.tensor_axis == other.tensor_axis and self.mesh_axis == other.mesh_axis)
+
+    def __hash__(self):
+        return hash((self.kind, self.tensor_axis, self.mesh_axis))
+
+    _SPLIT = re.compile(r"^split\((\d+),(\d+|all)\)$")
+
+    @classmethod
+    def parse(cls, text):
+        """Parses "replicated" or "split(T,M)" (M a number or "all")."""
+        if isinstance(text, Sharding):
+            return text
+        t = text.replace(" ", "")
+        if t == "replicated":
+            return REPLICATED
+        m = cls._SPLIT.match(t)
+        if not m:
+            raise InvalidArgumentError(f"bad sharding {text!r}: expected replicated or split(T,M)")
+        return cls("split", int(m.group(1)), m.group(2) if m.group(2) == ALL else int(m.group(2)))
+
+    def _to_c(self, cs):
+        if self.kind == "replicated":
+            cs.kind, cs.tensor_axis, cs.mesh_axis = lib.PW_SHARDING_REPLICATED, 0, 0
+        else:
+            cs.kind = lib.PW_SHARDING_SPLIT
+            cs.tensor_axis = self.tensor_axis
+            cs.mesh_axis = lib.PW_MESH_AXIS_ALL if self.mesh_axis == ALL else self.mesh_axis
+
+    @classmethod
+    def _from_c(cls, cs):
+        if cs.kind == lib.PW_SHARDING_REPLICATED:
+            return REPLICATED
+        axis = ALL if cs.mesh_axis == lib.PW_MESH_AXIS_ALL else cs.mesh_axis
+        return cls("split", cs.tensor_axis, axis)
+
+
+REPLICATED = Sharding()
+
+
+def replicated():
+    """Every device holds the whole array."""
+    return REPLICATED
+
+
+def split(tensor_axis=0, mesh_axis=ALL):
+    """Split |tensor_axis| in equal blocks over |mesh_axis| ("all": every
+    device of the mesh, row-major)."""
+    return Sharding("split", tensor_axis, mesh_axis)
+
+
+def as_sharding(s):
+    if s is None:
+        return REPLICATED
+    if isinstance(s, Sharding):
+        return s
+    if isinstance(s, str):
+        return Sharding.parse(s)
+    raise TypeError(f"expected a Sharding or its text, not {s!r}")
+
+
+# ---- array specs -------------------------------------------------------------
+
+
+class ArraySpec:
+    """A logical (global) array: numpy dtype, global shape, sharding.
+    repr is the program text form, e.g. f32[256,8] split(0,all)."""
+
+    __slots__ = ("dtype", "shape", "sharding")
+
+    def __init__(self, dtype, shape, sharding=None):
+        code = dtype_code(dtype)
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        shape = tuple(int(d) for d in shape)
+        if len(shape) > lib.PW_MAX_RANK:
+            raise InvalidArgumentError(f"shape {shape}: rank {len(shape)} exceeds {lib.PW_MAX_RANK}")
+        object.__setattr__(self, "dtype", numpy_dtype(code))
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "sharding", as_sharding(sharding))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ArraySpec is immutable")
+
+    @property
+    def dtype_name(self):
+        return dtype_name(_NUMPY_TO_CODE[self.dtype])
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self):
+        return f"{self.dtype_name}[{','.join(map(str, self.shape))}] {self.sharding!r}"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = ArraySpec.parse(other)
+        return (isinstance(other, ArraySpec) and self.dtype == other.dtype
+                and self.shape == other.shape and self.sharding == other.sharding)
+
+    def __hash__(self):
+        return hash((self.dtype, self.shape, self.sharding))
+
+    _TEXT = re.compile(r"^\s*([a-z0-9]+)\[([0-9,\s]*)\]\s*(.*?)\s*$")
+
+    @classmethod
+    def parse(cls, text):
+        """Parses "f32[256,8] split(0,all)" (the sharding defaults to
+        replicated when left out)."""
+        if isinstance(text, ArraySpec):
+            return text
+        m = cls._TEXT.match(text)
+        if not m:
+            raise InvalidArgumentError(f"bad array spec {text!r}: expected DTYPE[DIMS] [SHARDING]")
+        dims = [d for d in m.group(2).replace(" ", "").split(",") if d]
+        sharding = Sharding.parse(m.group(3)) if m.group(3) else REPLICATED
+        if m.group(1) not in _NAME_TO_CODE:
+            raise InvalidArgumentError(f"bad array spec {text!r}: unknown dtype {m.group(1)!r}")
+        return cls(m.group(1), tuple(int(d) for d in dims), sharding)
+
+    def _to_c(self, cspec):
+        cspec.dtype = _NUMPY_TO_CODE[self.dtype]
+        cspec.shape.rank = len(self.shape)
+        for i, d in enumerate(self.shape):
+            cspec.shape.dims[i] = d
+        self.sharding._to_c(cspec.sharding)
+        return cspec
+
+    def _new_c(self):
+        return self._to_c(ffi.new("pw_array_spec_t*"))
+
+    @classmethod
+    def _from_c(cls, cspec):
+        return cls(_CODE_TO_NUMPY.get(cspec.dtype, "invalid"),
+                   tuple(cspec.shape.dims[0:cspec.shape.rank]),
+                   Sharding._from_c(cspec.sharding))
+
+
+def as_spec(spec):
+    if isinstance(spec, ArraySpec):
+        return spec
+    if isinstance(spec, str):
+        return ArraySpec.parse(spec)
+    raise TypeError(f"expected an ArraySpec or its text (\"f32[8,4] replicated\"), not {spec!r}")
+
+
+def shape_from_c(cshape):
+    return tuple(cshape.dims[0:cshape.rank])
+
+
+# ---- CPU backend programs ----------------------------------------------------
+
+
+class Program:
+    """A program of the CPU backend: a kernel name, its parameters in the
+    global view and attributes. str() is the program text the backend
+    compiles (see include/pathways/backends/cpu.h); the text is produced and
+    parsed by the library, so it is exactly what C code would write.
+
+        Program("matmul", inputs=["f32[256,8] split(0,all)", "f32[8,1] replicated"],
+                outputs=["f32[256,1] split(0,all)"], attrs={"transpose_b": 0})
+    """
+
+    __slots__ = ("kernel", "inputs", "outputs", "attrs")
+
+    def __init__(self, kernel, inputs=(), outputs=(), attrs=None):
+        self.kernel = kernel
+        self.inputs = [as_spec(s) for s in inputs]
+        self.outputs = [as_spec(s) for s in outputs]
+        self.attrs = dict(attrs or {})
+
+    def _to_c(self):
+        p = ffi.new("pw_cpu_program_t*")
+        check(lib.pw_cpu_program_init(p, self.kernel.encode()))
+        shape = ffi.new("pw_shape_t*")
+        sharding = ffi.new("pw_sharding_t*")
+        for add, specs in ((lib.pw_cpu_program_add_input, self.inputs),
+                           (lib.pw_cpu_program_add_output, self.outputs)):
+            for spec in specs:
+                shape.rank = len(spec.shape)
+                for i, d in enumerate(spec.shape):
+                    shape.dims[i] = d
+                spec.sharding._to_c(sharding)
+                check(add(p, _NUMPY_TO_CODE[spec.dtype], shape, sharding[0]))
+        for name, value in self.attrs.items():
+            if isinstance(value, str):
+                check(lib.pw_cpu_program_set_string(p, name.encode(), value.encode()))
+            else:
+                check(lib.pw_cpu_program_set_number(p, name.encode(), float(value)))
+        return p
+
+    @property
+    def text(self):
+        p = self._to_c()
+        buf = ffi.new("char[]", lib.PW_CPU_PROGRAM_TEXT_MAX)
+        n = ffi.new("size_t*")
+        check(lib.pw_cpu_program_format(p, buf, lib.PW_CPU_PROGRAM_TEXT_MAX, n))
+        return ffi.string(buf, n[0]).decode()
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        args = [repr(self.kernel)]
+        args.append("inputs=[" + ", ".join(repr(str(s)) for s in self.inputs) + "]")
+        args.append("outputs=[" + ", ".join(repr(str(s)) for s in self.outputs) + "]")
+        if self.attrs:
+            args.append(f"attrs={self.attrs!r}")
+        return f"Program({', '.join(args)})"
+
+    def __eq__(self, other):
+        return (isinstance(other, Program) and self.kernel == other.kernel
+                and self.inputs == other.inputs and self.outputs == other.outputs
+                and self.attrs == other.attrs)
+
+    @classmethod
+    def parse(cls, text):
+        """Parses program text (the library's parser; errors name the line)."""
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        p = ffi.new("pw_cpu_program_t*")
+        check(lib.pw_cpu_program_parse(data, len(data), p))
+        return cls._from_c(p)
+
+    @classmethod
+    def _from_c(cls, p):
+        attrs = {}
+        for i in range(p.attr_count):
+            a = p.attrs[i]
+            value = a.number if a.kind == lib.PW_CPU_ATTR_NUMBER else ffi.string(a.text).decode()
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            attrs[ffi.string(a.name).decode()] = value
+        return cls(ffi.string(p.kernel).decode(),
+                   [ArraySpec._from_c(p.inputs[i]) for i in range(p.input_count)],
+                   [ArraySpec._from_c(p.outputs[i]) for i in range(p.output_count)],
+                   attrs)
+
+
+def program_bytes(program):
+    """Program text bytes from a Program, str or bytes."""
+    if isinstance(program, Program):
+        return program.text.encode()
+    if isinstance(program, str):
+        return program.encode()
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        return bytes(program)
+    raise TypeError(f"expected a Program, program text or bytes, not {type(program).__name__}")

@@ -1,0 +1,514 @@
+/* The C declarations the Python module exposes: a curated subset of the
+ * public headers in include/pathways/ (and backends/cpu.h), written for
+ * cffi's cdef parser. Not compiled as C: build_ffi.py hands it to cdef(),
+ * and cffi checks every struct layout, enum value and signature against the
+ * real headers when it compiles the module (API mode), so a drift between
+ * this file and the headers fails the build, not a user.
+ *
+ * Rules: declare only what pathways/ (the Python layer) uses; keep the
+ * header order and the names of the C API; "#define X ..." takes a
+ * constant's value from the real header. Versioned and informational
+ * structs end with "...;": cffi then takes their size from the compiler,
+ * so fields added at the end (the ABI rule) need no change here, while the
+ * offsets of the fields listed are still checked. Plain value types
+ * (shapes, specs) are listed in full.
+ */
+
+/* ---- version.h ---------------------------------------------------------- */
+const char* pw_version_string(void);
+
+/* ---- status.h ----------------------------------------------------------- */
+typedef enum pw_status_code_e {
+  PW_STATUS_OK = 0,
+  PW_STATUS_CANCELLED = 1,
+  PW_STATUS_UNKNOWN = 2,
+  PW_STATUS_INVALID_ARGUMENT = 3,
+  PW_STATUS_DEADLINE_EXCEEDED = 4,
+  PW_STATUS_NOT_FOUND = 5,
+  PW_STATUS_ALREADY_EXISTS = 6,
+  PW_STATUS_PERMISSION_DENIED = 7,
+  PW_STATUS_RESOURCE_EXHAUSTED = 8,
+  PW_STATUS_FAILED_PRECONDITION = 9,
+  PW_STATUS_ABORTED = 10,
+  PW_STATUS_OUT_OF_RANGE = 11,
+  PW_STATUS_UNIMPLEMENTED = 12,
+  PW_STATUS_INTERNAL = 13,
+  PW_STATUS_UNAVAILABLE = 14,
+  PW_STATUS_DATA_LOSS = 15,
+  PW_STATUS_UNAUTHENTICATED = 16,
+} pw_status_code_t;
+
+#define PW_STATUS_CODE_COUNT ...
+
+typedef struct pw_status_s* pw_status_t;
+
+pw_status_code_t pw_status_code(pw_status_t status);
+const char* pw_status_message(pw_status_t status);
+const char* pw_status_code_string(pw_status_code_t code);
+void pw_status_free(pw_status_t status);
+
+/* ---- allocator.h -------------------------------------------------------- */
+typedef struct pw_allocator_t {
+  void* self;
+  void* (*alloc)(void* self, size_t size, size_t alignment);
+  void (*free)(void* self, void* ptr, size_t size);
+} pw_allocator_t;
+
+pw_allocator_t pw_allocator_system(void);
+
+/* ---- log.h -------------------------------------------------------------- */
+typedef enum pw_log_level_e {
+  PW_LOG_DEBUG = 0,
+  PW_LOG_INFO = 1,
+  PW_LOG_WARN = 2,
+  PW_LOG_ERROR = 3,
+  PW_LOG_OFF = 4,
+} pw_log_level_t;
+
+typedef void (*pw_log_fn_t)(pw_log_level_t level, const char* subsystem,
+                            const char* message, void* user);
+
+typedef struct pw_logger_t {
+  pw_log_fn_t fn;
+  void* user;
+  pw_log_level_t min_level;
+} pw_logger_t;
+
+pw_logger_t pw_logger_default(void);
+const char* pw_log_level_string(pw_log_level_t level);
+
+/* ---- clock.h ------------------------------------------------------------ */
+typedef int64_t pw_time_t;
+typedef int64_t pw_duration_t;
+
+pw_time_t pw_clock_now(void);
+pw_time_t pw_deadline_from_timeout(pw_duration_t timeout);
+
+/* ---- event.h ------------------------------------------------------------ */
+typedef struct pw_event_s pw_event_t;
+typedef void (*pw_event_callback_fn_t)(void* user, pw_status_t status);
+
+pw_status_t pw_event_create(pw_allocator_t allocator, pw_event_t** out_event);
+void pw_event_retain(pw_event_t* event);
+void pw_event_release(pw_event_t* event);
+pw_status_t pw_event_signal(pw_event_t* event);
+pw_status_t pw_event_fail(pw_event_t* event, pw_status_t status);
+bool pw_event_is_ready(pw_event_t* event);
+pw_status_t pw_event_query(pw_event_t* event, bool* out_ready);
+pw_status_t pw_event_wait(pw_event_t* event, pw_time_t deadline);
+pw_status_t pw_event_on_ready(pw_event_t* event, pw_event_callback_fn_t fn,
+                              void* user);
+pw_status_t pw_event_join(pw_allocator_t allocator, pw_event_t* const* events,
+                          size_t count, pw_event_t** out_event);
+pw_status_t pw_event_any(pw_allocator_t allocator, pw_event_t* const* events,
+                         size_t count, pw_event_t** out_event);
+
+/* ---- types.h ------------------------------------------------------------ */
+typedef enum pw_dtype_e {
+  PW_DTYPE_INVALID = 0,
+  PW_DTYPE_F32 = 1,
+  PW_DTYPE_F64 = 2,
+  PW_DTYPE_I32 = 3,
+  PW_DTYPE_I64 = 4,
+  PW_DTYPE_U8 = 5,
+} pw_dtype_t;
+
+#define PW_MAX_RANK ...
+#define PW_MAX_MESH_RANK ...
+#define PW_MESH_AXIS_ALL ...
+
+typedef struct pw_shape_t {
+  uint32_t rank;
+  int64_t dims[8];
+} pw_shape_t;
+
+typedef struct pw_mesh_shape_t {
+  uint32_t rank;
+  uint32_t dims[4];
+} pw_mesh_shape_t;
+
+typedef enum pw_sharding_kind_e {
+  PW_SHARDING_REPLICATED = 0,
+  PW_SHARDING_SPLIT = 1,
+} pw_sharding_kind_t;
+
+typedef struct pw_sharding_t {
+  pw_sharding_kind_t kind;
+  uint32_t tensor_axis;
+  uint32_t mesh_axis;
+} pw_sharding_t;
+
+typedef struct pw_array_spec_t {
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+  pw_sharding_t sharding;
+} pw_array_spec_t;
+
+pw_status_t pw_mesh_shape_parse(const char* text, pw_mesh_shape_t* out_mesh);
+pw_status_t pw_mesh_shape_check(const pw_mesh_shape_t* mesh);
+pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
+                                const pw_mesh_shape_t* mesh);
+size_t pw_array_spec_format(const pw_array_spec_t* spec, char* buffer,
+                            size_t capacity);
+
+/* ---- backend.h ---------------------------------------------------------- */
+typedef enum pw_device_health_e {
+  PW_DEVICE_HEALTHY = 0,
+  PW_DEVICE_DEGRADED = 1,
+  PW_DEVICE_FAILED = 2,
+} pw_device_health_t;
+
+const char* pw_device_health_name(pw_device_health_t health);
+
+typedef struct pw_backend_vtable_t pw_backend_vtable_t;
+typedef pw_array_spec_t pw_backend_param_t;
+
+#define PW_BACKEND_MAX_PARAMS ...
+
+typedef struct pw_executable_signature_t {
+  char name[64];
+  pw_mesh_shape_t mesh;
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_backend_param_t inputs[16];
+  pw_backend_param_t outputs[16];
+  ...;
+} pw_executable_signature_t;
+
+typedef struct pw_backend_t {
+  const pw_backend_vtable_t* vtable;
+  void* self;
+} pw_backend_t;
+
+/* ---- runtime.h ---------------------------------------------------------- */
+typedef struct pw_runtime_s pw_runtime_t;
+typedef struct pw_client_s pw_client_t;
+
+typedef struct pw_vslice_t {
+  uint64_t id;
+} pw_vslice_t;
+
+typedef struct pw_slice_desc_t {
+  const char* name;
+  pw_mesh_shape_t mesh;
+  uint32_t backend;
+  uint32_t first_device;
+  uint32_t host;
+  ...;
+} pw_slice_desc_t;
+
+typedef struct pw_runtime_options_t {
+  size_t struct_size;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t worker_count;
+  const pw_backend_t* backends;
+  uint32_t backend_count;
+  const pw_slice_desc_t* slices;
+  uint32_t slice_count;
+  ...;
+} pw_runtime_options_t;
+
+pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
+                              pw_runtime_t** out_runtime);
+void pw_runtime_destroy(pw_runtime_t* runtime);
+
+typedef struct pw_slice_info_t {
+  char name[64];
+  pw_mesh_shape_t mesh;
+  uint32_t device_count;
+  uint32_t host;
+  char backend[32];
+  pw_device_health_t health;
+  uint32_t bound_vslices;
+  ...;
+} pw_slice_info_t;
+
+typedef struct pw_device_info_t {
+  uint32_t slice;
+  uint32_t mesh_index;
+  uint32_t backend_device;
+  uint32_t host;
+  uint64_t memory_bytes;
+  pw_device_health_t health;
+  char kind[32];
+  ...;
+} pw_device_info_t;
+
+uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime);
+pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
+                                  pw_slice_info_t* out_info);
+pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
+                                   uint32_t mesh_index,
+                                   pw_device_info_t* out_info);
+
+typedef struct pw_client_options_t {
+  size_t struct_size;
+  const char* name;
+  uint32_t weight;
+  int32_t priority;
+  ...;
+} pw_client_options_t;
+
+pw_status_t pw_client_create(pw_runtime_t* runtime,
+                             const pw_client_options_t* options,
+                             pw_client_t** out_client);
+void pw_client_destroy(pw_client_t* client);
+const char* pw_client_name(const pw_client_t* client);
+
+typedef enum pw_vslice_flags_e {
+  PW_VSLICE_DEFAULT = 0,
+  PW_VSLICE_EXCLUSIVE = 1,
+} pw_vslice_flags_t;
+
+pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
+                             uint32_t flags, pw_vslice_t* out_vslice);
+pw_status_t pw_vslice_release(pw_client_t* client, pw_vslice_t vslice);
+pw_status_t pw_vslice_binding(pw_client_t* client, pw_vslice_t vslice,
+                              uint32_t* out_slice, pw_mesh_shape_t* out_mesh);
+
+/* ---- buffer.h ----------------------------------------------------------- */
+typedef struct pw_buffer_t {
+  uint64_t id;
+} pw_buffer_t;
+
+pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
+                                const pw_array_spec_t* spec, const void* data,
+                                size_t size, pw_buffer_t* out_buffer);
+pw_status_t pw_buffer_to_host(pw_client_t* client, pw_buffer_t buffer,
+                              void* dst, size_t size, pw_time_t deadline);
+pw_status_t pw_buffer_ready_event(pw_client_t* client, pw_buffer_t buffer,
+                                  pw_event_t** out_event);
+pw_status_t pw_buffer_spec(pw_client_t* client, pw_buffer_t buffer,
+                           pw_array_spec_t* out_spec);
+pw_status_t pw_buffer_release(pw_client_t* client, pw_buffer_t buffer);
+
+/* ---- executable.h ------------------------------------------------------- */
+typedef struct pw_executable_t {
+  uint64_t id;
+} pw_executable_t;
+
+pw_status_t pw_executable_compile(pw_client_t* client, pw_vslice_t vslice,
+                                  const void* program, size_t program_size,
+                                  const char* options,
+                                  pw_executable_t* out_executable);
+pw_status_t pw_executable_load(pw_client_t* client, pw_vslice_t vslice,
+                               const void* bytes, size_t size,
+                               pw_executable_t* out_executable);
+pw_status_t pw_executable_signature(pw_client_t* client,
+                                    pw_executable_t executable,
+                                    pw_executable_signature_t* out_signature);
+pw_status_t pw_executable_bytes(pw_client_t* client, pw_executable_t executable,
+                                const void** out_bytes, size_t* out_size);
+pw_status_t pw_executable_release(pw_client_t* client,
+                                  pw_executable_t executable);
+
+/* ---- graph.h ------------------------------------------------------------ */
+typedef struct pw_graph_t {
+  uint64_t id;
+} pw_graph_t;
+
+typedef struct pw_value_t {
+  uint32_t node;
+  uint32_t output;
+} pw_value_t;
+
+pw_status_t pw_graph_create(pw_client_t* client, pw_graph_t* out_graph);
+pw_status_t pw_graph_add_parameter(pw_client_t* client, pw_graph_t graph,
+                                   pw_vslice_t vslice,
+                                   const pw_array_spec_t* spec,
+                                   uint32_t* out_node);
+pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph,
+                                 const char* name, pw_executable_t executable,
+                                 pw_vslice_t vslice, const pw_value_t* inputs,
+                                 uint32_t input_count, uint32_t* out_node);
+pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph,
+                                pw_value_t value);
+pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph);
+
+typedef struct pw_graph_counts_t {
+  uint32_t parameters;
+  uint32_t computes;
+  uint32_t outputs;
+  uint32_t edges;
+} pw_graph_counts_t;
+
+pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
+                            pw_graph_counts_t* out_counts);
+pw_status_t pw_graph_release(pw_client_t* client, pw_graph_t graph);
+
+typedef struct pw_submit_options_t {
+  size_t struct_size;
+  const bool* donate;
+  ...;
+} pw_submit_options_t;
+
+pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph,
+                            const pw_buffer_t* args, uint32_t arg_count,
+                            const pw_submit_options_t* options,
+                            pw_buffer_t* out_outputs, uint32_t output_count,
+                            pw_event_t** out_done);
+
+/* ---- backends/cpu.h ----------------------------------------------------- */
+#define PW_CPU_MAX_DEVICES ...
+#define PW_CPU_MAX_WORKERS ...
+#define PW_CPU_PROGRAM_TEXT_MAX ...
+
+typedef struct pw_cpu_backend_options_t {
+  size_t struct_size;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t device_count;
+  uint32_t worker_count;
+  uint64_t device_memory_bytes;
+  uint32_t host;
+  ...;
+} pw_cpu_backend_options_t;
+
+void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options);
+pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
+                                  pw_backend_t* out_backend);
+pw_status_t pw_cpu_backend_set_health(pw_backend_t backend, uint32_t device,
+                                      pw_device_health_t health);
+
+typedef enum pw_cpu_attr_kind_e {
+  PW_CPU_ATTR_NUMBER = 1,
+  PW_CPU_ATTR_STRING = 2,
+} pw_cpu_attr_kind_t;
+
+typedef struct pw_cpu_attr_t {
+  char name[32];
+  pw_cpu_attr_kind_t kind;
+  double number;
+  char text[64];
+} pw_cpu_attr_t;
+
+typedef struct pw_cpu_program_t {
+  char kernel[64];
+  uint32_t input_count;
+  uint32_t output_count;
+  uint32_t attr_count;
+  pw_backend_param_t inputs[16];
+  pw_backend_param_t outputs[16];
+  pw_cpu_attr_t attrs[16];
+} pw_cpu_program_t;
+
+pw_status_t pw_cpu_program_init(pw_cpu_program_t* program, const char* kernel);
+pw_status_t pw_cpu_program_add_input(pw_cpu_program_t* program,
+                                     pw_dtype_t dtype, const pw_shape_t* shape,
+                                     pw_sharding_t sharding);
+pw_status_t pw_cpu_program_add_output(pw_cpu_program_t* program,
+                                      pw_dtype_t dtype, const pw_shape_t* shape,
+                                      pw_sharding_t sharding);
+pw_status_t pw_cpu_program_set_number(pw_cpu_program_t* program,
+                                      const char* name, double value);
+pw_status_t pw_cpu_program_set_string(pw_cpu_program_t* program,
+                                      const char* name, const char* text);
+pw_status_t pw_cpu_program_format(const pw_cpu_program_t* program,
+                                  char* buffer, size_t capacity,
+                                  size_t* out_length);
+pw_status_t pw_cpu_program_parse(const char* text, size_t size,
+                                 pw_cpu_program_t* out_program);
+
+#define PW_CPU_DTYPES_ANY ...
+#define PW_CPU_KERNEL_SAME_DTYPE ...
+#define PW_CPU_KERNEL_OPEN_ATTRS ...
+
+typedef struct pw_cpu_param_spec_t {
+  const char* name;
+  uint32_t dtypes;
+  int32_t rank;
+} pw_cpu_param_spec_t;
+
+typedef struct pw_cpu_attr_spec_t {
+  const char* name;
+  pw_cpu_attr_kind_t kind;
+  bool required;
+} pw_cpu_attr_spec_t;
+
+typedef struct pw_cpu_input_shard_t {
+  const void* data;
+  size_t size;
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+} pw_cpu_input_shard_t;
+
+typedef struct pw_cpu_output_shard_t {
+  void* data;
+  size_t size;
+  pw_dtype_t dtype;
+  pw_shape_t shape;
+} pw_cpu_output_shard_t;
+
+typedef struct pw_cpu_kernel_call_t {
+  size_t struct_size;
+  const pw_cpu_program_t* program;
+  const pw_mesh_shape_t* mesh;
+  uint32_t mesh_index;
+  uint32_t device;
+  const pw_cpu_input_shard_t* inputs;
+  uint32_t input_count;
+  const pw_cpu_output_shard_t* outputs;
+  uint32_t output_count;
+  const pw_cpu_attr_t* attrs;
+  uint32_t attr_count;
+  void* user;
+  ...;
+} pw_cpu_kernel_call_t;
+
+typedef pw_status_t (*pw_cpu_kernel_run_fn_t)(const pw_cpu_kernel_call_t* call);
+typedef pw_status_t (*pw_cpu_kernel_check_fn_t)(void* user,
+                                                const pw_cpu_program_t* program,
+                                                const pw_mesh_shape_t* mesh);
+
+typedef struct pw_cpu_kernel_def_t {
+  size_t struct_size;
+  const char* name;
+  uint32_t input_count;
+  const pw_cpu_param_spec_t* inputs;
+  uint32_t output_count;
+  const pw_cpu_param_spec_t* outputs;
+  uint32_t attr_count;
+  const pw_cpu_attr_spec_t* attrs;
+  uint32_t flags;
+  pw_cpu_kernel_check_fn_t check;
+  pw_cpu_kernel_run_fn_t run;
+  void* user;
+  ...;
+} pw_cpu_kernel_def_t;
+
+pw_status_t pw_cpu_backend_register_kernel(pw_backend_t backend,
+                                           const pw_cpu_kernel_def_t* def);
+
+/* ---- the module's own support code (src/pwpy_support.h) ----------------- */
+
+/* A thread-safe counting allocator over the system one (leak checks,
+ * memory statistics). */
+typedef struct pwpy_counting_allocator_s pwpy_counting_allocator_t;
+
+typedef struct pwpy_memory_stats_t {
+  int64_t live_blocks;
+  int64_t live_bytes;
+  int64_t peak_bytes;
+  int64_t allocations;
+  int64_t failed_allocations;
+  int64_t mismatched_frees;
+} pwpy_memory_stats_t;
+
+pwpy_counting_allocator_t* pwpy_counting_allocator_create(void);
+void pwpy_counting_allocator_destroy(pwpy_counting_allocator_t* counter);
+pw_allocator_t pwpy_counting_allocator_get(pwpy_counting_allocator_t* counter);
+void pwpy_counting_allocator_stats(const pwpy_counting_allocator_t* counter,
+                                   pwpy_memory_stats_t* out_stats);
+
+/* pw_status_make(code, "%s", message) without varargs. */
+pw_status_t pwpy_status_make(pw_status_code_t code, const char* message);
+
+/* ---- callbacks into Python (extern "Python", any thread) ---------------- */
+extern "Python" pw_status_t pwpy_kernel_run(const pw_cpu_kernel_call_t* call);
+extern "Python" pw_status_t pwpy_kernel_check(void* user,
+                                              const pw_cpu_program_t* program,
+                                              const pw_mesh_shape_t* mesh);
+extern "Python" void pwpy_event_callback(void* user, pw_status_t status);
+extern "Python" void pwpy_log(pw_log_level_t level, const char* subsystem,
+                              const char* message, void* user);

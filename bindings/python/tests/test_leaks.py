@@ -1,0 +1,148 @@
+"""Leak checks: every C handle and every byte the library allocates is
+freed, deterministically (close/with) and on garbage collection.
+
+Memory is compared in a steady state: the runtime keeps the last execution
+appended to each physical slice (the slice sequence's tail, with what it
+references) until the next one replaces it, so every measurement is taken
+after the same last operation on the slice."""
+
+import gc
+import weakref
+
+import numpy as np
+
+import pathways as pw
+
+from conftest import collect, f32, one_node_graph, program
+
+
+def workload(client, vs, steps=5, explicit=False):
+    """Every kind of handle: buffers, executables, graphs, executions,
+    events, a Python kernel's outputs."""
+    x = vs.put(f32(8, 2), pw.split(0))
+    exe = vs.compile(program("scale", [x.spec], [x.spec], alpha=0.5))
+    py = vs.compile(program("leak_probe", [x.spec], [x.spec]))
+    g = client.graph("w")
+    p = g.parameter(vs, x.spec)
+    g.output(g.compute(py, g.compute(exe, p)))
+    outs = []
+    for _ in range(steps):
+        ex = g.submit(x)
+        ex.done.add_done_callback(lambda err: None)
+        outs.append(ex)
+    for ex in outs:
+        ex.result(timeout=30).numpy()
+    with x.event:
+        pass
+    if explicit:
+        for ex in outs:
+            ex.outputs[0].release()
+            ex.done.close()
+        for obj in (g, py, exe, x):
+            obj.release()
+    return weakref.ref(g)
+
+
+def test_handles_and_memory_return_to_baseline(runtime, client, vs):
+    runtime.register_kernel("leak_probe", lambda call: call.inputs[0] + 1)
+    workload(client, vs, steps=20)  # warm up: tables grow once, kernels load
+    collect()
+    handles = client.live_handles
+    memory = runtime.memory_stats()
+    assert memory["host"]["mismatched_frees"] == 0
+    assert memory["device"]["mismatched_frees"] == 0
+
+    for explicit in (False, True):
+        ref = workload(client, vs, steps=20, explicit=explicit)
+        if explicit:
+            # Released explicitly: nothing is left, even before any GC.
+            assert client.live_handles == handles
+        collect()
+        assert ref() is None
+        assert client.live_handles == handles
+        after = runtime.memory_stats()
+        for side in ("host", "device"):
+            assert after[side]["live_blocks"] == memory[side]["live_blocks"], (side, after)
+            assert after[side]["live_bytes"] == memory[side]["live_bytes"], (side, after)
+            assert after[side]["mismatched_frees"] == 0
+            assert after[side]["failed_allocations"] == 0
+
+
+def test_closing_a_client_frees_everything_it_owned(runtime):
+    runtime.register_kernel("leak_probe", lambda call: call.inputs[0])
+    # Another client's one-op graph on the same slice: run before each
+    # measurement, so that its execution is the slice's tail both times.
+    other = runtime.client("other")
+    ovs = other.vslice("2x4")
+    ox = ovs.put(f32(8))
+    flush = one_node_graph(other, ovs, ovs.compile(program("copy", [ox.spec], [ox.spec])),
+                           ox.spec)
+    flush.run(ox, timeout=30)
+    collect()
+    before = runtime.memory_stats()
+
+    client = runtime.client("doomed")
+    vs = client.vslice("2x4")
+    workload(client, vs, steps=3)
+    kept = (vs.put(np.zeros(8, np.float32)), vs.compile(program("copy", [ox.spec], [ox.spec])))
+    assert client.live_handles > 0
+    client.close()                   # frees what the Python objects still hold
+    assert client.live_handles == 0
+    flush.run(ox, timeout=30)
+    collect()
+    after = runtime.memory_stats()
+    for side in ("host", "device"):
+        assert after[side]["live_blocks"] == before[side]["live_blocks"], (side, after)
+        assert after[side]["live_bytes"] == before[side]["live_bytes"], (side, after)
+    for obj in kept:
+        obj.release()  # harmless after close
+    other.close()
+
+
+def test_unreferenced_runtime_and_client_are_collected():
+    rt = pw.Runtime("2", workers=1)
+    c = rt.client()
+    b = c.vslice("2").put(f32(2))
+    refs = [weakref.ref(o) for o in (rt, c, b)]
+    del rt, c, b
+    collect()
+    assert all(r() is None for r in refs)
+
+
+def test_reference_cycles_are_freed_by_the_collector():
+    rt = pw.Runtime("1", workers=1)
+    c = rt.client()
+    v = c.vslice("1")
+    b = v.put(f32(4))
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.me, h.objects = h, (rt, c, v, b)  # a cycle holding everything
+    refs = [weakref.ref(o) for o in (rt, c, v, b, h)]
+    del rt, c, v, b, h
+    gc.collect()
+    collect()
+    assert all(r() is None for r in refs)
+
+
+def test_events_and_buffers_may_outlive_their_runtime():
+    # An execution's done event is allocated by the runtime; Python may
+    # hold it after the runtime is closed (tracebacks, cycles, notebooks).
+    rt = pw.Runtime("1", workers=1)
+    c = rt.client()
+    v = c.vslice("1")
+    x = v.put(f32(2))
+    g = one_node_graph(c, v, v.compile(program("copy", [x.spec], [x.spec])), x.spec)
+    ex = g.submit(x)
+    ready = x.event
+    ex.wait(timeout=30)
+    rt.close()
+    assert ex.done.ready and ready.ready
+    ex.done.wait()
+    assert "released" in repr(g) or "Graph" in repr(g)
+    with np.testing.assert_raises(ValueError):
+        ex.outputs[0].numpy()
+    del ex, ready, g, x, v, c
+    collect()
