@@ -60,6 +60,18 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_compute(
     pw_executable_t executable, pw_vslice_t vslice, const pw_value_t* inputs,
     uint32_t input_count, uint32_t* out_node);
 
+/* Adds a transfer node: |input|'s array moved onto |vslice| (any slice of
+ * the client, the same one included) with |sharding| over that vslice's
+ * mesh: a resharding copy (e.g. split along axis 0 over 4 devices ->
+ * replicated over 8). Its one output has the input's dtype and shape.
+ * Lowering computes the shard-to-shard copies actually needed (each
+ * destination device receives exactly the runs of source shards that
+ * intersect its own shard) and the runtime's transport moves them when
+ * the node runs, in the destination slice's gang order. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_transfer(
+    pw_client_t* client, pw_graph_t graph, const char* name, pw_value_t input,
+    pw_vslice_t vslice, pw_sharding_t sharding, uint32_t* out_node);
+
 /* Declares |value| as graph output number k (k = outputs declared before). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_output(pw_client_t* client,
                                                           pw_graph_t graph,

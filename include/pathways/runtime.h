@@ -18,6 +18,7 @@
 #include "pathways/backend.h"
 #include "pathways/log.h"
 #include "pathways/scheduler.h"
+#include "pathways/transport.h"
 #include "pathways/status.h"
 #include "pathways/types.h"
 
@@ -69,6 +70,10 @@ typedef struct pw_runtime_options_t {
    * its inputs are ready, ignoring the slice sequence. Breaks the gang
    * order guarantee on purpose, to show what it prevents. */
   bool debug_disable_gang_order;
+  /* Moves shards for transfer nodes; the runtime takes ownership (and
+   * destroys it, also when create fails). Zero = the bundled in-process
+   * transport (copies through the backends' host access, inline). */
+  pw_transport_t transport;
 } pw_runtime_options_t;
 
 #define PW_RUNTIME_OPTIONS_SIZE_V1 \

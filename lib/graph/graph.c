@@ -16,14 +16,21 @@
 typedef enum pw_graph_node_kind_e {
   PW_GRAPH_NODE_PARAMETER = 1,
   PW_GRAPH_NODE_COMPUTE = 2,
+  PW_GRAPH_NODE_TRANSFER = 3,
 } pw_graph_node_kind_t;
+
+/* Compute and transfer nodes become ops of the plan. */
+static bool pw_graph_is_op(pw_graph_node_kind_t kind) {
+  return kind == PW_GRAPH_NODE_COMPUTE || kind == PW_GRAPH_NODE_TRANSFER;
+}
 
 typedef struct pw_graph_node_s {
   pw_graph_node_kind_t kind;
   char name[64];
   pw_vslice_obj_t* vslice;          /* retained */
   pw_executable_obj_t* executable;  /* retained (compute) */
-  pw_array_spec_t spec;             /* parameter */
+  pw_array_spec_t spec;             /* parameter; transfer: resolved output */
+  pw_sharding_t transfer_sharding;  /* transfer: the destination sharding */
   uint32_t param_index;
   uint32_t input_count;
   pw_value_t inputs[PW_BACKEND_MAX_PARAMS];
@@ -51,8 +58,13 @@ typedef struct pw_graph_obj_s {
 static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
   pw_allocator_t a = rt->allocator;
   for (uint32_t i = 0; plan->ops && i < plan->op_count; ++i) {
-    pw_allocator_free(a, plan->ops[i].successors,
-                      plan->ops[i].successor_count * sizeof(uint32_t));
+    pw_plan_op_t* op = &plan->ops[i];
+    pw_allocator_free(a, op->successors, op->successor_count * sizeof(uint32_t));
+    pw_allocator_free(a, op->copies, op->copy_count * sizeof(pw_plan_copy_t));
+    if (op->copy_start) {
+      pw_allocator_free(a, op->copy_start,
+                        (op->vslice->slice->device_count + 1) * sizeof(uint32_t));
+    }
   }
   if (plan->ops) pw_allocator_free(a, plan->ops, PW_NZ(plan->op_count) * sizeof(pw_plan_op_t));
   if (plan->outputs) {
@@ -219,6 +231,42 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
   return status;
 }
 
+pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const char* name,
+                                  pw_value_t input, pw_vslice_t vslice,
+                                  pw_sharding_t sharding, uint32_t* out_node) {
+  pw_graph_obj_t* g = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  pw_object_t* vs = NULL;
+  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &vs);
+  if (status == NULL && sharding.kind != PW_SHARDING_REPLICATED &&
+      sharding.kind != PW_SHARDING_SPLIT) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "pw_graph_add_transfer: unknown sharding kind %d", (int)sharding.kind);
+  }
+  if (status == NULL) status = pw_graph_begin_edit(g, "pw_graph_add_transfer");
+  if (status == NULL) {
+    status = pw_graph_grow(g->header.runtime, (void**)&g->nodes, &g->node_capacity,
+                           g->node_count, sizeof(pw_graph_node_t));
+    if (status == NULL) {
+      pw_graph_node_t* n = &g->nodes[g->node_count];
+      memset(n, 0, sizeof(*n));
+      n->kind = PW_GRAPH_NODE_TRANSFER;
+      n->vslice = (pw_vslice_obj_t*)vs;
+      vs = NULL;
+      n->input_count = 1;
+      n->inputs[0] = input;
+      n->transfer_sharding = sharding;
+      snprintf(n->name, sizeof(n->name), "%s", name && name[0] ? name : "transfer");
+      if (out_node) *out_node = g->node_count;
+      g->node_count++;
+    }
+    pthread_mutex_unlock(&g->lock);
+  }
+  pw__object_release(vs);
+  pw__object_release(&g->header);
+  return status;
+}
+
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_t value) {
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
@@ -251,6 +299,14 @@ static pw_status_t pw_graph_value_spec(const pw_graph_obj_t* g, pw_value_t value
                             "%s: refers to output %u of parameter node %u, which has "
                             "only output 0",
                             what, value.output, value.node);
+    }
+    *out_spec = &src->spec;
+  } else if (src->kind == PW_GRAPH_NODE_TRANSFER) {
+    if (value.output != 0) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "%s: refers to output %u of transfer node %u (\"%s\"), which has "
+                            "only output 0",
+                            what, value.output, value.node, src->name);
     }
     *out_spec = &src->spec;
   } else {
@@ -319,6 +375,35 @@ static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id) 
   return NULL;
 }
 
+/* Resolves a transfer node's output spec (its input's dtype and shape,
+ * the destination sharding over the destination mesh). */
+static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
+  pw_graph_node_t* n = &g->nodes[id];
+  const pw_array_spec_t* in = NULL;
+  const pw_vslice_obj_t* src_vslice = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_value_spec(g, n->inputs[0], "input", &in, &src_vslice));
+  n->spec = *in;
+  n->spec.sharding = n->transfer_sharding;
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&n->spec.sharding, &n->spec.shape, &n->vslice->mesh),
+                         "destination sharding on slice '%s'", n->vslice->slice->name);
+  return NULL;
+}
+
+/* Checks that every input of op node |id| names an existing node and
+ * output (structure only; specs are checked in topological order). */
+static pw_status_t pw_graph_check_refs(const pw_graph_obj_t* g, uint32_t id) {
+  const pw_graph_node_t* n = &g->nodes[id];
+  for (uint32_t k = 0; k < n->input_count; ++k) {
+    pw_value_t v = n->inputs[k];
+    if (v.node >= g->node_count) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "input %u: refers to node %u, which does not exist (%u nodes)", k,
+                            v.node, g->node_count);
+    }
+  }
+  return NULL;
+}
+
 /* Describes a cycle among the compute nodes left with unresolved inputs
  * after the topological sort: walks producer links from one of them until
  * a node repeats. */
@@ -337,7 +422,7 @@ static pw_status_t pw_graph_cycle_error(const pw_graph_obj_t* g, const uint32_t*
     const pw_graph_node_t* n = &g->nodes[cur];
     for (uint32_t k = 0; k < n->input_count; ++k) {
       uint32_t p = n->inputs[k].node;
-      if (g->nodes[p].kind == PW_GRAPH_NODE_COMPUTE && indegree[p] != 0) {
+      if (pw_graph_is_op(g->nodes[p].kind) && indegree[p] != 0) {
         cur = p;
         break;
       }
@@ -351,7 +436,7 @@ static pw_status_t pw_graph_cycle_error(const pw_graph_obj_t* g, const uint32_t*
     if (w > 0) len = len + (size_t)w < sizeof(path) ? len + (size_t)w : sizeof(path) - 1;
     for (uint32_t k = 0; k < n->input_count; ++k) {
       uint32_t p = n->inputs[k].node;
-      if (g->nodes[p].kind == PW_GRAPH_NODE_COMPUTE && indegree[p] != 0) {
+      if (pw_graph_is_op(g->nodes[p].kind) && indegree[p] != 0) {
         cur = p;
         break;
       }
@@ -367,18 +452,12 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   pw_runtime_t* rt = g->header.runtime;
   pw_allocator_t a = rt->allocator;
   pw_plan_t* plan = &g->plan;
-  /* Structure and specs, node by node. */
+  /* Structure first (every reference names a node); specs are checked in
+   * topological order below, once transfer outputs can be resolved. */
   for (uint32_t id = 0; id < g->node_count; ++id) {
-    if (g->nodes[id].kind != PW_GRAPH_NODE_COMPUTE) continue;
-    PW_RETURN_IF_ERROR_CTX(pw_graph_check_compute(g, id), "graph node %u (\"%s\")", id,
+    if (!pw_graph_is_op(g->nodes[id].kind)) continue;
+    PW_RETURN_IF_ERROR_CTX(pw_graph_check_refs(g, id), "graph node %u (\"%s\")", id,
                            g->nodes[id].name);
-  }
-  for (uint32_t o = 0; o < g->output_count; ++o) {
-    char what[32];
-    snprintf(what, sizeof(what), "graph output %u", o);
-    const pw_array_spec_t* spec;
-    const pw_vslice_obj_t* vs;
-    PW_RETURN_IF_ERROR(pw_graph_value_spec(g, g->outputs[o], what, &spec, &vs));
   }
 
   /* Topological order over compute nodes (Kahn). indegree counts inputs
@@ -400,10 +479,10 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   if (status == NULL) {
     for (uint32_t id = 0; id < g->node_count; ++id) {
       const pw_graph_node_t* n = &g->nodes[id];
-      if (n->kind != PW_GRAPH_NODE_COMPUTE) continue;
+      if (!pw_graph_is_op(n->kind)) continue;
       computes++;
       for (uint32_t k = 0; k < n->input_count; ++k) {
-        if (g->nodes[n->inputs[k].node].kind == PW_GRAPH_NODE_COMPUTE) indegree[id]++;
+        if (pw_graph_is_op(g->nodes[n->inputs[k].node].kind)) indegree[id]++;
       }
       if (indegree[id] == 0) order[tail++] = id;
     }
@@ -445,6 +524,20 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     }
     if (tail != computes) status = pw_graph_cycle_error(g, indegree);
   }
+  /* Specs, producers before consumers. */
+  for (uint32_t i = 0; status == NULL && i < computes; ++i) {
+    uint32_t id = order[i];
+    status = g->nodes[id].kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
+                                                          : pw_graph_check_compute(g, id);
+    if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, g->nodes[id].name);
+  }
+  for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
+    char what[32];
+    snprintf(what, sizeof(what), "graph output %u", o);
+    const pw_array_spec_t* spec;
+    const pw_vslice_obj_t* vs;
+    status = pw_graph_value_spec(g, g->outputs[o], what, &spec, &vs);
+  }
 
   /* Build the plan. */
   if (status == NULL) {
@@ -483,7 +576,21 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
         op->executable = n->executable;
         op->vslice = n->vslice;
         op->input_count = n->input_count;
-        op->output_count = n->executable->signature.output_count;
+        if (n->kind == PW_GRAPH_NODE_TRANSFER) {
+          op->kind = PW_PLAN_TRANSFER;
+          op->output_count = 1;
+          op->transfer_spec = n->spec;
+          const pw_array_spec_t* in = NULL;
+          const pw_vslice_obj_t* src_vslice = NULL;
+          status = pw_graph_value_spec(g, n->inputs[0], "input", &in, &src_vslice);
+          if (status == NULL) {
+            status = pw__reshard_plan(a, in, &src_vslice->mesh, &n->spec, &n->vslice->mesh,
+                                      &op->copies, &op->copy_count, &op->copy_start);
+          }
+        } else {
+          op->kind = PW_PLAN_COMPUTE;
+          op->output_count = n->executable->signature.output_count;
+        }
         uint32_t deps_seen[PW_BACKEND_MAX_PARAMS];
         for (uint32_t k = 0; k < n->input_count; ++k) {
           const pw_graph_node_t* src = &g->nodes[n->inputs[k].node];
@@ -492,7 +599,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
           if (src->kind == PW_GRAPH_NODE_PARAMETER) {
             in->param = (int32_t)src->param_index;
             in->op = -1;
-          } else {
+          } else {  /* compute or transfer: an op */
             in->param = -1;
             in->op = (int32_t)op_of_node[n->inputs[k].node];
             bool dup = false;
@@ -587,7 +694,7 @@ pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
   for (uint32_t id = 0; id < g->node_count; ++id) {
     for (uint32_t k = 0; k < g->nodes[id].input_count; ++k) {
       uint32_t src = g->nodes[id].inputs[k].node;
-      if (src < g->node_count && g->nodes[src].kind == PW_GRAPH_NODE_COMPUTE) {
+      if (src < g->node_count && pw_graph_is_op(g->nodes[src].kind)) {
         out_counts->edges++;
       }
     }
@@ -747,6 +854,7 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
   out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER ? PW__GRAPH_NODE_PARAMETER
                    : n->kind == PW_GRAPH_NODE_COMPUTE ? PW__GRAPH_NODE_COMPUTE
                                                       : PW__GRAPH_NODE_OTHER;
+  /* Transfer nodes: PW__GRAPH_NODE_OTHER to readers that predate them. */
   out_view->name = n->name;
   out_view->vslice = n->vslice;
   out_view->executable = n->executable;

@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
-/* Executables: compile through the vslice's backend, load, keep the bytes. */
+/* Executables: compile through the vslice's backend (or the runtime's
+ * compile cache, lib/cache), load, keep the bytes. */
 #include <string.h>
 
+#include "cache/cache_internal.h"
 #include "plugin/backend_call.h"
 #include "runtime/objects.h"
 
@@ -10,13 +12,34 @@ static void pw_executable_destroy(pw_object_t* object) {
   pw_runtime_t* rt = object->runtime;
   pw__backend_unload(e->backend, e->loaded);
   pw_allocator_free(rt->allocator, e->bytes, e->byte_size);
+  pw_allocator_free(rt->allocator, e->program, e->program_size);
+  pw_allocator_free(rt->allocator, e->options, e->options_size);
   pw_allocator_free(rt->allocator, e, sizeof(*e));
+}
+
+/* Keeps a copy of what |e| was compiled from (for pw_graph_encode). */
+static pw_status_t pw_executable_keep_source(pw_executable_obj_t* e, pw_allocator_t a,
+                                             const void* program, size_t program_size,
+                                             const char* options) {
+  if (program_size > 0) {
+    PW_RETURN_IF_ERROR(pw_allocator_malloc(a, program_size, 0, &e->program));
+    memcpy(e->program, program, program_size);
+    e->program_size = program_size;
+  }
+  if (options != NULL && options[0] != '\0') {
+    size_t n = strlen(options) + 1;
+    PW_RETURN_IF_ERROR(pw_allocator_malloc(a, n, 1, (void**)&e->options));
+    memcpy(e->options, options, n);
+    e->options_size = n;
+  }
+  return NULL;
 }
 
 /* Loads |bytes| (ownership of the allocation passes to the executable) on
  * |vs|'s backend, checks the signature against |vs|'s mesh. */
 static pw_status_t pw_executable_make(pw_client_t* client, pw_vslice_obj_t* vs,
-                                      void* bytes, size_t size,
+                                      void* bytes, size_t size, const void* program,
+                                      size_t program_size, const char* options,
                                       pw_executable_t* out_executable) {
   pw_runtime_t* rt = client->runtime;
   pw_executable_obj_t* e = NULL;
@@ -48,6 +71,9 @@ static pw_status_t pw_executable_make(pw_client_t* client, pw_vslice_obj_t* vs,
     if (status) status = pw_status_annotate(status, "backend reported output %u", i);
   }
   e->signature.name[sizeof(e->signature.name) - 1] = '\0';
+  if (status == NULL && program != NULL) {
+    status = pw_executable_keep_source(e, rt->allocator, program, program_size, options);
+  }
   if (status != NULL) {
     pw__object_release(&e->header);
     return status;
@@ -73,11 +99,32 @@ pw_status_t pw_executable_compile(pw_client_t* client, pw_vslice_t vslice,
   pw_vslice_obj_t* vs = (pw_vslice_obj_t*)o;
   void* bytes = NULL;
   size_t size = 0;
-  pw_status_t status = pw__backend_compile(vs->slice->backend, program, program_size,
-                                           &vs->mesh, options, client->runtime->allocator,
-                                           &bytes, &size);
+  pw_allocator_t a = client->runtime->allocator;
+  pw_cache_t* cache = pw_atomic_load_ptr_acquire(&client->runtime->compile_cache);
+  pw_cache_key_t key;
+  bool cached = false;
+  pw_status_t status =
+      cache ? pw__cache_compile(cache, vs->slice->backend, program, program_size, &vs->mesh,
+                                options, a, &bytes, &size, &key, &cached)
+            : pw__backend_compile(vs->slice->backend, program, program_size, &vs->mesh, options,
+                                  a, &bytes, &size);
   if (status == NULL) {
-    status = pw_executable_make(client, vs, bytes, size, out_executable);
+    status = pw_executable_make(client, vs, bytes, size, program, program_size, options,
+                                out_executable);
+  }
+  if (status != NULL && cached) {
+    /* Cached bytes that do not load (a backend whose output changed without
+     * a version bump): drop them and compile afresh, once. */
+    pw_log(pw__cache_logger(cache), PW_LOG_WARN, "cache",
+           "cached executable does not load (%s); compiling again", pw_status_message(status));
+    pw_status_free(status);
+    pw_status_ignore(pw_cache_invalidate(cache, &key));
+    status = pw__backend_compile(vs->slice->backend, program, program_size, &vs->mesh, options,
+                                 a, &bytes, &size);
+    if (status == NULL) {
+      status = pw_executable_make(client, vs, bytes, size, program, program_size, options,
+                                  out_executable);
+    }
   }
   pw__object_release(o);
   return status ? pw_status_annotate(status, "compiling on slice '%s'", vs->slice->name)
@@ -101,7 +148,8 @@ pw_status_t pw_executable_load(pw_client_t* client, pw_vslice_t vslice,
   pw_status_t status = pw_allocator_malloc(client->runtime->allocator, size, 0, &copy);
   if (status == NULL) {
     memcpy(copy, bytes, size);
-    status = pw_executable_make(client, (pw_vslice_obj_t*)o, copy, size, out_executable);
+    status = pw_executable_make(client, (pw_vslice_obj_t*)o, copy, size, NULL, 0, NULL,
+                                out_executable);
   }
   pw__object_release(o);
   return status;

@@ -47,6 +47,10 @@ typedef struct pw_device_s {
   /* A per-(op, device) launch slot of the debug mode without gang order:
    * it follows no cursor. */
   bool is_slot;
+  /* Transfer ops: copies of this device's part still running (plus a
+   * guard while they are issued), and the first error. */
+  pw_atomic_u32_t transfer_pending;
+  pw_atomic_ptr_t transfer_status;
   pw_backend_launch_t launch;
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
@@ -117,6 +121,7 @@ struct pw_runtime_s {
   /* Compilation cache (lib/cache, pw_runtime_set_compile_cache), borrowed;
    * NULL: compile directly. Zero from calloc at create. */
   pw_atomic_ptr_t compile_cache;
+  pw_transport_t transport;     /* owned; moves shards for transfer ops */
 };
 
 /* ---- handles ------------------------------------------------------------ */
@@ -253,7 +258,34 @@ typedef struct pw_plan_input_s {
   uint32_t output;     /* output index of the producing op */
 } pw_plan_input_t;
 
+/* One contiguous run of a transfer: |size| bytes from the shard of source
+ * mesh index |src_index| at |src_offset| to the shard of destination mesh
+ * index |dst_index| at |dst_offset|. */
+typedef struct pw_plan_copy_s {
+  uint32_t src_index;
+  uint32_t dst_index;
+  size_t src_offset;
+  size_t dst_offset;
+  size_t size;
+} pw_plan_copy_t;
+
+typedef enum pw_plan_op_kind_e {
+  PW_PLAN_COMPUTE = 0,
+  PW_PLAN_TRANSFER = 1,  /* moves input 0 onto |vslice| with |transfer_spec| */
+} pw_plan_op_kind_t;
+
+/* Computes the copies of a transfer from |src| over |src_mesh| to |dst|
+ * (same dtype and shape) over |dst_mesh|: |*out_copies| sorted by
+ * destination index, |*out_start| (dst device count + 1 entries) indexing
+ * them by destination. Both allocated from |allocator| (copies may be NULL
+ * when there are none). lib/graph/reshard.c. */
+pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* src,
+                             const pw_mesh_shape_t* src_mesh, const pw_array_spec_t* dst,
+                             const pw_mesh_shape_t* dst_mesh, pw_plan_copy_t** out_copies,
+                             uint32_t* out_count, uint32_t** out_start);
+
 typedef struct pw_plan_op_s {
+  pw_plan_op_kind_t kind;
   uint32_t node;                   /* graph node id, for messages */
   const char* name;                /* points into the graph's storage */
   pw_executable_obj_t* executable; /* retained by the graph */
@@ -268,6 +300,11 @@ typedef struct pw_plan_op_s {
   uint32_t static_deps;            /* distinct producing ops among inputs */
   uint32_t successor_count;
   uint32_t* successors;            /* op indices, one per distinct consumer */
+  /* PW_PLAN_TRANSFER only (executable is NULL). */
+  pw_array_spec_t transfer_spec;   /* the output, on |vslice| */
+  pw_plan_copy_t* copies;
+  uint32_t copy_count;
+  uint32_t* copy_start;            /* per destination mesh index, + 1 */
 } pw_plan_op_t;
 
 typedef struct pw_plan_output_s {

@@ -3,13 +3,31 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pathways/transports/inproc.h"
 #include "plugin/backend_call.h"
+#include "plugin/transport_call.h"
 #include "runtime/objects.h"
 #include "runtime/workers.h"
 
-static void pw_runtime_destroy_backends(const pw_backend_t* backends,
-                                        uint32_t count) {
-  for (uint32_t i = 0; i < count; ++i) pw__backend_destroy(&backends[i]);
+/* The transport in |options|, if the options are recent enough to have one. */
+static const pw_transport_t* pw_runtime_options_transport(const pw_runtime_options_t* options) {
+  if (options == NULL ||
+      options->struct_size < offsetof(pw_runtime_options_t, transport) + sizeof(pw_transport_t) ||
+      options->transport.vtable == NULL) {
+    return NULL;
+  }
+  return &options->transport;
+}
+
+/* Destroys what |options| handed over (backends, transport): create takes
+ * ownership even when it fails. */
+static void pw_runtime_destroy_plugins(const pw_runtime_options_t* options) {
+  if (options == NULL) return;
+  for (uint32_t i = 0; options->backends && i < options->backend_count; ++i) {
+    pw__backend_destroy(&options->backends[i]);
+  }
+  const pw_transport_t* transport = pw_runtime_options_transport(options);
+  if (transport) pw__transport_destroy(transport);
 }
 
 static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options) {
@@ -83,8 +101,9 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   }
   pw_allocator_free(a, rt->slices, rt->slice_count * sizeof(pw_slice_t));
   pw__workers_destroy(rt->workers);
-  pw_runtime_destroy_backends(rt->backends, rt->backend_count);
+  for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
+  if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   pthread_mutex_destroy(&rt->lock);
   pw_allocator_free(a, rt, sizeof(*rt));
 }
@@ -92,9 +111,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
 pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                               pw_runtime_t** out_runtime) {
   if (out_runtime == NULL) {
-    if (options && options->backends) {
-      pw_runtime_destroy_backends(options->backends, options->backend_count);
-    }
+    pw_runtime_destroy_plugins(options);
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_runtime is NULL");
   }
   *out_runtime = NULL;
@@ -102,8 +119,13 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options are NULL");
   }
   pw_status_t status = pw_runtime_check_options(options);
+  const pw_transport_t* transport = pw_runtime_options_transport(options);
+  if (status == NULL && transport != NULL) {
+    status = pw__transport_check(transport);
+    if (status) status = pw_status_annotate(status, "transport");
+  }
   if (status != NULL) {
-    if (options->backends) pw_runtime_destroy_backends(options->backends, options->backend_count);
+    pw_runtime_destroy_plugins(options);
     return pw_status_annotate(status, "pw_runtime_create");
   }
   pw_allocator_t allocator = pw_allocator_is_valid(options->allocator)
@@ -112,9 +134,10 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   pw_runtime_t* rt = NULL;
   status = pw_allocator_calloc(allocator, sizeof(*rt), 0, (void**)&rt);
   if (status != NULL) {
-    pw_runtime_destroy_backends(options->backends, options->backend_count);
+    pw_runtime_destroy_plugins(options);
     return status;
   }
+  if (transport != NULL) rt->transport = *transport; /* owned from here on */
   rt->allocator = allocator;
   rt->logger = options->logger.fn ? options->logger : pw_logger_default();
   rt->worker_count = options->worker_count;
@@ -134,8 +157,9 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                                      sizeof(pw_backend_t), 0, (void**)&rt->backends);
   if (status != NULL) {
     pthread_mutex_destroy(&rt->lock);
+    if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
     pw_allocator_free(allocator, rt, sizeof(*rt));
-    pw_runtime_destroy_backends(options->backends, options->backend_count);
+    for (uint32_t i = 0; i < options->backend_count; ++i) pw__backend_destroy(&options->backends[i]);
     return status;
   }
   memcpy(rt->backends, options->backends, options->backend_count * sizeof(pw_backend_t));
@@ -168,6 +192,17 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
       status = pw_status_annotate(status, "slice '%s'", slice->name);
       pw_runtime_free(rt);
       return status;
+    }
+  }
+  if (rt->transport.vtable == NULL) {
+    pw_inproc_transport_options_t io;
+    pw_inproc_transport_options_init(&io);
+    io.allocator = allocator;
+    io.logger = rt->logger;
+    status = pw_inproc_transport_create(&io, &rt->transport);
+    if (status != NULL) {
+      pw_runtime_free(rt);
+      return pw_status_annotate(status, "pw_runtime_create: default transport");
     }
   }
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "plugin/backend_call.h"
+#include "plugin/transport_call.h"
 #include "runtime/objects.h"
 
 enum {
@@ -304,6 +305,63 @@ static void pw_dispatch_backend_done(void* user, pw_status_t status) {
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
+/* Transfer ops: this device's part is the copies into its shard; the part
+ * completes when the last of them does. */
+static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
+  if (status != NULL) {
+    void* expected = NULL;
+    if (!pw_atomic_cas_ptr(&d->transfer_status, &expected, status)) pw_status_free(status);
+  }
+  if (pw_atomic_fetch_sub_u32(&d->transfer_pending, 1) == 1) {
+    d->done_status = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
+    pw_dispatch_push(d, PW_WORK_DONE);
+  }
+}
+
+static void pw_dispatch_copy_done(void* user, pw_status_t status) {
+  pw_dispatch_copy_finished(user, status);
+}
+
+static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
+  const pw_plan_op_t* p = op->plan;
+  pw_buffer_obj_t* src = op->inputs[0];
+  pw_buffer_obj_t* dst = op->outputs[0];
+  pw_runtime_t* rt = op->slice->runtime;
+  if (dst->shards[d->mesh_index] == NULL) {
+    pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device,
+                                              dst->shard_bytes, &dst->shards[d->mesh_index]);
+    if (status != NULL) {
+      d->done_status = status;
+      pw_dispatch_device_done(d);
+      return;
+    }
+  }
+  uint32_t first = p->copy_start[d->mesh_index], last = p->copy_start[d->mesh_index + 1];
+  pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
+  pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1); /* + guard */
+  for (uint32_t c = first; c < last; ++c) {
+    const pw_plan_copy_t* run = &p->copies[c];
+    pw_transport_copy_t copy;
+    memset(&copy, 0, sizeof(copy));
+    copy.struct_size = sizeof(copy);
+    copy.src.backend = src->slice->backend;
+    copy.src.device = src->slice->group_devices[run->src_index];
+    copy.src.memory = src->shards[run->src_index];
+    copy.src.offset = run->src_offset;
+    copy.dst.backend = op->slice->backend;
+    copy.dst.device = d->backend_device;
+    copy.dst.memory = dst->shards[d->mesh_index];
+    copy.dst.offset = run->dst_offset;
+    copy.size = run->size;
+    copy.done = pw_dispatch_copy_done;
+    copy.done_user = d;
+    copy.tag = op->gang_id;
+    pw_status_t status = pw__transport_copy(&rt->transport, &copy);
+    if (status != NULL) pw_dispatch_copy_finished(d, status);
+  }
+  pw_dispatch_copy_finished(d, NULL); /* the guard */
+}
+
 static void pw_dispatch_device_launch(pw_device_t* d) {
   pw_op_t* op = d->running;
   pw_status_t dep = pw_atomic_load_ptr_acquire(&op->dep_status);
@@ -315,6 +373,11 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     return;
   }
   const pw_plan_op_t* p = op->plan;
+  if (p->kind == PW_PLAN_TRANSFER) {
+    if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+    pw_dispatch_transfer_launch(d, op);
+    return;
+  }
   const pw_backend_t* backend = op->slice->backend;
   pw_status_t status = NULL;
   for (uint32_t k = 0; k < p->input_count; ++k) {
@@ -687,7 +750,9 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw_op_t* op = &exec->ops[i];
     op->outputs = &exec->outputs[out_cursor];
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
-      const pw_array_spec_t* spec = &p->executable->signature.outputs[k];
+      const pw_array_spec_t* spec = p->kind == PW_PLAN_TRANSFER
+                                        ? &p->transfer_spec
+                                        : &p->executable->signature.outputs[k];
       if (p->external_outputs & (1u << k)) {
         status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
       } else {

@@ -1,0 +1,115 @@
+/* libpathways: the transport plug.
+ *
+ * A transport moves shard bytes between device memories that may belong
+ * to different backends, slices or hosts: the runtime uses one for graph
+ * transfer nodes (a buffer moved to another virtual slice). The host
+ * application (or a bundled transport: inproc, net) fills a
+ * pw_transport_vtable_t and hands the runtime a pw_transport_t
+ * {vtable, self}. Transport authors include only this header (and
+ * pathways/backend.h, which it includes: endpoints are backend memories).
+ *
+ * ABI: the vtable starts with struct_size and only grows at the end. The
+ * runtime accepts any struct_size >= PW_TRANSPORT_VTABLE_SIZE_V1 and treats
+ * a method that is NULL, or that lies beyond struct_size, as
+ * UNIMPLEMENTED — never a crash. The copy descriptor is versioned the same
+ * way (PW_TRANSPORT_COPY_SIZE_V1).
+ *
+ * Threading: every method may be called from any thread, concurrently,
+ * except destroy (called once, when no copy is in flight and not from a
+ * done callback).
+ *
+ * Async contract (copy): if copy returns an error, |done| is never called;
+ * otherwise |done| is called exactly once, from any thread, possibly inline
+ * before copy returns, and it takes ownership of the status it is given
+ * (NULL = OK). Errors are typed:
+ *   INVALID_ARGUMENT   a malformed descriptor (NULL backend or memory, no
+ *                      done callback), memory that is not the endpoint
+ *                      device's, endpoints this transport cannot serve
+ *   OUT_OF_RANGE       offset/size outside either memory (also offset +
+ *                      size overflowing)
+ *   UNAVAILABLE        a lost peer: a device, host or link that failed
+ *   RESOURCE_EXHAUSTED the transport could not allocate what the copy needs
+ *   CANCELLED          the transport was shut down before the copy ran
+ * A transport checks what it cheaply can before accepting a copy (bad
+ * descriptors, ranges), so those errors normally come back from copy
+ * itself; failures found while moving bytes come through |done|.
+ *
+ * Memory: the endpoints are borrowed. The caller keeps both backends and
+ * both memories alive, and neither reads the destination range nor writes
+ * either range, until |done| runs. The two ranges may lie in the same
+ * memory and may overlap (the result is as if the source were copied to a
+ * temporary first).
+ */
+#ifndef PATHWAYS_TRANSPORT_H_
+#define PATHWAYS_TRANSPORT_H_
+
+#include "pathways/api.h"
+#include "pathways/backend.h"
+#include "pathways/status.h"
+
+PW_EXTERN_C_BEGIN
+
+/* One side of a copy: |size| bytes at |offset| in |memory|, an allocation
+ * of |backend| on its device |device|. */
+typedef struct pw_transport_endpoint_t {
+  const pw_backend_t* backend;  /* borrowed until done */
+  uint32_t device;              /* backend device ordinal */
+  pw_backend_memory_t memory;   /* borrowed until done */
+  size_t offset;                /* bytes from the start of |memory| */
+} pw_transport_endpoint_t;
+
+/* Completion of one copy. Owns |status| (NULL = OK). */
+typedef void (*pw_transport_done_fn_t)(void* done_user, pw_status_t status);
+
+/* One copy: |size| bytes from |src| to |dst|. The descriptor itself is
+ * read before copy returns (the caller may reuse it at once); what it
+ * points to is borrowed until done. */
+typedef struct pw_transport_copy_t {
+  size_t struct_size;           /* sizeof(pw_transport_copy_t) */
+  pw_transport_endpoint_t src;
+  pw_transport_endpoint_t dst;
+  size_t size;                  /* may be 0: still range-checked, then done(OK) */
+  pw_transport_done_fn_t done;
+  void* done_user;
+  /* Caller's id for traces and messages (e.g. a transfer node's gang id);
+   * 0 if none. */
+  uint64_t tag;
+} pw_transport_copy_t;
+
+#define PW_TRANSPORT_COPY_SIZE_V1 \
+  (offsetof(pw_transport_copy_t, tag) + sizeof(uint64_t))
+
+typedef struct pw_transport_vtable_t {
+  size_t struct_size;
+  const char* name;   /* "inproc", for messages */
+  uint32_t version;
+
+  /* Frees the transport. Nothing may be in flight. */
+  void (*destroy)(void* self);
+
+  /* Starts one copy; see the async contract above. */
+  pw_status_t (*copy)(void* self, const pw_transport_copy_t* copy);
+
+  /* Optional: whether this transport can move bytes from |src_device| of
+   * |src| to |dst_device| of |dst| at all (an in-process transport: any
+   * two backends of this process; a network one: devices on other hosts).
+   * Missing: it is assumed it can, and copy says otherwise. */
+  bool (*can_copy)(void* self, const pw_backend_t* src, uint32_t src_device,
+                   const pw_backend_t* dst, uint32_t dst_device);
+
+  /* -- v2 methods start here -- */
+} pw_transport_vtable_t;
+
+#define PW_TRANSPORT_VTABLE_SIZE_V1 \
+  (offsetof(pw_transport_vtable_t, can_copy) + sizeof(void*))
+
+/* A transport instance. The runtime takes ownership when it is handed one
+ * (and calls vtable->destroy(self) when done with it). */
+typedef struct pw_transport_t {
+  const pw_transport_vtable_t* vtable;
+  void* self;
+} pw_transport_t;
+
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_TRANSPORT_H_ */

@@ -1,0 +1,47 @@
+/* Internal: read access to a graph's nodes for other modules (the CBOR
+ * encoder in lib/graph_format), without exposing the graph's layout.
+ *
+ * Usage: pw__graph_acquire (a retained, locked graph), read with
+ * pw__graph_node / pw__graph_output, then pw__graph_done (unlocks and
+ * releases). Views point into the graph and are valid until then. */
+#ifndef PW_GRAPH_GRAPH_INTERNAL_H_
+#define PW_GRAPH_GRAPH_INTERNAL_H_
+
+#include "runtime/objects.h"
+
+struct pw_graph_obj_s;
+
+typedef enum pw__graph_node_kind_e {
+  PW__GRAPH_NODE_PARAMETER = 1,
+  PW__GRAPH_NODE_COMPUTE = 2,
+  PW__GRAPH_NODE_OTHER = 3,  /* a kind the reader does not know */
+} pw__graph_node_kind_t;
+
+typedef struct pw__graph_node_view_t {
+  pw__graph_node_kind_t kind;
+  const char* name;                 /* NUL-terminated */
+  pw_vslice_obj_t* vslice;
+  pw_executable_obj_t* executable;  /* compute */
+  const pw_array_spec_t* spec;      /* parameter */
+  uint32_t param_index;             /* parameter */
+  uint32_t input_count;             /* compute */
+  const pw_value_t* inputs;
+} pw__graph_node_view_t;
+
+/* Looks |graph| up, retains and locks it. */
+pw_status_t pw__graph_acquire(pw_client_t* client, pw_graph_t graph,
+                              struct pw_graph_obj_s** out_graph);
+/* Unlocks and releases a graph from pw__graph_acquire. */
+void pw__graph_done(struct pw_graph_obj_s* graph);
+
+uint32_t pw__graph_node_count(const struct pw_graph_obj_s* graph);
+uint32_t pw__graph_param_count(const struct pw_graph_obj_s* graph);
+void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
+                    pw__graph_node_view_t* out_view);
+uint32_t pw__graph_output_count(const struct pw_graph_obj_s* graph);
+pw_value_t pw__graph_output(const struct pw_graph_obj_s* graph, uint32_t index);
+
+/* The graph's object header (to retain it or give it another handle). */
+pw_object_t* pw__graph_object(struct pw_graph_obj_s* graph);
+
+#endif /* PW_GRAPH_GRAPH_INTERNAL_H_ */

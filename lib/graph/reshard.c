@@ -1,0 +1,197 @@
+#define _POSIX_C_SOURCE 200809L
+/* Resharding plans for transfer nodes: which contiguous byte runs move
+ * from which source shard to which destination shard.
+ *
+ * Every device's shard is a box of the global array: the whole array when
+ * replicated, or one block along the split axis. For each destination
+ * device and each distinct source block, the intersection of the two boxes
+ * is copied as runs that are contiguous in both shards (row-major): the
+ * trailing dimensions the intersection covers fully in both shards fold
+ * into one run. Adjacent runs merge. Only blocks that intersect produce
+ * copies, so e.g. split(0) over 4 devices -> replicated over 8 copies each
+ * source block once to each destination device and nothing else, and an
+ * unchanged sharding on the same mesh copies each shard once.
+ *
+ * Among the replicas of a source block the copy reads from replica
+ * (destination index mod replica count), spreading reads over them. */
+#include <string.h>
+
+#include "runtime/objects.h"
+
+typedef struct pw_box_t {
+  int64_t lo[PW_MAX_RANK];
+  int64_t hi[PW_MAX_RANK];
+} pw_box_t;
+
+static pw_box_t pw_reshard_box(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh,
+                               uint32_t block) {
+  pw_box_t box;
+  for (uint32_t k = 0; k < spec->shape.rank; ++k) {
+    box.lo[k] = 0;
+    box.hi[k] = spec->shape.dims[k];
+  }
+  if (spec->sharding.kind == PW_SHARDING_SPLIT) {
+    pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
+    uint32_t t = spec->sharding.tensor_axis;
+    box.lo[t] = (int64_t)block * shard.dims[t];
+    box.hi[t] = box.lo[t] + shard.dims[t];
+  }
+  return box;
+}
+
+static uint32_t pw_reshard_blocks(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh) {
+  if (spec->sharding.kind != PW_SHARDING_SPLIT) return 1;
+  pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
+  uint32_t t = spec->sharding.tensor_axis;
+  return (uint32_t)(spec->shape.dims[t] / shard.dims[t]);
+}
+
+typedef struct pw_copy_list_t {
+  pw_allocator_t allocator;
+  pw_plan_copy_t* items;
+  uint32_t count;
+  uint32_t capacity;
+} pw_copy_list_t;
+
+static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
+  if (list->count > 0) {
+    pw_plan_copy_t* last = &list->items[list->count - 1];
+    if (last->src_index == copy.src_index && last->dst_index == copy.dst_index &&
+        last->src_offset + last->size == copy.src_offset &&
+        last->dst_offset + last->size == copy.dst_offset) {
+      last->size += copy.size;
+      return NULL;
+    }
+  }
+  if (list->count == list->capacity) {
+    if (list->capacity >= (1u << 28)) {
+      return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                            "resharding needs more than 2^28 copies");
+    }
+    uint32_t capacity = list->capacity ? list->capacity * 2 : 16;
+    pw_plan_copy_t* grown = NULL;
+    PW_RETURN_IF_ERROR(pw_allocator_malloc(list->allocator, capacity * sizeof(pw_plan_copy_t),
+                                           0, (void**)&grown));
+    if (list->count) memcpy(grown, list->items, list->count * sizeof(pw_plan_copy_t));
+    pw_allocator_free(list->allocator, list->items, list->capacity * sizeof(pw_plan_copy_t));
+    list->items = grown;
+    list->capacity = capacity;
+  }
+  list->items[list->count++] = copy;
+  return NULL;
+}
+
+/* Emits the runs of |region| from the source shard box |sbox| to the
+ * destination shard box |dbox|. */
+static pw_status_t pw_reshard_region(pw_copy_list_t* list, uint32_t rank, size_t elem,
+                                     const pw_box_t* region, const pw_box_t* sbox,
+                                     const pw_box_t* dbox, uint32_t src_index,
+                                     uint32_t dst_index) {
+  if (rank == 0) {
+    pw_plan_copy_t c = {src_index, dst_index, 0, 0, elem};
+    return pw_copy_list_add(list, c);
+  }
+  int64_t ext[PW_MAX_RANK], sdim[PW_MAX_RANK], ddim[PW_MAX_RANK];
+  for (uint32_t m = 0; m < rank; ++m) {
+    ext[m] = region->hi[m] - region->lo[m];
+    sdim[m] = sbox->hi[m] - sbox->lo[m];
+    ddim[m] = dbox->hi[m] - dbox->lo[m];
+  }
+  /* k: the first dimension of the run; everything after it is covered in
+   * full by the region in both shards. */
+  uint32_t k = rank - 1;
+  while (k > 0 && ext[k] == sdim[k] && ext[k] == ddim[k]) --k;
+  size_t run = elem;
+  for (uint32_t m = k; m < rank; ++m) run *= (size_t)ext[m];
+  int64_t sstride[PW_MAX_RANK], dstride[PW_MAX_RANK];
+  sstride[rank - 1] = dstride[rank - 1] = 1;
+  for (uint32_t m = rank - 1; m-- > 0;) {
+    sstride[m] = sstride[m + 1] * sdim[m + 1];
+    dstride[m] = dstride[m + 1] * ddim[m + 1];
+  }
+  int64_t idx[PW_MAX_RANK];
+  for (uint32_t m = 0; m < rank; ++m) idx[m] = region->lo[m];
+  for (;;) {
+    int64_t soff = 0, doff = 0;
+    for (uint32_t m = 0; m < rank; ++m) {
+      soff += (idx[m] - sbox->lo[m]) * sstride[m];
+      doff += (idx[m] - dbox->lo[m]) * dstride[m];
+    }
+    pw_plan_copy_t c = {src_index, dst_index, (size_t)soff * elem, (size_t)doff * elem, run};
+    PW_RETURN_IF_ERROR(pw_copy_list_add(list, c));
+    /* Next index over the dimensions before k. */
+    uint32_t m = k;
+    while (m > 0) {
+      --m;
+      if (++idx[m] < region->hi[m]) break;
+      idx[m] = region->lo[m];
+      if (m == 0) return NULL;
+    }
+    if (k == 0) return NULL;
+  }
+}
+
+pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* src,
+                             const pw_mesh_shape_t* src_mesh, const pw_array_spec_t* dst,
+                             const pw_mesh_shape_t* dst_mesh, pw_plan_copy_t** out_copies,
+                             uint32_t* out_count, uint32_t** out_start) {
+  *out_copies = NULL;
+  *out_count = 0;
+  *out_start = NULL;
+  uint32_t rank = src->shape.rank;
+  size_t elem = pw_dtype_size(src->dtype);
+  uint32_t src_devices = pw_mesh_shape_device_count(src_mesh);
+  uint32_t dst_devices = pw_mesh_shape_device_count(dst_mesh);
+  uint32_t src_blocks = pw_reshard_blocks(src, src_mesh);
+  pw_copy_list_t list = {allocator, NULL, 0, 0};
+  uint32_t* start = NULL;
+  pw_status_t status = pw_allocator_calloc_array(allocator, dst_devices + 1, sizeof(uint32_t), 0,
+                                                 (void**)&start);
+  for (uint32_t j = 0; status == NULL && j < dst_devices; ++j) {
+    start[j] = list.count;
+    pw_box_t dbox = pw_reshard_box(dst, dst_mesh, pw_sharding_block_index(&dst->sharding, dst_mesh, j));
+    for (uint32_t b = 0; status == NULL && b < src_blocks; ++b) {
+      pw_box_t sbox = pw_reshard_box(src, src_mesh, b);
+      pw_box_t region;
+      bool empty = false;
+      for (uint32_t m = 0; m < rank; ++m) {
+        region.lo[m] = sbox.lo[m] > dbox.lo[m] ? sbox.lo[m] : dbox.lo[m];
+        region.hi[m] = sbox.hi[m] < dbox.hi[m] ? sbox.hi[m] : dbox.hi[m];
+        empty |= region.lo[m] >= region.hi[m];
+      }
+      if (empty) continue;
+      /* The replicas of block b; read from replica j mod count. */
+      uint32_t replicas = 0;
+      for (uint32_t i = 0; i < src_devices; ++i) {
+        replicas += pw_sharding_block_index(&src->sharding, src_mesh, i) == b;
+      }
+      uint32_t pick = j % replicas, i = 0;
+      for (;; ++i) {
+        if (pw_sharding_block_index(&src->sharding, src_mesh, i) == b && pick-- == 0) break;
+      }
+      status = pw_reshard_region(&list, rank, elem, &region, &sbox, &dbox, i, j);
+    }
+  }
+  if (status != NULL) {
+    pw_allocator_free(allocator, list.items, list.capacity * sizeof(pw_plan_copy_t));
+    pw_allocator_free(allocator, start, (dst_devices + 1) * sizeof(uint32_t));
+    return status;
+  }
+  start[dst_devices] = list.count;
+  /* Shrink to the exact size so the plan frees with a known size. */
+  pw_plan_copy_t* exact = NULL;
+  if (list.count > 0) {
+    status = pw_allocator_malloc(allocator, list.count * sizeof(pw_plan_copy_t), 0,
+                                 (void**)&exact);
+    if (status == NULL) memcpy(exact, list.items, list.count * sizeof(pw_plan_copy_t));
+  }
+  pw_allocator_free(allocator, list.items, list.capacity * sizeof(pw_plan_copy_t));
+  if (status != NULL) {
+    pw_allocator_free(allocator, start, (dst_devices + 1) * sizeof(uint32_t));
+    return status;
+  }
+  *out_copies = exact;
+  *out_count = list.count;
+  *out_start = start;
+  return NULL;
+}

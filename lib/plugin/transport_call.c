@@ -1,0 +1,91 @@
+/* Checked calls into transport vtables; see transport_call.h. */
+#include "plugin/transport_call.h"
+
+#include <string.h>
+
+const char* pw__transport_name(const pw_transport_t* transport) {
+  if (transport == NULL || transport->vtable == NULL ||
+      transport->vtable->struct_size <
+          offsetof(pw_transport_vtable_t, name) + sizeof(char*) ||
+      transport->vtable->name == NULL) {
+    return "(unnamed transport)";
+  }
+  return transport->vtable->name;
+}
+
+pw_status_t pw__transport_check(const pw_transport_t* transport) {
+  if (transport == NULL || transport->vtable == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport has no vtable");
+  }
+  if (transport->vtable->struct_size < PW_TRANSPORT_VTABLE_SIZE_V1) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "transport vtable struct_size %zu is smaller than v1 (%zu)",
+                          transport->vtable->struct_size,
+                          (size_t)PW_TRANSPORT_VTABLE_SIZE_V1);
+  }
+  if (transport->vtable->name == NULL || transport->vtable->name[0] == '\0') {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport vtable has no name");
+  }
+  return NULL;
+}
+
+bool pw__transport_has(const pw_transport_t* transport, size_t method_offset,
+                       size_t method_size) {
+  if (transport == NULL || transport->vtable == NULL) return false;
+  if (transport->vtable->struct_size < method_offset + method_size) return false;
+  void (*fn)(void);
+  memcpy(&fn, (const char*)transport->vtable + method_offset, sizeof(fn));
+  return fn != NULL;
+}
+
+void pw__transport_destroy(const pw_transport_t* transport) {
+  if (PW__TRANSPORT_HAS(transport, destroy)) transport->vtable->destroy(transport->self);
+}
+
+static pw_status_t pw_transport_check_endpoint(const pw_transport_endpoint_t* e,
+                                               const char* side, size_t size) {
+  if (e->backend == NULL || e->backend->vtable == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport copy: %s.backend is NULL",
+                          side);
+  }
+  if (e->memory == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport copy: %s.memory is NULL",
+                          side);
+  }
+  if (size > SIZE_MAX - e->offset) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "transport copy: %s.offset %zu + size %zu overflows", side, e->offset,
+                          size);
+  }
+  return NULL;
+}
+
+pw_status_t pw__transport_copy(const pw_transport_t* transport,
+                               const pw_transport_copy_t* copy) {
+  if (copy == NULL || copy->struct_size < PW_TRANSPORT_COPY_SIZE_V1) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "transport '%s' copy: descriptor is NULL or its struct_size is below "
+                          "v1 (%zu)",
+                          pw__transport_name(transport), (size_t)PW_TRANSPORT_COPY_SIZE_V1);
+  }
+  if (copy->done == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport '%s' copy: done is NULL",
+                          pw__transport_name(transport));
+  }
+  PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->src, "src", copy->size),
+                         "transport '%s'", pw__transport_name(transport));
+  PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->dst, "dst", copy->size),
+                         "transport '%s'", pw__transport_name(transport));
+  if (!PW__TRANSPORT_HAS(transport, copy)) {
+    return pw_status_make(PW_STATUS_UNIMPLEMENTED, "transport '%s' does not implement copy",
+                          pw__transport_name(transport));
+  }
+  return transport->vtable->copy(transport->self, copy);
+}
+
+bool pw__transport_can_copy(const pw_transport_t* transport, const pw_backend_t* src,
+                            uint32_t src_device, const pw_backend_t* dst,
+                            uint32_t dst_device) {
+  if (!PW__TRANSPORT_HAS(transport, can_copy)) return true;
+  return transport->vtable->can_copy(transport->self, src, src_device, dst, dst_device);
+}

@@ -1,0 +1,97 @@
+/* Transport conformance cases, written once and run against every
+ * transport configuration through a fixture (after tests/cts, which does
+ * the same for backends). Each case moves bytes between pairs of backends
+ * covering every path a transport may take: both memories host accessible
+ * (CPU <-> CPU, CPU <-> sim), one of them (a CPU backend behind a vtable
+ * without host_pointer), neither (two of those, and sim VIRTUAL memory). */
+#ifndef PW_TESTS_TRANSPORTS_TRANSPORT_CTS_H_
+#define PW_TESTS_TRANSPORTS_TRANSPORT_CTS_H_
+
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+
+#include "pathways/pathways.h"
+#include "pathways/transport.h"
+#include "plugin/transport_call.h"
+#include "support/test_allocators.h"
+
+typedef struct pw_tcts_fixture_t {
+  const char* name;
+  /* Creates a transport; everything it allocates comes from |allocator|. */
+  pw_status_t (*create)(const struct pw_tcts_fixture_t* fixture, pw_allocator_t allocator,
+                        pw_transport_t* out_transport);
+  /* True when done may run on another thread (a pool). */
+  bool asynchronous;
+  void* user;
+} pw_tcts_fixture_t;
+
+#define PW_TCTS_CASES(X, suite, fixture) \
+  X(suite, fixture, vtable_basics)       \
+  X(suite, fixture, copy_every_path)     \
+  X(suite, fixture, zero_size)           \
+  X(suite, fixture, bad_descriptors)     \
+  X(suite, fixture, bad_ranges)          \
+  X(suite, fixture, overlap_in_one_memory) \
+  X(suite, fixture, lost_peer)           \
+  X(suite, fixture, sim_virtual_time)    \
+  X(suite, fixture, copy_from_done)      \
+  X(suite, fixture, many_in_flight)      \
+  X(suite, fixture, allocation_failures)
+
+#define PW_TCTS_DECLARE(suite, fixture, name) void pw_tcts_case_##name(const pw_tcts_fixture_t* f);
+PW_TCTS_CASES(PW_TCTS_DECLARE, _, _)
+#undef PW_TCTS_DECLARE
+
+#define PW_TCTS_DEFINE_TEST(suite, fixture, name) \
+  Test(suite, name) { pw_tcts_case_##name(fixture); }
+
+#define PW_TCTS_INSTANTIATE(suite, fixture)       \
+  TestSuite(suite, .fini = pw_test_check_leaks); \
+  PW_TCTS_CASES(PW_TCTS_DEFINE_TEST, suite, fixture)
+
+/* --- Backends for the cases. --- */
+
+typedef enum pw_tcts_backend_kind_e {
+  PW_TCTS_CPU = 0,          /* host pointers */
+  PW_TCTS_CPU_NO_HOST = 1,  /* a CPU backend whose vtable has no host_pointer */
+  PW_TCTS_SIM = 2,          /* sim, HOST memory: host pointers */
+  PW_TCTS_SIM_VIRTUAL = 3,  /* sim, VIRTUAL memory: no bytes, no host pointers */
+} pw_tcts_backend_kind_t;
+
+/* A backend the test owns (destroy with pw_tcts_backend_destroy). */
+typedef struct pw_tcts_backend_t {
+  pw_backend_t backend;
+  pw_backend_vtable_t shim;   /* PW_TCTS_CPU_NO_HOST: the wrapped vtable */
+  pw_tcts_backend_kind_t kind;
+} pw_tcts_backend_t;
+
+void pw_tcts_backend_create(pw_tcts_backend_kind_t kind, pw_tcts_backend_t* out);
+void pw_tcts_backend_destroy(pw_tcts_backend_t* b);
+
+/* Completion record of one copy. */
+typedef struct pw_tcts_done_t {
+  _Atomic uint32_t calls;
+  _Atomic int code;
+  char message[256];
+  void (*then)(struct pw_tcts_done_t* done);
+  void* user;
+} pw_tcts_done_t;
+
+void pw_tcts_done_init(pw_tcts_done_t* d);
+void pw_tcts_done(void* user, pw_status_t status);
+/* Waits (20 s) until |d| was called; fails the test on timeout. */
+void pw_tcts_wait(pw_tcts_done_t* d, const char* what);
+
+/* A copy descriptor of |size| bytes between two endpoints, done -> |d|. */
+pw_transport_copy_t pw_tcts_describe(const pw_backend_t* src, uint32_t src_device,
+                                     pw_backend_memory_t src_memory, size_t src_offset,
+                                     const pw_backend_t* dst, uint32_t dst_device,
+                                     pw_backend_memory_t dst_memory, size_t dst_offset,
+                                     size_t size, pw_tcts_done_t* d);
+
+void pw_tcts_ok(pw_status_t status, const char* what);
+#define PW_TCTS_OK(expr) pw_tcts_ok((expr), #expr)
+/* Frees |status| and fails unless its code is |code|. */
+void pw_tcts_expect(pw_status_t status, pw_status_code_t code, const char* what);
+
+#endif /* PW_TESTS_TRANSPORTS_TRANSPORT_CTS_H_ */
