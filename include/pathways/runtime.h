@@ -14,6 +14,7 @@
 #define PATHWAYS_RUNTIME_H_
 
 #include "pathways/allocator.h"
+#include "pathways/clock.h"
 #include "pathways/api.h"
 #include "pathways/backend.h"
 #include "pathways/log.h"
@@ -139,8 +140,17 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
     pw_client_t** out_client);
 
 /* Waits for the client's in-flight executions, then frees everything it
- * owns (handles it did not release included). NULL is a no-op. */
+ * owns (handles it did not release included). NULL is a no-op. To bound
+ * the wait, call pw_client_wait_idle with a deadline first. */
 PW_API void pw_client_destroy(pw_client_t* client);
+
+/* Blocks until none of the client's executions is in flight, or |deadline|
+ * passes (DEADLINE_EXCEEDED, saying how many are still running). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_wait_idle(pw_client_t* client,
+                                                          pw_time_t deadline);
+
+/* Handles the client holds (created and not released): for leak checks. */
+PW_API uint32_t pw_client_live_handles(pw_client_t* client);
 
 /* Accounting of |client| on physical slice |slice|. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_slice_stats(

@@ -3,6 +3,7 @@
  * slices to physical ones. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "plugin/backend_call.h"
 #include "runtime/objects.h"
@@ -58,7 +59,11 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   pw__handle_table_init(&client->handles);
   pw_atomic_init_u32(&client->inflight, 0);
   pthread_mutex_init(&client->idle_lock, NULL);
-  pthread_cond_init(&client->idle_cond, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines are monotonic */
+  pthread_cond_init(&client->idle_cond, &attr);
+  pthread_condattr_destroy(&attr);
   *out_client = client;
   return NULL;
 }
@@ -99,6 +104,38 @@ pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
   out_stats->ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed);
   out_stats->device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
   return NULL;
+}
+
+pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
+  if (client == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_client_wait_idle: client is NULL");
+  }
+  pw_status_t status = NULL;
+  pthread_mutex_lock(&client->idle_lock);
+  while (status == NULL && pw_atomic_load_u32_acquire(&client->inflight) != 0) {
+    if (deadline == PW_INFINITE_FUTURE) {
+      pthread_cond_wait(&client->idle_cond, &client->idle_lock);
+      continue;
+    }
+    if (deadline <= pw_clock_now()) {
+      status = pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
+                              "client '%s' still has %u executions in flight", client->name,
+                              pw_atomic_load_u32_acquire(&client->inflight));
+      break;
+    }
+    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    pthread_cond_timedwait(&client->idle_cond, &client->idle_lock, &ts);
+  }
+  pthread_mutex_unlock(&client->idle_lock);
+  return status;
+}
+
+uint32_t pw_client_live_handles(pw_client_t* client) {
+  if (client == NULL) return 0;
+  pthread_rwlock_rdlock(&client->handles.lock);
+  uint32_t live = client->handles.live;
+  pthread_rwlock_unlock(&client->handles.lock);
+  return live;
 }
 
 const char* pw_client_name(const pw_client_t* client) {

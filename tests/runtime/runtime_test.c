@@ -191,7 +191,12 @@ Test(runtime, client_destroy_waits_for_inflight_work_and_frees_everything) {
     x = y; /* chain executions; handles are left for destroy to free */
   }
   cr_assert_not(pw_event_is_ready(done[9]));
+  /* vslice, executable, graph, the first argument and 10 outputs */
+  cr_assert_eq(pw_client_live_handles(f.client), 14);
+  FAILS(pw_client_wait_idle(f.client, pw_deadline_from_timeout(20000000)),
+        PW_STATUS_DEADLINE_EXCEEDED, "still has 10 executions in flight");
   pw_double_backend_pause(f.dbl, false);
+  OK(pw_client_wait_idle(f.client, pw_deadline_from_timeout(10000000000LL)));
   pw_client_destroy(f.client); /* waits */
   f.client = NULL;
   for (int i = 0; i < 10; ++i) OK(pw_fixture_wait(done[i]));
