@@ -250,6 +250,10 @@ static void pw_execution_complete(pw_execution_t* exec) {
   for (uint32_t i = 0; i < exec->output_total; ++i) {
     pw_execution_drop_output(exec->outputs[i]);
   }
+  /* Nothing reads the plan once every op has completed: drop the graph
+   * now, so a slice whose tail is this execution keeps only the block. */
+  pw__object_release(exec->graph);
+  exec->graph = NULL;
   pw_client_t* client = exec->client;
   pw_execution_release(exec);
   if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1) {
