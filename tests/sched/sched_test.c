@@ -167,7 +167,7 @@ Test(sched, fair_share_gives_device_time_in_proportion_to_weights) {
   env_init(&e, pw_sched_policy_fair_share(), weights, NULL);
   /* The gate holds the slice while every client queues up work. */
   pw_event_t* gate = submit_many(&e, kClients, 1);
-  enum { kPerClient = 400 };
+  enum { kPerClient = 800 };
   pw_event_t* last[kClients];
   for (int c = 0; c < kClients; ++c) last[c] = submit_many(&e, c, kPerClient);
   snapshot_t snap = {.env = &e};
@@ -211,29 +211,30 @@ Test(sched, idle_client_does_not_bank_credit) {
   /* Client 1 runs alone for a while; client 0 is idle. */
   pw_event_t* b_done = submit_many(&e, 1, 300);
   while (atomic_load(&g_log.count) < 150) {
+    /* Poll without taking a core from the two pool threads. */
+    struct timespec pause = {0, 100000};
+    nanosleep(&pause, NULL);
   }
   pw_event_t* a_done = submit_many(&e, 0, 150);
   OK(pw_fixture_wait(a_done));
   OK(pw_fixture_wait(b_done));
-  /* From client 0's first op, while both were backlogged, each gets half
-   * of the device time; banked credit would have let client 0 run alone
-   * for ~150 ops. The bound is loose because device time is measured on a
-   * shared machine; what it rules out is a monopoly. */
+  /* From client 0's first op on, both clients are backlogged. With banked
+   * credit client 0 would run its whole backlog (~150 ops) before client 1
+   * got the slice again; without, they interleave. Device time per op is
+   * measured on a shared machine, so ops are not charged exactly alike:
+   * the check is on monopoly, not on exact halves. */
   unsigned n = atomic_load(&g_log.count), first_a = 0;
   while (first_a < n && g_log.client[first_a] != 0) ++first_a;
   cr_assert_lt(first_a, n);
-  unsigned window = 100, a = 0;
-  double time_a = 0, total = 0;
+  unsigned window = 100, a = 0, run = 0, longest = 0;
   for (unsigned i = first_a; i < first_a + window && i < n; ++i) {
-    a += g_log.client[i] == 0;
-    time_a += g_log.client[i] == 0 ? (double)g_log.ns[i] : 0;
-    total += (double)g_log.ns[i];
+    bool is_a = g_log.client[i] == 0;
+    a += is_a;
+    run = is_a ? run + 1 : 0;
+    if (run > longest) longest = run;
   }
-  cr_assert(time_a / total > 0.35 && time_a / total < 0.65,
-            "returning client got %.2f of the device time (%u of the next %u ops); fair "
-            "is 0.5",
-            time_a / total, a, window);
-  cr_assert(a < 80, "returning client ran %u of the next %u ops: it banked credit", a,
+  cr_assert(longest < 50, "returning client ran %u ops in a row: it banked credit", longest);
+  cr_assert(a > 20 && a < 80, "returning client ran %u of the next %u ops (fair: about 50)", a,
             window);
   env_deinit(&e);
 }
