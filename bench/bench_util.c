@@ -37,6 +37,17 @@ double pw_bench_median(double* values, size_t n) {
   return pw_bench_percentile(values, n, 50.0);
 }
 
+void pw_bench_pause(void) {
+  static _Thread_local unsigned spins;
+  if (++spins % 64 == 0) {
+    sched_yield();
+  } else {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
 void pw_bench_pin(int cpu) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (ncpu <= 0) return;

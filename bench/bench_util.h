@@ -14,6 +14,11 @@ int64_t pw_bench_now_ns(void);
 double pw_bench_median(double* values, size_t n);
 double pw_bench_percentile(double* values, size_t n, double pct);
 
+/* One step of a spin-wait: a pause instruction, and every 64th call a
+ * sched_yield, so a waiter that shares a core with the thread it waits for
+ * (3 threads on 2 cores in the 2->1 runs) lets it run. */
+void pw_bench_pause(void);
+
 /* Pins the calling thread to |cpu| modulo the number of CPUs (best effort). */
 void pw_bench_pin(int cpu);
 

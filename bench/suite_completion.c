@@ -58,7 +58,7 @@ typedef struct pw_bench_thread_arg_t {
 static void* pw_bench_producer_main(void* p) {
   pw_bench_thread_arg_t* a = p;
   pw_bench_pin(a->producer + 1);
-  while (pw_atomic_load_u32_acquire(a->start) == 0) pw_atomic_cpu_relax();
+  while (pw_atomic_load_u32_acquire(a->start) == 0) pw_bench_pause();
   a->path->produce(a->ctx, a->producer, a->producers, a->events);
   return NULL;
 }
@@ -125,7 +125,7 @@ static void pw_bench_ring_produce(void* ctx, int producer, int producers,
   for (long long i = 1; i <= mine; ++i) {
     while (!ck_ring_enqueue_spsc(&c->ring[producer], c->buffers[producer],
                                  (void*)(uintptr_t)i)) {
-      pw_atomic_cpu_relax();
+      pw_bench_pause();
     }
   }
 }
@@ -192,7 +192,7 @@ static void pw_bench_cq_produce(void* ctx, int producer, int producers,
   for (long long i = producer; i < events; i += producers) {
     pw_completion_node_t* node = &c->nodes[i];
     if (pw_completion_complete(node, NULL, &ready)) {
-      while (!pw_completion_producer_post(end, node)) pw_atomic_cpu_relax();
+      while (!pw_completion_producer_post(end, node)) pw_bench_pause();
     }
   }
   pw_completion_producer_flush(end);
@@ -204,7 +204,7 @@ static void pw_bench_cq_observe(void* ctx, long long events) {
   long long seen = 0;
   while (seen < events) {
     size_t n = pw_completion_queue_drain(c->queue, batch, 256);
-    if (n == 0) pw_atomic_cpu_relax();
+    if (n == 0) pw_bench_pause();
     seen += (long long)n;
   }
 }
@@ -255,7 +255,7 @@ static void pw_bench_event_produce(void* ctx, int producer, int producers,
 static void pw_bench_event_observe(void* ctx, long long events) {
   pw_bench_event_ctx_t* c = ctx;
   for (long long i = 0; i < events; ++i) {
-    while (!pw_event_is_ready(c->events[i])) pw_atomic_cpu_relax();
+    while (!pw_event_is_ready(c->events[i])) pw_bench_pause();
   }
 }
 
@@ -291,7 +291,7 @@ static void* pw_bench_latency_producer(void* p) {
   pw_bench_latency_ctx_t* c = p;
   pw_bench_pin(1);
   for (long long i = 0; i < c->samples; ++i) {
-    while (pw_atomic_load_u64_acquire(&c->acked) != (uint64_t)i) pw_atomic_cpu_relax();
+    while (pw_atomic_load_u64_acquire(&c->acked) != (uint64_t)i) pw_bench_pause();
     c->stamps[i] = pw_bench_now_ns();
     if (c->events) {
       pw_status_ignore(pw_event_signal(c->events[i]));
@@ -299,10 +299,10 @@ static void* pw_bench_latency_producer(void* p) {
       pw_completion_list_t ready = PW_COMPLETION_LIST_INIT;
       pw_completion_producer_t* end = pw_completion_queue_producer(c->queue, 0);
       if (pw_completion_complete(&c->nodes[i], NULL, &ready)) {
-        while (!pw_completion_producer_post(end, &c->nodes[i])) pw_atomic_cpu_relax();
+        while (!pw_completion_producer_post(end, &c->nodes[i])) pw_bench_pause();
       }
     } else {
-      while (!ck_ring_enqueue_spsc(&c->ring, c->buffer, &c->stamps[i])) pw_atomic_cpu_relax();
+      while (!ck_ring_enqueue_spsc(&c->ring, c->buffer, &c->stamps[i])) pw_bench_pause();
     }
   }
   return NULL;
@@ -340,13 +340,13 @@ static void pw_bench_latency(const char* path, long long samples,
   pw_bench_pin(0);
   for (long long i = 0; i < samples; ++i) {
     if (use_events) {
-      while (!pw_event_is_ready(c.events[i])) pw_atomic_cpu_relax();
+      while (!pw_event_is_ready(c.events[i])) pw_bench_pause();
     } else if (use_queue) {
       void* item;
-      while (pw_completion_queue_drain(c.queue, &item, 1) == 0) pw_atomic_cpu_relax();
+      while (pw_completion_queue_drain(c.queue, &item, 1) == 0) pw_bench_pause();
     } else {
       void* item;
-      while (!ck_ring_dequeue_spsc(&c.ring, c.buffer, &item)) pw_atomic_cpu_relax();
+      while (!ck_ring_dequeue_spsc(&c.ring, c.buffer, &item)) pw_bench_pause();
     }
     int64_t now = pw_bench_now_ns();
     lat[i] = (double)(now - c.stamps[i]);
