@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # Installs what libpathways needs on Debian 12, skipping what is present.
 # Usage: scripts/deps.sh            build + test dependencies
+#        scripts/deps.sh --bench    also the peers bench/compare measures
+#                                   (oneTBB, StarPU; OpenMP comes with gcc)
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+  build-essential cmake pkg-config clang libclang-rt-14-dev strace
   libck-dev libcbor-dev libzstd-dev libxxhash-dev libcriterion-dev
   python3-cffi python3-dev python3-numpy python3-pytest
 )
+
+# Optional: peer runtimes for `bench/compare` (bench/peers), not needed to
+# build or test libpathways; CI does not install them.
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(libtbb-dev libstarpu-dev) ;;
+    *) echo "deps: unknown option '$arg' (--bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -19,6 +19,10 @@
 #include "pathways/buffer.h"
 #include "pathways/executable.h"
 #include "pathways/graph.h"
+#include "pathways/graph_format.h"
+#include "pathways/store.h"
+#include "pathways/cache.h"
+#include "pathways/transport.h"
 #include "pathways/backends/cpu.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

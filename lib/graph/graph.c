@@ -851,10 +851,11 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
                     pw__graph_node_view_t* out_view) {
   const pw_graph_node_t* n = &graph->nodes[id];
   memset(out_view, 0, sizeof(*out_view));
-  out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER ? PW__GRAPH_NODE_PARAMETER
-                   : n->kind == PW_GRAPH_NODE_COMPUTE ? PW__GRAPH_NODE_COMPUTE
-                                                      : PW__GRAPH_NODE_OTHER;
-  /* Transfer nodes: PW__GRAPH_NODE_OTHER to readers that predate them. */
+  out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER  ? PW__GRAPH_NODE_PARAMETER
+                   : n->kind == PW_GRAPH_NODE_COMPUTE  ? PW__GRAPH_NODE_COMPUTE
+                   : n->kind == PW_GRAPH_NODE_TRANSFER ? PW__GRAPH_NODE_TRANSFER
+                                                       : PW__GRAPH_NODE_OTHER;
+  out_view->transfer_sharding = n->transfer_sharding;
   out_view->name = n->name;
   out_view->vslice = n->vslice;
   out_view->executable = n->executable;

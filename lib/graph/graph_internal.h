@@ -15,6 +15,7 @@ typedef enum pw__graph_node_kind_e {
   PW__GRAPH_NODE_PARAMETER = 1,
   PW__GRAPH_NODE_COMPUTE = 2,
   PW__GRAPH_NODE_OTHER = 3,  /* a kind the reader does not know */
+  PW__GRAPH_NODE_TRANSFER = 4,
 } pw__graph_node_kind_t;
 
 typedef struct pw__graph_node_view_t {
@@ -23,8 +24,9 @@ typedef struct pw__graph_node_view_t {
   pw_vslice_obj_t* vslice;
   pw_executable_obj_t* executable;  /* compute */
   const pw_array_spec_t* spec;      /* parameter */
+  pw_sharding_t transfer_sharding;  /* transfer: the destination sharding */
   uint32_t param_index;             /* parameter */
-  uint32_t input_count;             /* compute */
+  uint32_t input_count;             /* compute, transfer (1) */
   const pw_value_t* inputs;
 } pw__graph_node_view_t;
 

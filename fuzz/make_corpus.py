@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Regenerates the seed corpus of the graph-file fuzz target.
+
+    python3 fuzz/make_corpus.py
+
+Writes fuzz/corpus/graph/*.cbor and tests/graph_format/corpus_expect.txt
+(one line per file: name, then "ok" or a text the validation error must
+contain). Needs only the standard library: it carries its own small CBOR
+encoder, which can also write the non-canonical forms (unsorted keys,
+long integer heads) that decoders must accept.
+"""
+import os
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "fuzz", "corpus", "graph")
+EXPECT = os.path.join(ROOT, "tests", "graph_format", "corpus_expect.txt")
+
+
+def head(major, value, wide=False):
+    if wide:
+        return bytes([(major << 5) | 27]) + struct.pack(">Q", value)
+    if value < 24:
+        return bytes([(major << 5) | value])
+    if value < 0x100:
+        return bytes([(major << 5) | 24, value])
+    if value < 0x10000:
+        return bytes([(major << 5) | 25]) + struct.pack(">H", value)
+    if value < 0x100000000:
+        return bytes([(major << 5) | 26]) + struct.pack(">I", value)
+    return bytes([(major << 5) | 27]) + struct.pack(">Q", value)
+
+
+def enc(item, canonical=True, wide=False):
+    if isinstance(item, bool):
+        return b"\xf5" if item else b"\xf4"
+    if isinstance(item, int):
+        return head(0, item, wide) if item >= 0 else head(1, -1 - item)
+    if isinstance(item, bytes):
+        return head(2, len(item)) + item
+    if isinstance(item, str):
+        b = item.encode()
+        return head(3, len(b)) + b
+    if isinstance(item, list):
+        return head(4, len(item)) + b"".join(enc(x, canonical, wide) for x in item)
+    if isinstance(item, dict):
+        pairs = [(enc(k, canonical), enc(v, canonical, wide)) for k, v in item.items()]
+        if canonical:
+            pairs.sort(key=lambda p: (len(p[0]), p[0]))
+        else:
+            pairs.reverse()
+        return head(5, len(pairs)) + b"".join(k + v for k, v in pairs)
+    raise TypeError(item)
+
+
+COPY = b"copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n"
+ADD2 = (b"noop\ninput f32[8] split(0,all)\ninput f32[8] split(0,all)\n"
+        b"output f32[8] split(0,all)\n")
+SPLIT = {"split": 0, "mesh_axis": "all"}
+
+
+def buf(vslice=0, dtype="f32", shape=(8,), sharding=None):
+    return {"vslice": vslice, "dtype": dtype, "shape": list(shape),
+            "sharding": SPLIT if sharding is None else sharding}
+
+
+def exe(program=COPY, vslice=0, options=""):
+    return {"vslice": vslice, "program": program, "options": options}
+
+
+def node(name, inputs, outputs, executable=0, vslice=0):
+    return {"name": name, "executable": executable, "vslice": vslice,
+            "inputs": inputs, "outputs": outputs}
+
+
+def graph(**kw):
+    g = {"v": 1, "vslices": [[2, 4]], "executables": [exe()], "buffers": [buf(), buf()],
+         "parameters": [0], "nodes": [node("c", [0], [1])], "outputs": [1]}
+    g.update(kw)
+    return g
+
+
+def chain(n):
+    return graph(buffers=[buf() for _ in range(n + 1)],
+                 nodes=[node("step%d" % i, [i], [i + 1]) for i in range(n)],
+                 outputs=[n])
+
+
+CASES = []
+
+
+def case(name, data, expect):
+    CASES.append((name, data if isinstance(data, bytes) else enc(data), expect))
+
+
+case("valid_minimal", graph(), "ok")
+case("valid_noncanonical", enc(graph(), canonical=False, wide=True), "ok")
+case("valid_chain8", chain(8), "ok")
+case("valid_diamond", graph(
+    executables=[exe(), exe(ADD2)],
+    buffers=[buf() for _ in range(4)],
+    nodes=[node("left", [0], [1]), node("right", [0], [2]),
+           node("join", [1, 2], [3], executable=1)],
+    outputs=[3, 1]), "ok")
+case("valid_out_of_order", graph(
+    buffers=[buf() for _ in range(3)],
+    nodes=[node("second", [1], [2]), node("first", [0], [1])],
+    outputs=[2]), "ok")
+case("valid_by_hash", graph(executables=[{"hash": bytes(range(16))}]), "ok")
+case("valid_two_slices", graph(
+    vslices=[[2, 4], [8]],
+    executables=[exe(), exe(vslice=1)],
+    buffers=[buf(), buf(), buf(1), buf(1)],
+    parameters=[0, 2],
+    nodes=[node("a", [0], [1]), node("b", [2], [3], executable=1, vslice=1)],
+    outputs=[1, 3]), "ok")
+case("valid_params_only", graph(executables=[], buffers=[buf(sharding="replicated")],
+                                nodes=[], outputs=[0]), "ok")
+case("valid_empty", graph(vslices=[], executables=[], buffers=[], parameters=[], nodes=[],
+                          outputs=[]), "ok")
+case("valid_cpu_program", graph(
+    executables=[exe(b"kernel relu\ninput f32[8,4] split(0,all)\n"
+                     b"output f32[8,4] split(0,all)\n")],
+    buffers=[buf(shape=(8, 4)), buf(shape=(8, 4))]), "ok")
+
+case("valid_transfer", graph(
+    vslices=[[2, 4], [8]],
+    buffers=[buf(), buf(), buf(1, sharding="replicated")],
+    nodes=[node("a", [0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
+    outputs=[2]), "ok")
+case("bad_version", graph(v=2), "v: unknown format version 2")
+case("bad_no_version", {k: v for k, v in graph().items() if k != "v"}, "missing key \"v\"")
+case("bad_unknown_key", graph(extra=1), "graph: unknown key \"extra\"")
+case("bad_wrong_type", graph(parameters="0"), "parameters: expected an array, found a text")
+case("bad_indefinite", b"\xbf\x61v\x01\xff", "indefinite-length item")
+case("bad_huge_count", b"\xa2\x61v\x01\x65nodes\x9a\x10\x00\x00\x00",
+     "declares 268435456 elements, but only 0 bytes are left")
+case("bad_deep", b"\xa2\x61v\x01\x65nodes" + b"\x81" * 40 + b"\x00",
+     "nesting deeper than 8 levels")
+case("bad_trailing", enc(graph()) + b"\x00", "trailing bytes")
+case("bad_truncated", enc(graph())[:-3], "truncated")
+case("bad_dangling", graph(nodes=[node("c", [9], [1])]),
+     "nodes[0].inputs[0]: refers to buffer 9, which does not exist (2 buffers)")
+case("bad_cycle", graph(
+    buffers=[buf() for _ in range(3)],
+    executables=[exe(), exe(ADD2)],
+    nodes=[node("head", [0, 2], [1], executable=1), node("tail", [1], [2])],
+    outputs=[2]), "graph has a cycle")
+case("bad_two_producers", graph(nodes=[node("a", [0], [1]), node("b", [0], [1])]),
+     "nodes[1].outputs[0]: buffer 1 is already produced by nodes[0]")
+case("bad_unproduced", graph(buffers=[buf(), buf(), buf()]),
+     "buffers[2]: is neither a parameter nor a node output")
+case("bad_dtype", graph(buffers=[buf(dtype="f16"), buf()]),
+     "buffers[0].dtype: unknown dtype \"f16\"")
+case("bad_sharding", graph(buffers=[buf(shape=(7,)), buf()]), "buffers[0]")
+case("bad_duplicate_key", b"\xa2\x61v\x01\x61v\x01", "duplicate key \"v\"")
+case("bad_not_a_map", [1, 2, 3], "graph: expected a map, found an array")
+case("bad_transfer_shape", graph(
+    vslices=[[2, 4], [8]],
+    buffers=[buf(), buf(), buf(1, shape=(16,), sharding="replicated")],
+    nodes=[node("a", [0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
+    outputs=[2]), "nodes[1].outputs[0]: a transfer keeps dtype and shape: buffer 2 is f32[16]")
+case("bad_transfer_arity", graph(
+    nodes=[{"name": "t", "vslice": 0, "inputs": [0], "outputs": [1, 0]}]),
+    "nodes[0]: a transfer node (one without \"executable\") has one input and one output")
+case("bad_cross_slice_input", graph(
+    vslices=[[2, 4], [8]], buffers=[buf(1), buf()]),
+    "nodes[0].inputs[0]: buffer 0 lives on vslice 1, the node runs on vslice 0")
+case("bad_hash_and_program", graph(executables=[dict(exe(), hash=bytes(16))]),
+     "has both \"hash\" and an inline program")
+
+
+def main():
+    os.makedirs(CORPUS, exist_ok=True)
+    for f in os.listdir(CORPUS):
+        if f.endswith(".cbor"):
+            os.remove(os.path.join(CORPUS, f))
+    lines = []
+    for name, data, expect in CASES:
+        with open(os.path.join(CORPUS, name + ".cbor"), "wb") as f:
+            f.write(data)
+        lines.append("%s.cbor\t%s" % (name, expect))
+    with open(EXPECT, "w") as f:
+        f.write("# file<TAB>ok, or a text its validation error contains "
+                "(generated by fuzz/make_corpus.py)\n")
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
