@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "pathways/backends/cpu.h"
+#include "logreg_common.h"
 #include "pathways/pathways.h"
 
 enum { kN = 256, kD = 8, kDevices = 8, kSteps = 30 };
@@ -39,39 +40,6 @@ static const double kLearningRate = 0.5;
       exit(1);                                                        \
     }                                                                 \
   } while (0)
-
-/* Deterministic synthetic data: x ~ U(-1,1), labels from true weights. */
-static void make_data(float* x, float* y) {
-  uint64_t state = 0x9E3779B97F4A7C15ULL;
-  float true_w[kD];
-  for (int d = 0; d < kD; ++d) true_w[d] = (float)(d % 2 ? -1.0 : 1.0) * (float)(d + 1) / kD;
-  for (int n = 0; n < kN; ++n) {
-    float dot = 0;
-    for (int d = 0; d < kD; ++d) {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      x[n * kD + d] = (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-      dot += x[n * kD + d] * true_w[d];
-    }
-    y[n] = dot > 0 ? 1.0f : 0.0f;
-  }
-}
-
-/* The same training in plain C (double accumulation), for the check. */
-static void reference(const float* x, const float* y, float* w, float* last_loss) {
-  for (int step = 0; step < kSteps; ++step) {
-    double grad[kD] = {0};
-    double loss = 0;
-    for (int n = 0; n < kN; ++n) {
-      double z = 0;
-      for (int d = 0; d < kD; ++d) z += (double)x[n * kD + d] * w[d];
-      double p = 1.0 / (1.0 + exp(-z));
-      loss += fmax(z, 0) - z * y[n] + log1p(exp(-fabs(z)));
-      for (int d = 0; d < kD; ++d) grad[d] += (p - y[n]) / kN * x[n * kD + d];
-    }
-    for (int d = 0; d < kD; ++d) w[d] = (float)(w[d] - kLearningRate * grad[d]);
-    *last_loss = (float)(loss / kN);
-  }
-}
 
 static pw_executable_t compile(pw_client_t* client, pw_vslice_t vs, const char* text) {
   pw_executable_t exe;
@@ -171,7 +139,7 @@ int main(void) {
   CHECK(pw_graph_finalize(client, step));
 
   static float x[kN * kD], y[kN];
-  make_data(x, y);
+  pw_example_logreg_data(kN, kD, x, y);
   float w0[kD] = {0};
   pw_buffer_t args[3];
   CHECK(pw_buffer_from_host(client, vs, &xs, x, sizeof(x), &args[0]));
@@ -206,7 +174,7 @@ int main(void) {
   CHECK(pw_buffer_to_host(client, args[2], w, sizeof(w), PW_INFINITE_FUTURE));
 
   float ref_w[kD] = {0}, ref_loss = 0;
-  reference(x, y, ref_w, &ref_loss);
+  pw_example_logreg_reference(kN, kD, x, y, kSteps, kLearningRate, ref_w, &ref_loss);
   double max_err = 0;
   for (int d = 0; d < kD; ++d) max_err = fmax(max_err, fabs((double)w[d] - ref_w[d]));
   printf("final weights:");

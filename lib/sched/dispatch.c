@@ -91,6 +91,7 @@ typedef struct pw_execution_s {
   pw_buffer_obj_t** args;      /* retained */
   pw_buffer_obj_t** outputs;   /* every op output, retained */
   uint32_t output_total;
+  uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   size_t block_size;
   pw_op_t* ops;
 } pw_execution_t;
@@ -215,7 +216,7 @@ static void pw_execution_release(pw_execution_t* exec) {
   if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return;
   pw_atomic_fence_acquire();
   pw_runtime_t* rt = exec->runtime;
-  for (uint32_t i = 0; i < exec->plan->op_count; ++i) {
+  for (uint32_t i = 0; i < exec->op_count; ++i) {
     pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].status));
     pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].dep_status));
   }
@@ -254,6 +255,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
    * now, so a slice whose tail is this execution keeps only the block. */
   pw__object_release(exec->graph);
   exec->graph = NULL;
+  exec->plan = NULL;
   pw_client_t* client = exec->client;
   pw_execution_release(exec);
   if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1) {
@@ -736,6 +738,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
   pw_execution_t* exec = (pw_execution_t*)block;
   exec->block_size = block_size;
+  exec->op_count = plan->op_count;
   exec->client = client;
   exec->runtime = rt;
   exec->plan = plan;
