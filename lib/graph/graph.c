@@ -375,6 +375,34 @@ static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id) 
   return NULL;
 }
 
+/* A binary min-heap of node ids: the ready nodes of the topological sort.
+ * Taking the smallest ready id first makes the plan follow the order in
+ * which nodes were added wherever dependencies allow, so a caller controls
+ * the order ops enter each slice sequence (e.g. a pipeline schedule) by
+ * the order it adds them. */
+static void pw_heap_push(uint32_t* heap, uint32_t* n, uint32_t id) {
+  uint32_t i = (*n)++;
+  while (i > 0 && heap[(i - 1) / 2] > id) {
+    heap[i] = heap[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  heap[i] = id;
+}
+
+static uint32_t pw_heap_pop(uint32_t* heap, uint32_t* n) {
+  uint32_t top = heap[0], last = heap[--(*n)], i = 0;
+  for (;;) {
+    uint32_t child = 2 * i + 1;
+    if (child >= *n) break;
+    if (child + 1 < *n && heap[child + 1] < heap[child]) ++child;
+    if (heap[child] >= last) break;
+    heap[i] = heap[child];
+    i = child;
+  }
+  if (*n > 0) heap[i] = last;
+  return top;
+}
+
 /* Resolves a transfer node's output spec (its input's dtype and shape,
  * the destination sharding over the destination mesh). */
 static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
@@ -475,7 +503,12 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     status = pw_allocator_calloc_array(a, g->node_count + 1, sizeof(uint32_t), 0,
                                        (void**)&op_of_node);
   }
-  uint32_t computes = 0, head = 0, tail = 0;
+  uint32_t computes = 0, tail = 0, ready_count = 0;
+  uint32_t* ready = NULL;
+  if (status == NULL) {
+    status = pw_allocator_calloc_array(a, g->node_count + 1, sizeof(uint32_t), 0,
+                                       (void**)&ready);
+  }
   if (status == NULL) {
     for (uint32_t id = 0; id < g->node_count; ++id) {
       const pw_graph_node_t* n = &g->nodes[id];
@@ -484,7 +517,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
       for (uint32_t k = 0; k < n->input_count; ++k) {
         if (pw_graph_is_op(g->nodes[n->inputs[k].node].kind)) indegree[id]++;
       }
-      if (indegree[id] == 0) order[tail++] = id;
+      if (indegree[id] == 0) pw_heap_push(ready, &ready_count, id);
     }
     /* Consumers are found by scanning: O(nodes * inputs) per pop would be
      * quadratic, so build a CSR consumer index first. */
@@ -515,11 +548,12 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
         consumers[fill[g->nodes[id].inputs[k].node]++] = id;
       }
     }
-    while (head < tail) {
-      uint32_t id = order[head++];
+    while (ready_count > 0) {
+      uint32_t id = pw_heap_pop(ready, &ready_count);
+      order[tail++] = id;
       for (uint32_t c = consumer_start[id]; c < consumer_start[id + 1]; ++c) {
         uint32_t consumer = consumers[c];
-        if (--indegree[consumer] == 0) order[tail++] = consumer;
+        if (--indegree[consumer] == 0) pw_heap_push(ready, &ready_count, consumer);
       }
     }
     if (tail != computes) status = pw_graph_cycle_error(g, indegree);
@@ -649,6 +683,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   pw_allocator_free(a, op_of_node, (g->node_count + 1) * sizeof(uint32_t));
   pw_allocator_free(a, order, (g->node_count + 1) * sizeof(uint32_t));
   pw_allocator_free(a, indegree, (g->node_count + 1) * sizeof(uint32_t));
+  pw_allocator_free(a, ready, (g->node_count + 1) * sizeof(uint32_t));
   if (status != NULL) pw_plan_free(rt, plan);
   return status;
 }

@@ -300,3 +300,74 @@ Test(sched, fifo_window_keeps_submission_order_and_bad_policy_is_rejected) {
             pw_status_message(s));
   pw_status_free(s);
 }
+
+Test(sched, ops_enter_the_slice_in_the_order_nodes_were_added) {
+  /* Nodes added as: a(); b(a); c(); d(b). Dependencies alone would allow
+   * a and c first (a breadth-first order runs a, c, b, d); the plan keeps
+   * the order of addition, a, b, c, d, so a caller writes a schedule (a
+   * pipeline's GPipe or 1F1B order) by the order it adds nodes. */
+  memset(&g_log, 0, sizeof(g_log));
+  atomic_store(&g_log.gate_open, 1);
+  pw_cpu_backend_options_t o;
+  pw_cpu_backend_options_init(&o);
+  o.device_count = 2;
+  o.worker_count = 1;
+  pw_backend_t backend;
+  OK(pw_cpu_backend_create(&o, &backend));
+  register_spin(backend);
+  /* spin_log1: the same kernel with one input, to express dependencies. */
+  static const pw_cpu_param_spec_t any = {"x", PW_CPU_DTYPES_ANY, -1};
+  static const pw_cpu_attr_spec_t attrs[] = {{"client", PW_CPU_ATTR_NUMBER, true},
+                                             {"us", PW_CPU_ATTR_NUMBER, true}};
+  pw_cpu_kernel_def_t def = {0};
+  def.struct_size = sizeof(def);
+  def.name = "spin_log1";
+  def.input_count = 1;
+  def.inputs = &any;
+  def.output_count = 1;
+  def.outputs = &any;
+  def.attr_count = 2;
+  def.attrs = attrs;
+  def.run = spin_log_run;
+  OK(pw_cpu_backend_register_kernel(backend, &def));
+  pw_slice_desc_t slice = {"s", {1, {2}}, 0, 0, 0};
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.backends = &backend;
+  ro.backend_count = 1;
+  ro.slices = &slice;
+  ro.slice_count = 1;
+  pw_runtime_t* rt;
+  OK(pw_runtime_create(&ro, &rt));
+  pw_client_t* c;
+  OK(pw_client_create(rt, NULL, &c));
+  pw_mesh_shape_t mesh = {1, {2}};
+  pw_vslice_t vs;
+  OK(pw_vslice_create(c, &mesh, 0, &vs));
+  pw_executable_t exe[4];
+  for (int i = 0; i < 4; ++i) {
+    char program[256];
+    bool has_input = i == 1 || i == 3;
+    snprintf(program, sizeof(program), "kernel %s\n%soutput u8[2] split(0,0)\nattr client %d\nattr us 1\n",
+             has_input ? "spin_log1" : "spin_log", has_input ? "input u8[2] split(0,0)\n" : "", i);
+    OK(pw_executable_compile(c, vs, program, strlen(program), NULL, &exe[i]));
+  }
+  pw_graph_t g;
+  OK(pw_graph_create(c, &g));
+  uint32_t a, b, cc, d;
+  OK(pw_graph_add_compute(c, g, "a", exe[0], vs, NULL, 0, &a));
+  OK(pw_graph_add_compute(c, g, "b", exe[1], vs, &(pw_value_t){a, 0}, 1, &b));
+  OK(pw_graph_add_compute(c, g, "c", exe[2], vs, NULL, 0, &cc));
+  OK(pw_graph_add_compute(c, g, "d", exe[3], vs, &(pw_value_t){b, 0}, 1, &d));
+  OK(pw_graph_add_output(c, g, pw_value(d, 0)));
+  OK(pw_graph_add_output(c, g, pw_value(cc, 0)));
+  pw_buffer_t outs[2];
+  pw_event_t* done;
+  OK(pw_graph_submit(c, g, NULL, 0, NULL, outs, 2, &done));
+  OK(pw_fixture_wait(done));
+  cr_assert_eq(atomic_load(&g_log.count), 4);
+  for (int i = 0; i < 4; ++i) cr_assert_eq(g_log.client[i], i, "position %d ran node %d", i, g_log.client[i]);
+  pw_client_destroy(c);
+  pw_runtime_destroy(rt);
+}
