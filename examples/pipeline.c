@@ -142,9 +142,11 @@ static void build_schedule(builder_t* b, schedule_t schedule) {
     count[s] = n;
     next[s] = 0;
   }
-  /* Show stage 0's order: that is where the schedules differ most. */
-  printf("  %s stage 0 order:", schedule == GPIPE ? "GPipe" : "1F1B ");
-  for (int i = 0; i < count[0]; ++i) printf(" %c%d", kind[0][i] ? 'B' : 'F', micro[0][i]);
+  /* Show the last stage's order: there the schedules differ most. */
+  printf("  %s last stage order:", schedule == GPIPE ? "GPipe" : "1F1B ");
+  for (int i = 0; i < count[S - 1]; ++i) {
+    printf(" %c%d", kind[S - 1][i] ? 'B' : 'F', micro[S - 1][i]);
+  }
   printf("\n");
   bool fwd_done[M][S] = {{false}}, bwd_done[M][S] = {{false}};
   int remaining = 2 * M * S;
