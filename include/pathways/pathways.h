@@ -24,5 +24,7 @@
 #include "pathways/cache.h"
 #include "pathways/transport.h"
 #include "pathways/backends/cpu.h"
+#include "pathways/backends/sim.h"
+#include "pathways/transports/inproc.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

@@ -51,12 +51,14 @@ static void stress_done(void* user, pw_status_t status);
 
 static pw_status_t stress_issue(stress_t* s, job_t* job) {
   uint32_t t = job->thread;
+  /* Sources are shared (reads only); every copy has its own destination. */
   size_t slot = (size_t)(job->index % 64);
   pw_transport_copy_t c;
   memset(&c, 0, sizeof(c));
   c.struct_size = sizeof(c);
   c.src = (pw_transport_endpoint_t){&s->backends[0], 0, s->src, slot * kSlot};
-  c.dst = (pw_transport_endpoint_t){&s->backends[t % 2], 1, s->dst[t], slot * kSlot};
+  c.dst = (pw_transport_endpoint_t){&s->backends[t % 2], 1, s->dst[t],
+                                    (size_t)job->index * kSlot};
   c.size = kSlot;
   c.done = stress_done;
   c.done_user = job;
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   o.staging_bytes = 16;
   check_ok(pw_inproc_transport_create(&o, &s.transport), "transport");
   size_t bytes = 64 * kSlot;
+  size_t dst_bytes = (size_t)copies * kSlot;
   check_ok(s.backends[0].vtable->allocate(s.backends[0].self, 0, bytes, &s.src), "allocate");
   unsigned char* pattern = malloc(bytes);
   for (size_t i = 0; i < bytes; ++i) pattern[i] = (unsigned char)(i * 7 + 3);
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
            "fill");
   for (uint32_t t = 0; t < kThreads; ++t) {
     pw_backend_t* b = &s.backends[t % 2];
-    check_ok(b->vtable->allocate(b->self, 1, bytes, &s.dst[t]), "allocate");
+    check_ok(b->vtable->allocate(b->self, 1, dst_bytes, &s.dst[t]), "allocate");
   }
   pthread_t ids[kThreads];
   thread_arg_t args[kThreads];
@@ -135,11 +138,14 @@ int main(int argc, char** argv) {
   CHECK(atomic_load(&s.completed) == kThreads * copies, "%ld of %ld copies completed",
         atomic_load(&s.completed), kThreads * copies);
   CHECK(atomic_load(&s.errors) == 0, "%ld copies failed", atomic_load(&s.errors));
-  unsigned char* got = malloc(bytes);
+  unsigned char* got = malloc(dst_bytes);
   for (uint32_t t = 0; t < kThreads; ++t) {
     pw_backend_t* b = &s.backends[t % 2];
-    check_ok(b->vtable->copy_to_host(b->self, 1, s.dst[t], 0, got, bytes), "read back");
-    CHECK(memcmp(got, pattern, bytes) == 0, "thread %u: wrong bytes", t);
+    check_ok(b->vtable->copy_to_host(b->self, 1, s.dst[t], 0, got, dst_bytes), "read back");
+    for (long i = 0; i < copies; ++i) {
+      CHECK(memcmp(got + i * kSlot, pattern + (i % 64) * kSlot, kSlot) == 0,
+            "thread %u copy %ld: wrong bytes", t, i);
+    }
     b->vtable->deallocate(b->self, 1, s.dst[t]);
     free(args[t].jobs);
   }

@@ -1,0 +1,319 @@
+/* The sim backend's executables: compile (text -> bytes), load (bytes ->
+ * executable with its cost), unload.
+ *
+ * EXECUTABLE BYTES, little-endian:
+ *   "PWSIMEXE" | u32 version (1) | u32 payload size | u64 FNV-1a-64 of the
+ *   payload | payload:
+ *     u32 mesh rank | 4 x u32 mesh dims | u32 name length | name bytes |
+ *     u32 kind | u64 time_ns | f64 flops | f64 bytes | f64 collective_bytes |
+ *     u32 has_collective_bytes | u32 input count | u32 output count |
+ *     per parameter: u32 dtype | u32 rank | 8 x i64 dims |
+ *                    u32 sharding kind | u32 tensor axis | u32 mesh axis
+ * Doubles are stored as their IEEE-754 bits, so compile is deterministic
+ * and a load reproduces the program exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/sim/sim_internal.h"
+
+#define PW_SIM_MAGIC "PWSIMEXE"
+#define PW_SIM_FORMAT_VERSION 1u
+#define PW_SIM_HEADER_SIZE 24u
+#define PW_SIM_PARAM_SIZE (4u + 4u + 8u * PW_MAX_RANK + 12u)
+
+static uint64_t pw_sim_fnv1a(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* --- writing --- */
+
+typedef struct pw_sim_writer_t {
+  unsigned char* p;
+  size_t at;
+} pw_sim_writer_t;
+
+static void pw_sim_put(pw_sim_writer_t* w, uint64_t v, unsigned bytes) {
+  for (unsigned i = 0; i < bytes; ++i) {
+    if (w->p) w->p[w->at] = (unsigned char)(v >> (8 * i));
+    w->at++;
+  }
+}
+
+static void pw_sim_put_double(pw_sim_writer_t* w, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  pw_sim_put(w, bits, 8);
+}
+
+/* Writes the payload (or, with w->p NULL, measures it). */
+static void pw_sim_write_payload(pw_sim_writer_t* w, const pw_sim__program_t* p,
+                                 const pw_mesh_shape_t* mesh) {
+  pw_sim_put(w, mesh->rank, 4);
+  for (int i = 0; i < PW_MAX_MESH_RANK; ++i) {
+    pw_sim_put(w, i < (int)mesh->rank ? mesh->dims[i] : 0, 4);
+  }
+  size_t name_length = strlen(p->name);
+  pw_sim_put(w, name_length, 4);
+  for (size_t i = 0; i < name_length; ++i) pw_sim_put(w, (unsigned char)p->name[i], 1);
+  pw_sim_put(w, (uint32_t)p->kind, 4);
+  pw_sim_put(w, p->time_ns, 8);
+  pw_sim_put_double(w, p->flops);
+  pw_sim_put_double(w, p->bytes);
+  pw_sim_put_double(w, p->collective_bytes);
+  pw_sim_put(w, p->has_collective_bytes ? 1 : 0, 4);
+  pw_sim_put(w, p->input_count, 4);
+  pw_sim_put(w, p->output_count, 4);
+  for (uint32_t k = 0; k < p->input_count + p->output_count; ++k) {
+    const pw_backend_param_t* q =
+        k < p->input_count ? &p->inputs[k] : &p->outputs[k - p->input_count];
+    pw_sim_put(w, (uint32_t)q->dtype, 4);
+    pw_sim_put(w, q->shape.rank, 4);
+    for (int i = 0; i < PW_MAX_RANK; ++i) {
+      pw_sim_put(w, i < (int)q->shape.rank ? (uint64_t)q->shape.dims[i] : 0, 8);
+    }
+    pw_sim_put(w, (uint32_t)q->sharding.kind, 4);
+    pw_sim_put(w, q->sharding.tensor_axis, 4);
+    pw_sim_put(w, q->sharding.mesh_axis, 4);
+  }
+}
+
+pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size,
+                            const pw_mesh_shape_t* mesh, const char* options,
+                            pw_allocator_t allocator, void** out_bytes, size_t* out_size) {
+  (void)self;
+  *out_bytes = NULL;
+  *out_size = 0;
+  if (options != NULL && options[0] != '\0') {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim compile: options must be empty, got \"%.40s\"", options);
+  }
+  if (mesh == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim compile: mesh is NULL");
+  }
+  pw_sim__program_t p;
+  PW_RETURN_IF_ERROR(pw_sim__program_parse(program, program_size, &p));
+  PW_RETURN_IF_ERROR(pw_sim__program_check(&p, mesh));
+  pw_sim_writer_t measure = {NULL, 0};
+  pw_sim_write_payload(&measure, &p, mesh);
+  size_t size = PW_SIM_HEADER_SIZE + measure.at;
+  void* memory = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(allocator, size, 8, &memory),
+                         "sim compile of '%s'", p.name);
+  unsigned char* bytes = memory;
+  pw_sim_writer_t w = {bytes + PW_SIM_HEADER_SIZE, 0};
+  pw_sim_write_payload(&w, &p, mesh);
+  memcpy(bytes, PW_SIM_MAGIC, 8);
+  pw_sim_writer_t h = {bytes + 8, 0};
+  pw_sim_put(&h, PW_SIM_FORMAT_VERSION, 4);
+  pw_sim_put(&h, measure.at, 4);
+  pw_sim_put(&h, pw_sim_fnv1a(bytes + PW_SIM_HEADER_SIZE, measure.at), 8);
+  *out_bytes = bytes;
+  *out_size = size;
+  return NULL;
+}
+
+/* --- reading --- */
+
+typedef struct pw_sim_reader_t {
+  const unsigned char* p;
+  size_t size;
+  size_t at;
+  bool short_read;
+} pw_sim_reader_t;
+
+static uint64_t pw_sim_get(pw_sim_reader_t* r, unsigned bytes) {
+  if (r->size - r->at < bytes) {
+    r->short_read = true;
+    r->at = r->size;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (unsigned i = 0; i < bytes; ++i) v |= (uint64_t)r->p[r->at + i] << (8 * i);
+  r->at += bytes;
+  return v;
+}
+
+static double pw_sim_get_double(pw_sim_reader_t* r) {
+  uint64_t bits = pw_sim_get(r, 8);
+  double v;
+  memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+static bool pw_sim_good_number(double v) { return v >= 0 && v <= 1e30; }
+
+/* Decodes a checksummed payload. Values a compile cannot have written are
+ * DATA_LOSS; semantic checks follow in load. */
+static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, pw_sim__program_t* p,
+                                       pw_mesh_shape_t* mesh) {
+  memset(p, 0, sizeof(*p));
+  memset(mesh, 0, sizeof(*mesh));
+  mesh->rank = (uint32_t)pw_sim_get(r, 4);
+  for (int i = 0; i < PW_MAX_MESH_RANK; ++i) mesh->dims[i] = (uint32_t)pw_sim_get(r, 4);
+  uint64_t name_length = pw_sim_get(r, 4);
+  if (name_length == 0 || name_length >= PW_SIM__NAME_MAX || r->size - r->at < name_length) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable: bad name length %llu",
+                          (unsigned long long)name_length);
+  }
+  memcpy(p->name, r->p + r->at, (size_t)name_length);
+  r->at += (size_t)name_length;
+  uint64_t kind = pw_sim_get(r, 4);
+  p->time_ns = pw_sim_get(r, 8);
+  p->flops = pw_sim_get_double(r);
+  p->bytes = pw_sim_get_double(r);
+  p->collective_bytes = pw_sim_get_double(r);
+  uint64_t has_cb = pw_sim_get(r, 4);
+  uint64_t inputs = pw_sim_get(r, 4);
+  uint64_t outputs = pw_sim_get(r, 4);
+  if (kind >= PW_SIM__KIND_COUNT || has_cb > 1 || inputs > PW_BACKEND_MAX_PARAMS ||
+      outputs > PW_BACKEND_MAX_PARAMS || p->time_ns > (uint64_t)PW_SIM__MAX_NS ||
+      !pw_sim_good_number(p->flops) || !pw_sim_good_number(p->bytes) ||
+      !pw_sim_good_number(p->collective_bytes)) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': corrupt header fields",
+                          p->name);
+  }
+  p->kind = (pw_sim__kind_t)kind;
+  p->has_collective_bytes = has_cb == 1;
+  p->input_count = (uint32_t)inputs;
+  p->output_count = (uint32_t)outputs;
+  for (uint32_t k = 0; k < p->input_count + p->output_count; ++k) {
+    pw_backend_param_t* q = k < p->input_count ? &p->inputs[k] : &p->outputs[k - p->input_count];
+    q->dtype = (pw_dtype_t)pw_sim_get(r, 4);
+    uint64_t rank = pw_sim_get(r, 4);
+    if (rank > PW_MAX_RANK) {
+      return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': parameter %u has rank %llu",
+                            p->name, k, (unsigned long long)rank);
+    }
+    q->shape.rank = (uint32_t)rank;
+    for (int i = 0; i < PW_MAX_RANK; ++i) q->shape.dims[i] = (int64_t)pw_sim_get(r, 8);
+    q->sharding.kind = (pw_sharding_kind_t)pw_sim_get(r, 4);
+    q->sharding.tensor_axis = (uint32_t)pw_sim_get(r, 4);
+    q->sharding.mesh_axis = (uint32_t)pw_sim_get(r, 4);
+  }
+  if (r->short_read || r->at != r->size) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': payload size mismatch",
+                          p->name);
+  }
+  return NULL;
+}
+
+/* The cost of one launch (sim.h, COST). */
+static uint64_t pw_sim_cost(const pw_sim__backend_t* b, const pw_backend_executable_t e) {
+  const pw_sim__program_t* p = &e->program;
+  double flops_s = b->chip_flops_per_s > 0 ? p->flops / b->chip_flops_per_s : 0;
+  double bytes_s = b->chip_bytes_per_s > 0 ? p->bytes / b->chip_bytes_per_s : 0;
+  double ns = (double)p->time_ns + (flops_s > bytes_s ? flops_s : bytes_s) * 1e9 +
+              (double)b->launch_overhead_ns;
+  uint32_t n = e->group_size;
+  if (pw_sim__is_collective(p->kind) && n > 1) {
+    double payload = p->has_collective_bytes ? p->collective_bytes
+                     : p->input_count > 0    ? (double)e->input_bytes[0]
+                                             : 0;
+    ns += (double)b->ici_latency_ns;
+    if (b->ici_bytes_per_s > 0) {
+      ns += 2.0 * (double)(n - 1) / (double)n * payload / b->ici_bytes_per_s * 1e9;
+    }
+  }
+  ns = ceil(ns);
+  return ns < PW_SIM__MAX_NS ? (uint64_t)ns : (uint64_t)PW_SIM__MAX_NS;
+}
+
+pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
+                         pw_backend_executable_t* out_executable,
+                         pw_executable_signature_t* out_signature) {
+  pw_sim__backend_t* b = self;
+  *out_executable = NULL;
+  const unsigned char* in = bytes;
+  if (in == NULL || size == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim load: no executable bytes");
+  }
+  size_t magic = size < 8 ? size : 8;
+  if (memcmp(in, PW_SIM_MAGIC, magic) != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim load: %zu bytes that are not a sim executable (no \"%s\" magic)",
+                          size, PW_SIM_MAGIC);
+  }
+  if (size < PW_SIM_HEADER_SIZE) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim load: truncated to %zu bytes (header is %u)",
+                          size, PW_SIM_HEADER_SIZE);
+  }
+  pw_sim_reader_t h = {in + 8, 16, 0, false};
+  uint64_t version = pw_sim_get(&h, 4);
+  uint64_t payload = pw_sim_get(&h, 4);
+  uint64_t checksum = pw_sim_get(&h, 8);
+  if (version != PW_SIM_FORMAT_VERSION) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim load: format version %llu, this backend reads %u",
+                          (unsigned long long)version, PW_SIM_FORMAT_VERSION);
+  }
+  if (payload != size - PW_SIM_HEADER_SIZE) {
+    return pw_status_make(PW_STATUS_DATA_LOSS,
+                          "sim load: header says %llu payload bytes, %zu are present",
+                          (unsigned long long)payload, size - PW_SIM_HEADER_SIZE);
+  }
+  if (pw_sim_fnv1a(in + PW_SIM_HEADER_SIZE, (size_t)payload) != checksum) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim load: checksum mismatch (corrupt bytes)");
+  }
+  pw_sim__program_t p;
+  pw_mesh_shape_t mesh;
+  pw_sim_reader_t r = {in + PW_SIM_HEADER_SIZE, (size_t)payload, 0, false};
+  PW_RETURN_IF_ERROR(pw_sim_read_payload(&r, &p, &mesh));
+  PW_RETURN_IF_ERROR_CTX(pw_sim__program_check(&p, &mesh), "sim load");
+
+  void* memory = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(b->allocator, sizeof(struct pw_backend_executable_s),
+                                             alignof(struct pw_backend_executable_s), &memory),
+                         "sim load of '%s'", p.name);
+  pw_backend_executable_t e = memory;
+  e->magic = PW_SIM__EXECUTABLE_MAGIC;
+  atomic_init(&e->refs, 1);
+  e->backend = b;
+  e->program = p;
+  e->mesh = mesh;
+  e->group_size = pw_mesh_shape_device_count(&mesh);
+  for (uint32_t i = 0; i < p.input_count; ++i) {
+    pw_shape_t s = pw_sharding_shard_shape(&p.inputs[i].sharding, &p.inputs[i].shape, &mesh);
+    e->input_bytes[i] = (size_t)pw_shape_element_count(&s) * pw_dtype_size(p.inputs[i].dtype);
+  }
+  for (uint32_t i = 0; i < p.output_count; ++i) {
+    pw_shape_t s = pw_sharding_shard_shape(&p.outputs[i].sharding, &p.outputs[i].shape, &mesh);
+    e->output_bytes[i] = (size_t)pw_shape_element_count(&s) * pw_dtype_size(p.outputs[i].dtype);
+  }
+  e->cost_ns = pw_sim_cost(b, e);
+  atomic_fetch_add(&b->live_executables, 1);
+
+  memset(out_signature, 0, sizeof(*out_signature));
+  snprintf(out_signature->name, sizeof(out_signature->name), "%s", p.name);
+  out_signature->mesh = mesh;
+  out_signature->input_count = p.input_count;
+  out_signature->output_count = p.output_count;
+  memcpy(out_signature->inputs, p.inputs, sizeof(p.inputs));
+  memcpy(out_signature->outputs, p.outputs, sizeof(p.outputs));
+  *out_executable = e;
+  return NULL;
+}
+
+void pw_sim__executable_release(pw_backend_executable_t e) {
+  if (atomic_fetch_sub(&e->refs, 1) != 1) return;
+  pw_sim__backend_t* b = e->backend;
+  e->magic = 0;
+  atomic_fetch_sub(&b->live_executables, 1);
+  pw_allocator_free(b->allocator, e, sizeof(*e));
+}
+
+void pw_sim__unload(void* self, pw_backend_executable_t executable) {
+  pw_sim__backend_t* b = self;
+  if (executable == NULL || executable->magic != PW_SIM__EXECUTABLE_MAGIC ||
+      executable->backend != b) {
+    pw_log(&b->logger, PW_LOG_ERROR, PW_SIM_LOG, "unload of a handle that is not a sim "
+           "executable of this backend (ignored)");
+    return;
+  }
+  pw_sim__executable_release(executable);
+}

@@ -1,0 +1,372 @@
+/* Internal to the sim backend: shared between its source files, never
+ * installed. Like every bundled plugin it includes only public headers.
+ *
+ * Files:
+ *   backend.c   creation, options, devices, health, the vtable
+ *   memory.c    device memory, host copies, transfer accounting
+ *   program.c   program text, executable bytes, compile/load, cost
+ *   launch.c    launch: validation, timing, failures, data effects
+ *   collective.c  collectives: gang rendezvous, tombstones
+ *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping
+ *   control.c   queries (stats, trace hash), failure injection
+ *
+ * Locks (never held while a done or trace callback runs, and never two at
+ * once except queue_mutex inside step_mutex):
+ *   device lock    a spinlock per device: its timeline and trace chain
+ *   groups_mutex   pending collectives and the aborted-gang ring
+ *   queue_mutex    the event heap and the simulator thread's state
+ *   step_mutex     serializes MANUAL stepping callers */
+#ifndef PW_BACKENDS_SIM_SIM_INTERNAL_H_
+#define PW_BACKENDS_SIM_SIM_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+
+#include "pathways/backends/sim.h"
+
+#define PW_SIM_LOG "sim"
+
+/*---------------------------------------------------------------------------
+ * Programs and executables (program.c)
+ *-------------------------------------------------------------------------*/
+
+typedef enum pw_sim__kind_e {
+  PW_SIM__COMPUTE = 0,
+  PW_SIM__COPY = 1,
+  PW_SIM__COLLECTIVE = 2,
+  PW_SIM__ALL_REDUCE_SUM = 3,
+} pw_sim__kind_t;
+
+#define PW_SIM__KIND_COUNT 4
+#define PW_SIM__NAME_MAX 64
+/* Largest virtual duration a program may declare (about 31 years). */
+#define PW_SIM__MAX_NS 1e18
+
+/* A parsed program: a plain value. */
+typedef struct pw_sim__program_t {
+  char name[PW_SIM__NAME_MAX];
+  pw_sim__kind_t kind;
+  uint64_t time_ns;
+  double flops;
+  double bytes;
+  double collective_bytes;
+  bool has_collective_bytes;
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+} pw_sim__program_t;
+
+static inline bool pw_sim__is_collective(pw_sim__kind_t kind) {
+  return kind == PW_SIM__COLLECTIVE || kind == PW_SIM__ALL_REDUCE_SUM;
+}
+
+const char* pw_sim__kind_name(pw_sim__kind_t kind);
+
+/* Parses program text (syntax and the per-kind parameter rules; shardings
+ * are checked against a mesh by pw_sim__program_check). */
+pw_status_t pw_sim__program_parse(const char* text, size_t size,
+                                  pw_sim__program_t* out_program);
+/* Checks |program|'s parameters against |mesh| and its kind's rules. */
+pw_status_t pw_sim__program_check(const pw_sim__program_t* program,
+                                  const pw_mesh_shape_t* mesh);
+
+/*---------------------------------------------------------------------------
+ * The backend (backend.c)
+ *-------------------------------------------------------------------------*/
+
+typedef struct pw_sim__backend_t pw_sim__backend_t;
+typedef struct pw_sim__part_t pw_sim__part_t;
+typedef struct pw_sim__group_t pw_sim__group_t;
+
+/* One chip. Its timeline and trace chain are guarded by |lock|; |fail_at|
+ * and |used_bytes| are read without it. One cache line. */
+typedef struct pw_sim__device_t {
+  alignas(64) atomic_uint lock;
+  uint32_t slice;
+  uint64_t busy_until;   /* end of the last op launched (or reserved) */
+  uint64_t done_until;   /* end of the last op delivered */
+  uint64_t chain;        /* trace chain, see sim.h */
+  uint64_t events;
+  _Atomic uint64_t fail_at;
+  atomic_uint_fast64_t used_bytes;
+} pw_sim__device_t;
+
+static inline void pw_sim__device_lock(pw_sim__device_t* d) {
+  for (;;) {
+    if (atomic_exchange_explicit(&d->lock, 1u, memory_order_acquire) == 0u) return;
+    while (atomic_load_explicit(&d->lock, memory_order_relaxed) != 0u) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+}
+
+static inline void pw_sim__device_unlock(pw_sim__device_t* d) {
+  atomic_store_explicit(&d->lock, 0u, memory_order_release);
+}
+
+/* Gangs whose collective was abandoned; later parts complete at once. */
+#define PW_SIM__ABORTED_RING 64
+
+typedef struct pw_sim__aborted_t {
+  uint64_t gang_id;
+  uint32_t failed_device;   /* UINT32_MAX: aborted for another reason */
+  bool used;
+} pw_sim__aborted_t;
+
+struct pw_sim__backend_t {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  pw_sim_mode_t mode;
+  bool virtual_memory;
+  uint32_t device_count;
+  uint32_t slice_count;
+  uint32_t per_slice;
+  uint64_t capacity;
+  /* Rates, copied from the options. */
+  double chip_flops_per_s;
+  double chip_bytes_per_s;
+  double ici_bytes_per_s;
+  uint64_t ici_latency_ns;
+  double dcn_bytes_per_s;
+  uint64_t dcn_latency_ns;
+  uint64_t launch_overhead_ns;
+  pw_sim_trace_fn_t trace;
+  void* trace_user;
+
+  pw_sim__device_t* devices;
+
+  /* Host time (the issue time of launches) and the latest completion
+   * delivered; the clock is their max. */
+  _Atomic uint64_t now;
+  _Atomic uint64_t latest;
+  atomic_uint_fast64_t failed_events;
+  atomic_uint_fast64_t transfer_events;
+  atomic_uint_fast64_t live_memories;
+  atomic_uint_fast64_t live_executables;
+
+  /* Pending collectives (launch.c). */
+  pthread_mutex_t groups_mutex;
+  pw_sim__group_t* groups;
+  pw_sim__aborted_t aborted[PW_SIM__ABORTED_RING];
+  uint32_t aborted_next;
+
+  /* Event queue (queue.c): a binary min-heap of parts, ordered by (time,
+   * gang id, device, seq). Every queued launch reserves its slot when it
+   * is accepted, so pushing never allocates. */
+  pthread_mutex_t queue_mutex;
+  pthread_cond_t queue_wake;   /* simulator thread: work or stop */
+  pthread_cond_t queue_idle;   /* wait_idle */
+  pw_sim__part_t** heap;
+  size_t heap_count;
+  size_t heap_capacity;
+  size_t heap_reserved;        /* accepted parts not yet pushed */
+  uint64_t next_seq;
+  uint32_t delivering;         /* parts popped and not yet delivered */
+  bool stopping;
+  bool thread_started;
+  pthread_t thread;
+  pthread_mutex_t step_mutex;
+  bool mutexes_ready;
+};
+
+/* The backend behind a public handle, or NULL if it is not a sim. */
+pw_sim__backend_t* pw_sim__from_backend(pw_backend_t backend);
+
+/* max(now, latest). */
+uint64_t pw_sim__clock(pw_sim__backend_t* backend);
+/* Raises |*target| to |value| if lower (relaxed). Inline: it runs on
+ * every launch, and mostly finds nothing to do. */
+static inline void pw_sim__raise(_Atomic uint64_t* target, uint64_t value) {
+  uint64_t current = atomic_load_explicit(target, memory_order_relaxed);
+  while (value > current &&
+         !atomic_compare_exchange_weak_explicit(target, &current, value, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* Applies the explicit and the seeded failures of |options| (control.c). */
+void pw_sim__apply_failures(pw_sim__backend_t* backend,
+                            const pw_sim_backend_options_t* options);
+
+/* "device 37 (slice 0 chip 37)" for messages. */
+void pw_sim__device_name(const pw_sim__backend_t* backend, uint32_t device,
+                         char* buffer, size_t capacity);
+
+/* The 64-bit round of the trace hash (sim.h) and one event's fold. */
+static inline uint64_t pw_sim__round(uint64_t acc, uint64_t x) {
+  acc += x * 0xC2B2AE3D27D4EB4FULL;
+  acc = (acc << 31) | (acc >> 33);
+  return acc * 0x9E3779B185EBCA87ULL;
+}
+
+static inline uint64_t pw_sim__fold(uint64_t chain, uint64_t time, uint32_t device,
+                                    uint32_t kind, uint64_t gang_id) {
+  chain = pw_sim__round(chain, time);
+  chain = pw_sim__round(chain, ((uint64_t)device << 8) | kind);
+  return pw_sim__round(chain, gang_id);
+}
+
+/*---------------------------------------------------------------------------
+ * Memory and executables
+ *-------------------------------------------------------------------------*/
+
+#define PW_SIM__MEMORY_MAGIC 0x4d4d4953u     /* "SIMM" */
+#define PW_SIM__EXECUTABLE_MAGIC 0x584d4953u /* "SIMX" */
+
+struct pw_backend_memory_s {
+  uint32_t magic;
+  uint32_t device;
+  size_t size;          /* usable bytes */
+  size_t alloc_size;    /* bytes obtained from the allocator */
+  pw_sim__backend_t* backend;
+  _Atomic uint64_t ready_at; /* virtual time the contents became ready */
+  unsigned char* data;  /* NULL in VIRTUAL memory mode */
+};
+
+struct pw_backend_executable_s {
+  uint32_t magic;
+  atomic_uint refs;     /* unload drops one; each part in flight holds one */
+  pw_sim__backend_t* backend;
+  pw_sim__program_t program;
+  pw_mesh_shape_t mesh;
+  uint32_t group_size;  /* devices of the mesh */
+  uint64_t cost_ns;
+  size_t input_bytes[PW_BACKEND_MAX_PARAMS];  /* per-device shard sizes */
+  size_t output_bytes[PW_BACKEND_MAX_PARAMS];
+};
+
+/* INVALID_ARGUMENT unless |memory| is a live allocation of |backend| on
+ * |device|; |who| names the caller in the message. */
+pw_status_t pw_sim__check_memory(pw_sim__backend_t* backend, uint32_t device,
+                                 pw_backend_memory_t memory, const char* who);
+
+/* vtable memory methods (memory.c). */
+pw_status_t pw_sim__allocate(void* self, uint32_t device, size_t size,
+                             pw_backend_memory_t* out_memory);
+void pw_sim__deallocate(void* self, uint32_t device, pw_backend_memory_t memory);
+pw_status_t pw_sim__copy_to_device(void* self, uint32_t device, pw_backend_memory_t dst,
+                                   size_t offset, const void* src, size_t size);
+pw_status_t pw_sim__copy_to_host(void* self, uint32_t device, pw_backend_memory_t src,
+                                 size_t offset, void* dst, size_t size);
+void* pw_sim__host_pointer(void* self, uint32_t device, pw_backend_memory_t memory);
+
+/* vtable compile/load/unload (program.c). */
+pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size,
+                            const pw_mesh_shape_t* mesh, const char* options,
+                            pw_allocator_t allocator, void** out_bytes, size_t* out_size);
+pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
+                         pw_backend_executable_t* out_executable,
+                         pw_executable_signature_t* out_signature);
+void pw_sim__unload(void* self, pw_backend_executable_t executable);
+/* Drops a reference; the last frees the executable. */
+void pw_sim__executable_release(pw_backend_executable_t executable);
+
+/*---------------------------------------------------------------------------
+ * Launch and collectives (launch.c)
+ *-------------------------------------------------------------------------*/
+
+/* One device's accepted launch, kept while it waits: in a collective's
+ * group, or in the event queue. */
+struct pw_sim__part_t {
+  pw_sim__part_t* next;           /* free/cancel lists */
+  pw_backend_done_fn_t done;
+  void* done_user;
+  pw_backend_executable_t executable; /* holds a reference */
+  uint64_t gang_id;
+  uint64_t start;
+  uint64_t time;                  /* completion time, once decided */
+  uint64_t seq;                   /* queue tie-break */
+  uint32_t device;
+  uint32_t mesh_index;
+  pw_sim_event_kind_t kind;
+  pw_status_t status;             /* owned until delivered */
+  pw_backend_memory_t input0;     /* all_reduce_sum data */
+  pw_backend_memory_t output0;
+};
+
+/* A collective in progress: the parts of one gang that have arrived.
+ * Once failed it stays as a tombstone until every member has arrived (or
+ * been refused), so late members fail at once instead of waiting; a group
+ * that completes normally is removed at its last arrival. Guarded by
+ * groups_mutex. */
+struct pw_sim__group_t {
+  pw_sim__group_t* next;
+  size_t alloc_size;
+  uint64_t gang_id;
+  uint32_t expected;
+  uint32_t arrived;               /* members seen, refused ones included */
+  uint64_t max_arrival;
+  pw_sim__kind_t kind;
+  uint64_t cost_ns;
+  pw_status_t failure;            /* set once failed (owned) */
+  uint32_t* devices;              /* |expected| ordinals, mesh order */
+  pw_sim__part_t** parts;         /* |expected| slots, mesh order */
+};
+
+pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* launch);
+
+#define PW_SIM__NO_DEVICE UINT32_MAX
+
+/* UNAVAILABLE for an op of |device| lost because |failed_device| failed at
+ * |fail_at| (|device| PW_SIM__NO_DEVICE: a collective's message). */
+pw_status_t pw_sim__unavailable(pw_sim__backend_t* backend, uint32_t device, uint64_t fail_at,
+                                const char* op, uint64_t gang_id, uint32_t failed_device);
+/* A new part for |launch| (a reference to its executable; a queue slot
+ * reserved in queued modes). */
+pw_status_t pw_sim__part_new(pw_sim__backend_t* backend, const pw_backend_launch_t* launch,
+                             pw_sim__part_t** out_part);
+/* Frees a part never handed out, returning its queue slot. */
+void pw_sim__part_discard(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* Hands a decided part to its done: now (INLINE) or through the queue. */
+void pw_sim__complete(pw_sim__backend_t* backend, pw_sim__part_t* part);
+
+/* collective.c: a collective part arriving at time |ready| (inputs and
+ * host time; the device's timeline is applied inside). */
+pw_status_t pw_sim__launch_collective(pw_sim__backend_t* backend,
+                                      const pw_backend_launch_t* launch, uint64_t ready);
+/* A launch refused by validation: if it was a collective part, its gang
+ * fails (ABORTED) instead of waiting for it. */
+void pw_sim__collective_refused(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
+
+/* Fails every pending collective whose group contains |device| (marked
+ * failed NOW at |fail_at|): its parts complete UNAVAILABLE. */
+void pw_sim__groups_device_failed(pw_sim__backend_t* backend, uint32_t device,
+                                  uint64_t fail_at);
+/* Completes every pending collective part with CANCELLED (destroy). */
+void pw_sim__groups_shutdown(pw_sim__backend_t* backend);
+
+/* Folds a decided completion of |part| into its device (timeline, trace
+ * chain, counters) — at delivery time. */
+void pw_sim__account(pw_sim__backend_t* backend, uint32_t device, uint64_t time,
+                     pw_sim_event_kind_t kind, uint64_t gang_id);
+/* Runs the trace callback (if any) then |done|, then frees |part|. */
+void pw_sim__deliver(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* True while the calling thread runs a done callback of a sim backend. */
+bool pw_sim__in_done_callback(void);
+/* Frees a part that was never delivered (its status too). */
+void pw_sim__part_free(pw_sim__backend_t* backend, pw_sim__part_t* part);
+
+/*---------------------------------------------------------------------------
+ * Event queue (queue.c)
+ *-------------------------------------------------------------------------*/
+
+pw_status_t pw_sim__queue_init(pw_sim__backend_t* backend);
+/* Stops the simulator thread (after it drained the queue) or cancels what
+ * is queued (MANUAL), and frees the heap. */
+void pw_sim__queue_shutdown(pw_sim__backend_t* backend);
+/* Reserves one heap slot for a part to be pushed later. */
+pw_status_t pw_sim__queue_reserve(pw_sim__backend_t* backend);
+void pw_sim__queue_unreserve(pw_sim__backend_t* backend);
+/* Pushes |part| (its time decided) into a reserved slot; wakes the
+ * simulator thread. */
+void pw_sim__queue_push(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* Queued plus being delivered. */
+uint64_t pw_sim__queue_length(pw_sim__backend_t* backend);
+/* True when the calling thread is the simulator thread of |backend|. */
+bool pw_sim__queue_is_sim_thread(pw_sim__backend_t* backend);
+
+#endif /* PW_BACKENDS_SIM_SIM_INTERNAL_H_ */
