@@ -163,6 +163,15 @@ static void pw_dispatch_arrived(pw_device_t* d, pw_op_t* op) {
 }
 
 static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
+  if (pw_atomic_load_u32_acquire(&op->inputs_ready)) {
+    /* Fast path (ops submitted ahead of the devices): the inputs are
+     * complete, so the completer's scan is over or will not find this
+     * device WAITING; nobody else can claim it. No locked instruction. */
+    pw_atomic_store_ptr_release(&d->cursor, pw_cursor(op, PW_CURSOR_RUNNING));
+    d->running = op;
+    pw_dispatch_push(d, PW_WORK_LAUNCH);
+    return;
+  }
   pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_WAITING));
   pw_dispatch_arrived(d, op);
 }
@@ -398,8 +407,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     d->outputs[k] = out->shards[d->mesh_index];
   }
   if (status == NULL) {
-    pw_backend_launch_t* l = &d->launch;
-    memset(l, 0, sizeof(*l));
+    pw_backend_launch_t* l = &d->launch; /* every field is set below */
     l->struct_size = sizeof(*l);
     l->executable = p->executable->loaded;
     l->device = d->backend_device;
