@@ -148,6 +148,40 @@ static pw_status_t pw_graph_begin_edit(pw_graph_obj_t* g, const char* what) {
   return NULL;
 }
 
+/* Appends |node| (its vslice and executable references move into the
+ * graph on success; on failure the caller still owns them). Parameters get
+ * the next parameter index and a default name. */
+static pw_status_t pw_graph_append(pw_graph_obj_t* g, const char* what, pw_graph_node_t* node,
+                                   uint32_t* out_node) {
+  PW_RETURN_IF_ERROR(pw_graph_begin_edit(g, what));
+  pw_status_t status = pw_graph_grow(g->header.runtime, (void**)&g->nodes, &g->node_capacity,
+                                     g->node_count, sizeof(pw_graph_node_t));
+  if (status == NULL) {
+    if (node->kind == PW_GRAPH_NODE_PARAMETER) {
+      node->param_index = g->param_count++;
+      snprintf(node->name, sizeof(node->name), "param%u", node->param_index);
+    }
+    g->nodes[g->node_count] = *node;
+    if (out_node) *out_node = g->node_count;
+    g->node_count++;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return status;
+}
+
+/* Common tail of the add functions: appends |node| if |status| is OK and
+ * drops whatever references did not move into the graph. */
+static pw_status_t pw_graph_add_node(pw_graph_obj_t* g, const char* what, pw_status_t status,
+                                     pw_graph_node_t* node, uint32_t* out_node) {
+  if (status == NULL) status = pw_graph_append(g, what, node, out_node);
+  if (status != NULL) {
+    pw__object_release(node->vslice ? &node->vslice->header : NULL);
+    pw__object_release(node->executable ? &node->executable->header : NULL);
+  }
+  pw__object_release(&g->header);
+  return status;
+}
+
 pw_status_t pw_graph_add_parameter(pw_client_t* client, pw_graph_t graph,
                                    pw_vslice_t vslice, const pw_array_spec_t* spec,
                                    uint32_t* out_node) {
@@ -156,33 +190,17 @@ pw_status_t pw_graph_add_parameter(pw_client_t* client, pw_graph_t graph,
   }
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
-  pw_object_t* vs = NULL;
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &vs);
+  pw_graph_node_t node;
+  memset(&node, 0, sizeof(node));
+  node.kind = PW_GRAPH_NODE_PARAMETER;
+  node.spec = *spec;
+  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
+                                         (pw_object_t**)&node.vslice);
   if (status == NULL) {
-    status = pw_array_spec_check(spec, &((pw_vslice_obj_t*)vs)->mesh);
+    status = pw_array_spec_check(spec, &node.vslice->mesh);
     if (status) status = pw_status_annotate(status, "parameter %u", g->param_count);
   }
-  if (status == NULL) status = pw_graph_begin_edit(g, "pw_graph_add_parameter");
-  if (status == NULL) {
-    status = pw_graph_grow(g->header.runtime, (void**)&g->nodes, &g->node_capacity,
-                           g->node_count, sizeof(pw_graph_node_t));
-    if (status == NULL) {
-      pw_graph_node_t* n = &g->nodes[g->node_count];
-      memset(n, 0, sizeof(*n));
-      n->kind = PW_GRAPH_NODE_PARAMETER;
-      n->vslice = (pw_vslice_obj_t*)vs;
-      vs = NULL;
-      n->spec = *spec;
-      n->param_index = g->param_count++;
-      snprintf(n->name, sizeof(n->name), "param%u", n->param_index);
-      if (out_node) *out_node = g->node_count;
-      g->node_count++;
-    }
-    pthread_mutex_unlock(&g->lock);
-  }
-  pw__object_release(vs);
-  pw__object_release(&g->header);
-  return status;
+  return pw_graph_add_node(g, "pw_graph_add_parameter", status, &node, out_node);
 }
 
 pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const char* name,
@@ -199,36 +217,22 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
   }
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
-  pw_object_t* vs = NULL;
-  pw_object_t* exe = NULL;
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &vs);
+  pw_graph_node_t node;
+  memset(&node, 0, sizeof(node));
+  node.kind = PW_GRAPH_NODE_COMPUTE;
+  node.input_count = input_count;
+  if (input_count) memcpy(node.inputs, inputs, input_count * sizeof(pw_value_t));
+  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
+                                         (pw_object_t**)&node.vslice);
   if (status == NULL) {
-    status = pw__handle_lookup(client, executable.id, PW_OBJECT_EXECUTABLE, "executable", &exe);
+    status = pw__handle_lookup(client, executable.id, PW_OBJECT_EXECUTABLE, "executable",
+                               (pw_object_t**)&node.executable);
   }
-  if (status == NULL) status = pw_graph_begin_edit(g, "pw_graph_add_compute");
   if (status == NULL) {
-    status = pw_graph_grow(g->header.runtime, (void**)&g->nodes, &g->node_capacity,
-                           g->node_count, sizeof(pw_graph_node_t));
-    if (status == NULL) {
-      pw_graph_node_t* n = &g->nodes[g->node_count];
-      memset(n, 0, sizeof(*n));
-      n->kind = PW_GRAPH_NODE_COMPUTE;
-      n->vslice = (pw_vslice_obj_t*)vs;
-      n->executable = (pw_executable_obj_t*)exe;
-      vs = exe = NULL;
-      n->input_count = input_count;
-      if (input_count) memcpy(n->inputs, inputs, input_count * sizeof(pw_value_t));
-      snprintf(n->name, sizeof(n->name), "%s",
-               name && name[0] ? name : n->executable->signature.name);
-      if (out_node) *out_node = g->node_count;
-      g->node_count++;
-    }
-    pthread_mutex_unlock(&g->lock);
+    snprintf(node.name, sizeof(node.name), "%s",
+             name && name[0] ? name : node.executable->signature.name);
   }
-  pw__object_release(vs);
-  pw__object_release(exe);
-  pw__object_release(&g->header);
-  return status;
+  return pw_graph_add_node(g, "pw_graph_add_compute", status, &node, out_node);
 }
 
 pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const char* name,
@@ -236,35 +240,21 @@ pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const c
                                   pw_sharding_t sharding, uint32_t* out_node) {
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
-  pw_object_t* vs = NULL;
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &vs);
+  pw_graph_node_t node;
+  memset(&node, 0, sizeof(node));
+  node.kind = PW_GRAPH_NODE_TRANSFER;
+  node.input_count = 1;
+  node.inputs[0] = input;
+  node.transfer_sharding = sharding;
+  snprintf(node.name, sizeof(node.name), "%s", name && name[0] ? name : "transfer");
+  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
+                                         (pw_object_t**)&node.vslice);
   if (status == NULL && sharding.kind != PW_SHARDING_REPLICATED &&
       sharding.kind != PW_SHARDING_SPLIT) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "pw_graph_add_transfer: unknown sharding kind %d", (int)sharding.kind);
   }
-  if (status == NULL) status = pw_graph_begin_edit(g, "pw_graph_add_transfer");
-  if (status == NULL) {
-    status = pw_graph_grow(g->header.runtime, (void**)&g->nodes, &g->node_capacity,
-                           g->node_count, sizeof(pw_graph_node_t));
-    if (status == NULL) {
-      pw_graph_node_t* n = &g->nodes[g->node_count];
-      memset(n, 0, sizeof(*n));
-      n->kind = PW_GRAPH_NODE_TRANSFER;
-      n->vslice = (pw_vslice_obj_t*)vs;
-      vs = NULL;
-      n->input_count = 1;
-      n->inputs[0] = input;
-      n->transfer_sharding = sharding;
-      snprintf(n->name, sizeof(n->name), "%s", name && name[0] ? name : "transfer");
-      if (out_node) *out_node = g->node_count;
-      g->node_count++;
-    }
-    pthread_mutex_unlock(&g->lock);
-  }
-  pw__object_release(vs);
-  pw__object_release(&g->header);
-  return status;
+  return pw_graph_add_node(g, "pw_graph_add_transfer", status, &node, out_node);
 }
 
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_t value) {
