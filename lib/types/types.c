@@ -76,7 +76,7 @@ pw_status_t pw_shape_check(const pw_shape_t* shape) {
     }
   }
   if (pw_shape_element_count(shape) == 0) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "shape element count overflows int64");
   }
   return NULL;
@@ -143,7 +143,7 @@ pw_status_t pw_mesh_shape_check(const pw_mesh_shape_t* mesh) {
     }
   }
   if (pw_mesh_shape_device_count(mesh) == 0) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "mesh has more than 2^20 devices");
   }
   return NULL;
