@@ -76,7 +76,10 @@ typedef struct pw_op_s {
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
   pw_device_t* slots;          /* debug mode without gang order only */
   pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
-  pw__event_node_t arg_waits[PW_BACKEND_MAX_PARAMS];
+  /* One callback node per parameter input (in input order among the
+   * parameter inputs), in the execution block: waits for arguments that
+   * are not ready yet. NULL for ops without parameter inputs. */
+  pw__event_node_t* arg_waits;
 } pw_op_t;
 
 typedef struct pw_execution_s {
@@ -715,11 +718,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
-  uint32_t input_total = 0, output_total = 0;
+  uint32_t input_total = 0, output_total = 0, param_inputs = 0;
   size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     input_total += p->input_count;
+    for (uint32_t k = 0; k < p->input_count; ++k) param_inputs += p->inputs[k].param >= 0;
     output_total += p->output_count;
     for (uint32_t k = 0; k < p->output_count; ++k) {
       if (!(p->external_outputs & (1u << k))) {
@@ -741,7 +745,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
   }
   size_t internal_at = slots_at + slot_count * sizeof(pw_device_t);
-  size_t block_size = internal_at + internal_bytes;
+  size_t waits_at = pw_align_up(internal_at + internal_bytes, 16);
+  size_t block_size = waits_at + param_inputs * sizeof(pw__event_node_t);
   unsigned char* block = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
   pw_execution_t* exec = (pw_execution_t*)block;
@@ -756,6 +761,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + ins_at);
   pw_device_t* slots = slot_count ? (pw_device_t*)(block + slots_at) : NULL;
   unsigned char* internal = block + internal_at;
+  pw__event_node_t* waits = (pw__event_node_t*)(block + waits_at);
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
   /* Output buffers of every op. */
@@ -789,6 +795,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
     op->inputs = &input_ptrs[in_cursor];
     in_cursor += p->input_count;
+    uint32_t op_params = 0;
+    for (uint32_t k = 0; k < p->input_count; ++k) op_params += p->inputs[k].param >= 0;
+    if (op_params > 0) {
+      op->arg_waits = waits;
+      waits += op_params;
+    }
     if (slots != NULL) {
       op->slots = slots;
       slots += p->vslice->slice->device_count;
@@ -859,8 +871,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
    * dependency; a failed one fails the op. */
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_op_t* op = &exec->ops[i];
+    uint32_t param_index = 0;
     for (uint32_t k = 0; k < op->plan->input_count; ++k) {
       if (op->plan->inputs[k].param < 0) continue;
+      pw__event_node_t* node = &op->arg_waits[param_index++];
       pw_event_t* ready = op->inputs[k]->ready;
       if (pw_event_is_ready(ready)) {
         bool is_ready;
@@ -873,7 +887,6 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
         continue;
       }
       pw_atomic_fetch_add_u32(&op->pending, 1);
-      pw__event_node_t* node = &op->arg_waits[k];
       node->fn = pw_dispatch_arg_ready;
       node->user = op;
       node->flags = 0;
