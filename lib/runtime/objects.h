@@ -122,7 +122,14 @@ struct pw_runtime_s {
    * NULL: compile directly. Zero from calloc at create. */
   pw_atomic_ptr_t compile_cache;
   pw_transport_t transport;     /* owned; moves shards for transfer ops */
+  /* Large execution blocks kept for reuse (a resubmitted big graph would
+   * otherwise fault in fresh pages on every run); lock-free slots, freed
+   * at destroy. See lib/sched/dispatch.c. */
+  pw_atomic_ptr_t block_cache[4];
 };
+
+/* Frees the execution blocks the runtime keeps for reuse. */
+void pw__dispatch_runtime_deinit(pw_runtime_t* runtime);
 
 /* ---- handles ------------------------------------------------------------ */
 

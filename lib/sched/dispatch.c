@@ -222,6 +222,52 @@ static void pw_dispatch_fail_dep(pw_op_t* op, pw_status_t status) {
   if (!pw_atomic_cas_ptr(&op->dep_status, &expected, status)) pw_status_free(status);
 }
 
+/* ---- execution blocks --------------------------------------------------- */
+
+/* Blocks at least this large are kept for reuse after their execution. */
+#define PW_BLOCK_CACHE_MIN ((size_t)64 << 10)
+#define PW_BLOCK_CACHE_SLOTS 4
+
+/* A zeroed block of |size| bytes: a cached one of exactly that size (the
+ * same graph resubmitted) if there is one, else a new allocation. */
+static pw_status_t pw_block_get(pw_runtime_t* rt, size_t size, unsigned char** out) {
+  if (size >= PW_BLOCK_CACHE_MIN) {
+    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+      void* block = pw_atomic_exchange_ptr(&rt->block_cache[i], NULL);
+      if (block == NULL) continue;
+      size_t cached = *(size_t*)block; /* the block's size, stored in its first word */
+      if (cached == size) {
+        memset(block, 0, size);
+        *out = block;
+        return NULL;
+      }
+      void* empty = NULL;
+      if (!pw_atomic_cas_ptr(&rt->block_cache[i], &empty, block)) {
+        pw_allocator_free(rt->allocator, block, cached);
+      }
+    }
+  }
+  return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
+}
+
+static void pw_block_put(pw_runtime_t* rt, void* block, size_t size) {
+  if (size >= PW_BLOCK_CACHE_MIN) {
+    *(size_t*)block = size;
+    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+      void* empty = NULL;
+      if (pw_atomic_cas_ptr(&rt->block_cache[i], &empty, block)) return;
+    }
+  }
+  pw_allocator_free(rt->allocator, block, size);
+}
+
+void pw__dispatch_runtime_deinit(pw_runtime_t* runtime) {
+  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+    void* block = pw_atomic_exchange_ptr(&runtime->block_cache[i], NULL);
+    if (block != NULL) pw_allocator_free(runtime->allocator, block, *(size_t*)block);
+  }
+}
+
 /* ---- executions --------------------------------------------------------- */
 
 static void pw_execution_release(pw_execution_t* exec) {
@@ -233,7 +279,7 @@ static void pw_execution_release(pw_execution_t* exec) {
     pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].dep_status));
   }
   pw__object_release(exec->graph);
-  pw_allocator_free(rt->allocator, exec, exec->block_size);
+  pw_block_put(rt, exec, exec->block_size);
 }
 
 /* Internal values (op outputs that are not graph outputs) live in the
@@ -710,7 +756,7 @@ static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
     pw_execution_drop_output(exec->outputs[i]);
   }
   pw_event_release(exec->done);
-  pw_allocator_free(rt->allocator, exec, exec->block_size);
+  pw_block_put(rt, exec, exec->block_size);
 }
 
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
@@ -748,7 +794,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   size_t waits_at = pw_align_up(internal_at + internal_bytes, 16);
   size_t block_size = waits_at + param_inputs * sizeof(pw__event_node_t);
   unsigned char* block = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, block_size, 64, (void**)&block));
+  PW_RETURN_IF_ERROR(pw_block_get(rt, block_size, &block));
   pw_execution_t* exec = (pw_execution_t*)block;
   exec->block_size = block_size;
   exec->op_count = plan->op_count;
