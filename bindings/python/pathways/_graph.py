@@ -3,6 +3,7 @@
 import threading
 
 from . import _lowlevel
+from ._handle import ClientHandle
 from ._errors import check, take_error
 from ._event import Event
 from ._lowlevel import ffi, lib
@@ -47,7 +48,7 @@ class _Node:
         return f"{lhs} = {label}{self.executable.name}({args}): {outs}{where}"
 
 
-class Graph:
+class Graph(ClientHandle):
     """A program: parameters (arrays supplied at submit), compute nodes
     (an executable on a virtual slice) and outputs. Build it, then submit
     it as often as you like: the first submit (or finalize()) validates and
@@ -61,6 +62,9 @@ class Graph:
         ex = g.submit(xbuf, wbuf)      # returns at once
         ex.outputs[0].numpy()          # waits for the value
     """
+
+    _RELEASE = "pw_graph_release"
+    _HANDLE_ATTR = "_id"
 
     __slots__ = ("client", "name", "_id", "_h", "_hv", "_nodes", "_params", "_outputs",
                  "_finalized", "_lock", "_cargs", "_couts", "_cdone", "_donate", "_out_meta",
@@ -268,36 +272,6 @@ class Graph:
         ex = self.submit(*args, donate=donate)
         ex.wait(timeout)
         return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
-
-    # -- lifetime
-
-    def release(self):
-        """Drops the handle (executions in flight keep what they need).
-        Idempotent."""
-        gid, self._id = self._id, 0
-        box = self.client._box
-        if gid and box.ptr is not None:
-            box.live -= 1
-            check(lib.pw_graph_release(box.ptr, (gid,)))
-
-    close = release
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def __del__(self):
-        gid = getattr(self, "_id", 0)
-        if gid and _lowlevel is not None:
-            self._id = 0
-            box = self.client._box
-            if box.ptr is not None:
-                box.live -= 1
-                status = lib.pw_graph_release(box.ptr, (gid,))
-                if status:
-                    lib.pw_status_free(status)
 
     def __repr__(self):
         computes = sum(1 for n in self._nodes.values() if n.kind == "compute")

@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _lowlevel
+from ._handle import ClientHandle
 from ._errors import check, take_error
 from ._event import Event, event_error, wait_event_ptr
 from ._lowlevel import IMMEDIATE_PAST, ffi, lib
@@ -38,7 +39,7 @@ def _as_host_array(array, dtype):
     return array
 
 
-class Buffer:
+class Buffer(ClientHandle):
     """A logical sharded array on a virtual slice: one object however many
     device shards it has, and its own future (ready, wait(), event).
 
@@ -51,6 +52,9 @@ class Buffer:
     provide (any writable buffer-protocol object), with no intermediate
     copy; bytes(buf) gives the raw bytes.
     """
+
+    _RELEASE = "pw_buffer_release"
+    _HANDLE_ATTR = "_id"
 
     __slots__ = ("client", "_id", "_spec", "vslice", "__weakref__")
 
@@ -210,36 +214,6 @@ class Buffer:
     def __buffer__(self, flags):  # Python >= 3.12 (PEP 688): a host copy
         return memoryview(self.numpy())
 
-    # -- lifetime
-
-    def release(self):
-        """Drops the handle; device memory is freed once no submitted work
-        uses it. Idempotent."""
-        bid, self._id = self._id, 0
-        box = self.client._box
-        if bid and box.ptr is not None:
-            box.live -= 1
-            check(lib.pw_buffer_release(box.ptr, (bid,)))
-
-    close = release
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def __del__(self):
-        bid = self._id
-        if bid and _lowlevel is not None:
-            self._id = 0
-            box = self.client._box
-            if box.ptr is not None:
-                box.live -= 1
-                status = lib.pw_buffer_release(box.ptr, (bid,))
-                if status:
-                    lib.pw_status_free(status)
-
     def __repr__(self):
         where = f" on {mesh_text(self.vslice.mesh)}" if self.vslice is not None else ""
         if not self._id:
@@ -269,10 +243,13 @@ def _adopt_buffer(client, bid, spec, vslice):
     return b
 
 
-class Executable:
+class Executable(ClientHandle):
     """A compiled function for a mesh: VSlice.compile(program) compiles it
     with the slice's backend, VSlice.load(bytes) loads compiled bytes.
     signature / inputs / outputs describe what it computes."""
+
+    _RELEASE = "pw_executable_release"
+    _HANDLE_ATTR = "_id"
 
     __slots__ = ("client", "_id", "vslice", "_sig", "__weakref__")
 
@@ -363,33 +340,6 @@ class Executable:
         size = ffi.new("size_t*")
         check(lib.pw_executable_bytes(ptr, h, ffi.cast("const void**", data), size))
         return bytes(ffi.buffer(data[0], size[0]))
-
-    def release(self):
-        """Drops the handle; graphs using it keep it alive. Idempotent."""
-        eid, self._id = self._id, 0
-        box = self.client._box
-        if eid and box.ptr is not None:
-            box.live -= 1
-            check(lib.pw_executable_release(box.ptr, (eid,)))
-
-    close = release
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def __del__(self):
-        eid = self._id
-        if eid and _lowlevel is not None:
-            self._id = 0
-            box = self.client._box
-            if box.ptr is not None:
-                box.live -= 1
-                status = lib.pw_executable_release(box.ptr, (eid,))
-                if status:
-                    lib.pw_status_free(status)
 
     def __repr__(self):
         if not self._id or self.client.closed:

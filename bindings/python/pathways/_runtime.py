@@ -7,6 +7,7 @@ import threading
 import weakref
 
 from . import _lowlevel
+from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
 from ._lowlevel import CALLBACK_SCOPE, ffi, in_callback, lib
 from ._types import fill_mesh, mesh_from_c, mesh_text, mesh_tuple
@@ -561,9 +562,12 @@ class Client:
         return f"<Client {self.name!r}: {state}>"
 
 
-class VSlice:
+class VSlice(ClientHandle):
     """A client's virtual slice: the mesh it asked for, bound by the
     resource manager to a physical slice."""
+
+    _RELEASE = "pw_vslice_release"
+    _HANDLE_ATTR = "id"
 
     __slots__ = ("client", "_h", "id", "mesh", "__weakref__")
 
@@ -610,34 +614,6 @@ class VSlice:
         """Loads executable bytes (Executable.bytes()) without compiling."""
         from ._objects import Executable
         return Executable.load(self.client, self, data)
-
-    def release(self):
-        """Releases the handle (work already submitted on it completes).
-        Idempotent."""
-        vid, self.id = self.id, 0
-        box = self.client._box
-        if vid and box.ptr is not None:
-            box.live -= 1
-            check(lib.pw_vslice_release(box.ptr, (vid,)))
-
-    close = release
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def __del__(self):
-        vid = getattr(self, "id", 0)
-        if vid and _lowlevel is not None:
-            self.id = 0
-            box = self.client._box
-            if box.ptr is not None:
-                box.live -= 1
-                status = lib.pw_vslice_release(box.ptr, (vid,))
-                if status:
-                    lib.pw_status_free(status)
 
     def __repr__(self):
         if self.id == 0 or self.client.closed:
