@@ -637,12 +637,14 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
         uint32_t node_id = order[i];
         uint32_t* span = consumers + consumer_start[node_id];
         uint32_t span_len = consumer_start[node_id + 1] - consumer_start[node_id];
+        /* |indegree| is all zeros once the sort succeeded: reuse it to
+         * stamp the consumers already taken for op i (linear in fan-out). */
         uint32_t distinct = 0;
         for (uint32_t c = 0; c < span_len; ++c) {
-          uint32_t succ = op_of_node[span[c]];
-          bool dup = false;
-          for (uint32_t j = 0; j < distinct && !dup; ++j) dup = span[j] == succ;
-          if (!dup) span[distinct++] = succ;
+          uint32_t consumer = span[c];
+          if (indegree[consumer] == i + 1) continue;
+          indegree[consumer] = i + 1;
+          span[distinct++] = op_of_node[consumer];
         }
         if (distinct > 0) {
           status = pw_allocator_malloc(a, distinct * sizeof(uint32_t), 0,

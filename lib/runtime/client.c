@@ -58,6 +58,8 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   }
   pw__handle_table_init(&client->handles);
   pw_atomic_init_u32(&client->inflight, 0);
+  pw_atomic_init_u32(&client->idle_waiters, 0);
+  pw_atomic_init_u32(&client->refs, 1);
   pthread_mutex_init(&client->idle_lock, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -74,18 +76,28 @@ void pw_client_destroy(pw_client_t* client) {
   /* Wait for in-flight executions: they hold references into the client's
    * objects and signal idle_cond when the count drops to zero. */
   pthread_mutex_lock(&client->idle_lock);
+  pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
   while (pw_atomic_load_u32_acquire(&client->inflight) != 0) {
     pthread_cond_wait(&client->idle_cond, &client->idle_lock);
   }
+  pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
   pthread_mutex_unlock(&client->idle_lock);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw_allocator_free(runtime->allocator, client->sched_entries,
                     runtime->slice_count * sizeof(pw_sched_entry_t));
-  pthread_cond_destroy(&client->idle_cond);
-  pthread_mutex_destroy(&client->idle_lock);
+  client->sched_entries = NULL;
   pthread_mutex_lock(&runtime->lock);
   runtime->client_count--;
   pthread_mutex_unlock(&runtime->lock);
+  pw__client_release(client);
+}
+
+void pw__client_release(pw_client_t* client) {
+  if (pw_atomic_fetch_sub_u32(&client->refs, 1) != 1) return;
+  pw_atomic_fence_acquire();
+  pw_runtime_t* runtime = client->runtime;
+  pthread_cond_destroy(&client->idle_cond);
+  pthread_mutex_destroy(&client->idle_lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));
 }
 
@@ -112,6 +124,7 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
   }
   pw_status_t status = NULL;
   pthread_mutex_lock(&client->idle_lock);
+  pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
   while (status == NULL && pw_atomic_load_u32_acquire(&client->inflight) != 0) {
     if (deadline == PW_INFINITE_FUTURE) {
       pthread_cond_wait(&client->idle_cond, &client->idle_lock);
@@ -126,6 +139,7 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
     struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
     pthread_cond_timedwait(&client->idle_cond, &client->idle_lock, &ts);
   }
+  pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
   pthread_mutex_unlock(&client->idle_lock);
   return status;
 }

@@ -196,8 +196,18 @@ struct pw_client_s {
   pw_atomic_u32_t inflight;
   pthread_mutex_t idle_lock;
   pthread_cond_t idle_cond;
+  /* Threads waiting for |inflight| to reach 0 (under idle_lock): the
+   * completing thread takes the lock to wake them only when there are. */
+  pw_atomic_u32_t idle_waiters;
+  /* The owner's reference plus one per execution in flight: the struct
+   * (and its lock) outlives pw_client_destroy until the last completing
+   * thread has stopped touching it. */
+  pw_atomic_u32_t refs;
   pw_graph_memo_t graph_memo;
 };
+
+/* Drops one reference to |client|'s struct; the last one frees it. */
+void pw__client_release(pw_client_t* client);
 
 /* Adds |object| to |client|'s table, taking over one reference (on failure
  * the reference is released). */

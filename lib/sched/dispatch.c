@@ -316,11 +316,15 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->plan = NULL;
   pw_client_t* client = exec->client;
   pw_execution_release(exec);
-  if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1) {
+  /* Both the decrement and the waiter count are locked RMWs: a waiter that
+   * registers after this load sees inflight == 0 and does not sleep. */
+  if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1 &&
+      pw_atomic_fetch_add_u32(&client->idle_waiters, 0) != 0) {
     pthread_mutex_lock(&client->idle_lock);
     pthread_cond_broadcast(&client->idle_cond);
     pthread_mutex_unlock(&client->idle_lock);
   }
+  pw__client_release(client); /* may free it: touch nothing after */
 }
 
 static void pw_dispatch_op_complete(pw_op_t* op) {
@@ -888,6 +892,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the submitter, plus the ops collectively (dropped at completion). */
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
+  pw_atomic_fetch_add_u32(&client->refs, 1);
   pw_atomic_fetch_add_u32(&client->inflight, 1);
   uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].gang_id = gang_base + i;
