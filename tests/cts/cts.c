@@ -281,3 +281,25 @@ void pw_cts_gang_read(const pw_backend_t* backend, const pw_cts_gang_t* gang, ui
   PW_CTS_OK(pw__backend_copy_to_host(backend, gang->devices[m], gang->outputs[m], 0, out,
                                      gang->bytes));
 }
+
+void pw_cts_run_gang(const pw_backend_t* backend, pw_cts_program_fn_t program,
+                     pw_mesh_shape_t mesh, const uint32_t* devices, bool reverse,
+                     uint64_t gang_id, const char* what, pw_cts_gang_check_fn_t check) {
+  uint32_t n = pw_mesh_shape_device_count(&mesh);
+  const uint32_t elements = 16;
+  pw_backend_executable_t e = pw_cts_load(backend, program, &mesh, elements, 1, 1);
+  pw_cts_tracker_t tracker;
+  pw_cts_tracker_init(&tracker, n);
+  pw_cts_gang_t gang;
+  pw_cts_gang_alloc(backend, &gang, n, devices, elements, (uint32_t)gang_id);
+  pw_cts_gang_launch(backend, &gang, e, gang_id, &tracker, 0, reverse);
+  pw_cts_tracker_wait(&tracker, n, what);
+  for (uint32_t m = 0; m < n; ++m) {
+    pw_cts_tracker_expect_calls(&tracker, m, 1);
+    cr_assert_eq(atomic_load(&tracker.slots[m].code), PW_STATUS_OK, "%s: part %u failed", what, m);
+  }
+  check(backend, &gang, elements, (uint32_t)gang_id);
+  pw_cts_gang_free(backend, &gang);
+  pw__backend_unload(backend, e);
+  pw_cts_tracker_free(&tracker);
+}

@@ -198,6 +198,19 @@ typedef struct pw_cts_gang_t {
   size_t bytes; /* per device, per parameter */
 } pw_cts_gang_t;
 
+/* Checks a completed gang's outputs (|elements| per device, inputs from
+ * |seed|). */
+typedef void (*pw_cts_gang_check_fn_t)(const pw_backend_t* backend, const pw_cts_gang_t* gang,
+                                       uint32_t elements, uint32_t seed);
+
+/* Runs one gang of |program| (one input, one output, 16 elements per
+ * device) on |mesh| over |devices|, parts launched in order or in
+ * reverse, expects every part to complete OK exactly once, then |check|s
+ * the outputs. |what| names the gang in messages. */
+void pw_cts_run_gang(const pw_backend_t* backend, pw_cts_program_fn_t program,
+                     pw_mesh_shape_t mesh, const uint32_t* devices, bool reverse,
+                     uint64_t gang_id, const char* what, pw_cts_gang_check_fn_t check);
+
 /* Allocates |elements| f32 inputs and outputs on each of the |size|
  * devices; input m holds pw_cts_value(seed, m, i); outputs hold 0xCD
  * bytes. */

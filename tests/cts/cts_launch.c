@@ -25,23 +25,8 @@ static void pw_cts_check_copy(const pw_backend_t* b, const pw_cts_gang_t* gang,
 static void pw_cts_copy_on_mesh(const pw_cts_fixture_t* f, const pw_backend_t* b,
                                 pw_mesh_shape_t mesh, const uint32_t* devices, bool reverse,
                                 uint64_t gang_id) {
-  uint32_t n = pw_mesh_shape_device_count(&mesh);
-  const uint32_t elements = 16;
-  pw_backend_executable_t e = pw_cts_load(b, f->copy_program, &mesh, elements, 1, 1);
-  pw_cts_tracker_t tracker;
-  pw_cts_tracker_init(&tracker, n);
-  pw_cts_gang_t gang;
-  pw_cts_gang_alloc(b, &gang, n, devices, elements, (uint32_t)gang_id);
-  pw_cts_gang_launch(b, &gang, e, gang_id, &tracker, 0, reverse);
-  pw_cts_tracker_wait(&tracker, n, "copy gang");
-  for (uint32_t m = 0; m < n; ++m) {
-    pw_cts_tracker_expect_calls(&tracker, m, 1);
-    cr_assert_eq(atomic_load(&tracker.slots[m].code), PW_STATUS_OK, "part %u failed", m);
-  }
-  pw_cts_check_copy(b, &gang, elements, (uint32_t)gang_id);
-  pw_cts_gang_free(b, &gang);
-  pw__backend_unload(b, e);
-  pw_cts_tracker_free(&tracker);
+  pw_cts_run_gang(b, f->copy_program, mesh, devices, reverse, gang_id, "copy gang",
+                  pw_cts_check_copy);
 }
 
 void pw_cts_case_launch_copy(const pw_cts_fixture_t* f) {
