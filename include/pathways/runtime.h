@@ -181,11 +181,63 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create(pw_client_t* client,
 PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_release(pw_client_t* client,
                                                         pw_vslice_t vslice);
 
-/* The physical slice |vslice| is bound to, and its (virtual) mesh. */
+/* The physical slice |vslice| is bound to (the lowest-numbered one for a
+ * spanning virtual slice, see pw_vslice_slices), and its (virtual) mesh. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_binding(pw_client_t* client,
                                                         pw_vslice_t vslice,
                                                         uint32_t* out_slice,
                                                         pw_mesh_shape_t* out_mesh);
+
+/* A virtual slice spanning several physical slices, for computations that
+ * run as one gang across them (a cross-slice all-reduce, say). See
+ * pw_vslice_create_spanning. */
+typedef struct pw_vslice_span_t {
+  size_t struct_size;          /* sizeof(pw_vslice_span_t) */
+  /* The whole virtual mesh: slice_count x (devices per slice) devices.
+   * Mesh order is slice-major over the physical slices in ascending index
+   * order: the first device_count / slice_count mesh indices are the
+   * devices of the lowest-numbered slice, in its mesh order, and so on. */
+  pw_mesh_shape_t mesh;
+  uint32_t slice_count;        /* physical slices to span, >= 1 */
+  /* NULL: the resource manager picks |slice_count| healthy slices of one
+   * backend, each with device_count(mesh) / slice_count devices, least
+   * shared first. Otherwise exactly these physical slice indices (any
+   * order, no repeats). */
+  const uint32_t* slices;
+  uint32_t flags;              /* pw_vslice_flags_t */
+} pw_vslice_span_t;
+
+/* Asks for a virtual slice over several physical slices. Every op placed
+ * on it runs on all their devices as one gang (the backend sees one group
+ * of device_count(mesh) devices, so its collectives span the slices), and
+ * is ordered consistently on all of them: two computations that share
+ * slices enter every shared slice's sequence in the same relative order,
+ * whatever their policies and submitting threads, so no cycle of waits can
+ * form between slices. The slices must share one backend (collectives
+ * cannot cross backends). With a scheduler policy, the op is admitted by
+ * the policy of its lowest-numbered slice and then enters all of them at
+ * once. A client may hold spanning virtual slices over slices it also uses
+ * one by one.
+ *
+ * Errors: INVALID_ARGUMENT (a NULL argument, struct_size too small, a
+ * slice_count of 0 or not dividing the mesh's device count, an unknown flag,
+ * a slice index out of range or repeated, slices of different backends or
+ * device counts than device_count(mesh) / slice_count), RESOURCE_EXHAUSTED
+ * (not enough healthy, free-enough slices; the message counts why each was
+ * refused). slice_count 1 behaves as pw_vslice_create (pinned to the given
+ * slice when |slices| is set). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create_spanning(pw_client_t* client,
+                                                                const pw_vslice_span_t* span,
+                                                                pw_vslice_t* out_vslice);
+
+/* The physical slices |vslice| is bound to, in mesh order: writes up to
+ * |capacity| indices to |out_slices| (may be NULL when capacity is 0) and
+ * the total to |*out_count|. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_slices(pw_client_t* client,
+                                                       pw_vslice_t vslice,
+                                                       uint32_t* out_slices,
+                                                       uint32_t capacity,
+                                                       uint32_t* out_count);
 
 PW_EXTERN_C_END
 

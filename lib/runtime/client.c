@@ -1,11 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
-/* Clients and virtual slices; the resource manager that binds virtual
- * slices to physical ones. */
+/* Clients: handle tables, scheduling accounting, idle waits. Virtual
+ * slices and the resource manager are in vslice.c. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "plugin/backend_call.h"
 #include "runtime/objects.h"
 
 pw_status_t pw_client_create(pw_runtime_t* runtime,
@@ -154,119 +153,4 @@ uint32_t pw_client_live_handles(pw_client_t* client) {
 
 const char* pw_client_name(const pw_client_t* client) {
   return client ? client->name : "";
-}
-
-static void pw_vslice_destroy(pw_object_t* object) {
-  pw_vslice_obj_t* vs = (pw_vslice_obj_t*)object;
-  pw_runtime_t* rt = object->runtime;
-  pthread_mutex_lock(&rt->lock);
-  vs->slice->bound_vslices--;
-  pthread_mutex_unlock(&rt->lock);
-  pw_allocator_free(rt->allocator, vs, sizeof(*vs));
-}
-
-/* Whether this client already has a live virtual slice on |slice|. Called
- * with the runtime lock held; reads the client's table under its lock. */
-static bool pw_client_uses_slice(pw_client_t* client, pw_slice_t* slice) {
-  bool used = false;
-  pthread_rwlock_rdlock(&client->handles.lock);
-  for (uint32_t i = 0; i < client->handles.count && !used; ++i) {
-    pw_object_t* o = client->handles.slots[i].object;
-    if (o && o->kind == PW_OBJECT_VSLICE && ((pw_vslice_obj_t*)o)->slice == slice) {
-      used = true;
-    }
-  }
-  pthread_rwlock_unlock(&client->handles.lock);
-  return used;
-}
-
-static bool pw_slice_is_healthy(pw_slice_t* slice) {
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    if (pw__backend_health(slice->backend, slice->group_devices[i]) == PW_DEVICE_FAILED) {
-      return false;
-    }
-  }
-  return true;
-}
-
-pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
-                             uint32_t flags, pw_vslice_t* out_vslice) {
-  if (client == NULL || out_vslice == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_vslice_create: client or out_vslice is NULL");
-  }
-  out_vslice->id = 0;
-  PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "pw_vslice_create");
-  if (flags & ~(uint32_t)PW_VSLICE_EXCLUSIVE) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_vslice_create: unknown flags 0x%x", flags);
-  }
-  pw_runtime_t* rt = client->runtime;
-  char mesh_text[32];
-  pw_mesh_shape_format(mesh, mesh_text, sizeof(mesh_text));
-  uint32_t want = pw_mesh_shape_device_count(mesh);
-
-  pw_vslice_obj_t* vs = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, sizeof(*vs), 0, (void**)&vs));
-  pw__object_init(&vs->header, PW_OBJECT_VSLICE, rt, pw_vslice_destroy);
-  vs->mesh = *mesh;
-  vs->client = client;
-
-  /* Choose: exact mesh match before same-device-count, then least shared. */
-  pthread_mutex_lock(&rt->lock);
-  pw_slice_t* best = NULL;
-  int best_rank = 0;
-  uint32_t fitting = 0, taken_by_client = 0, unhealthy = 0, shared = 0;
-  for (uint32_t s = 0; s < rt->slice_count; ++s) {
-    pw_slice_t* slice = &rt->slices[s];
-    if (slice->device_count != want) continue;
-    fitting++;
-    if (!pw_slice_is_healthy(slice)) { unhealthy++; continue; }
-    if (pw_client_uses_slice(client, slice)) { taken_by_client++; continue; }
-    if ((flags & PW_VSLICE_EXCLUSIVE) && slice->bound_vslices > 0) { shared++; continue; }
-    bool exact = pw_mesh_shape_equal(&slice->mesh, mesh);
-    int rank = (exact ? 2 : 1) * 1000000 - (int)slice->bound_vslices;
-    if (best == NULL || rank > best_rank) {
-      best = slice;
-      best_rank = rank;
-    }
-  }
-  if (best == NULL) {
-    pthread_mutex_unlock(&rt->lock);
-    pw_allocator_free(rt->allocator, vs, sizeof(*vs));
-    return pw_status_make(
-        PW_STATUS_RESOURCE_EXHAUSTED,
-        "no free physical slice fits mesh %s for client '%s': %u of %u slices "
-        "have %u devices; of those %u already bound to this client, %u "
-        "unhealthy, %u shared with other clients (exclusive requested)",
-        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client,
-        unhealthy, shared);
-  }
-  best->bound_vslices++;
-  vs->slice = best;
-  pthread_mutex_unlock(&rt->lock);
-  pw_log(&rt->logger, PW_LOG_DEBUG, "resource", "client '%s': mesh %s -> slice '%s'",
-         client->name, mesh_text, best->name);
-  return pw__handle_insert(client, &vs->header, &out_vslice->id);
-}
-
-pw_status_t pw_vslice_release(pw_client_t* client, pw_vslice_t vslice) {
-  if (client == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_vslice_release: client is NULL");
-  }
-  return pw__handle_remove(client, vslice.id, PW_OBJECT_VSLICE, "vslice");
-}
-
-pw_status_t pw_vslice_binding(pw_client_t* client, pw_vslice_t vslice,
-                              uint32_t* out_slice, pw_mesh_shape_t* out_mesh) {
-  if (client == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_vslice_binding: client is NULL");
-  }
-  pw_object_t* o = NULL;
-  PW_RETURN_IF_ERROR(pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &o));
-  pw_vslice_obj_t* vs = (pw_vslice_obj_t*)o;
-  if (out_slice) *out_slice = vs->slice->index;
-  if (out_mesh) *out_mesh = vs->mesh;
-  pw__object_release(o);
-  return NULL;
 }

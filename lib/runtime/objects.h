@@ -83,6 +83,20 @@ typedef struct pw_slice_s {
   struct pw_sched_entry_s* sched_active; /* backlogged clients (holder) */
   /* Resource manager (runtime->lock). */
   uint32_t bound_vslices;
+  /* Spanning: a composite slice (the binding of a virtual slice that spans
+   * several physical slices, see lib/runtime/span.c) has span_count > 1 and
+   * span[] its physical slices in ascending index order, which is also mesh
+   * order: part p holds mesh indices [p * n, (p + 1) * n) with n =
+   * device_count / span_count. Its |index| is span[0]'s (its "home": the
+   * slice whose scheduler admits its ops). A composite owns no device
+   * states and no sequence: each of its ops is appended to every part's
+   * sequence at once, under the parts' append locks taken in index order,
+   * so two ops that share slices are in the same order on all of them.
+   * A physical slice has span_count 1 and span == &self. */
+  uint32_t span_count;
+  struct pw_slice_s** span;
+  struct pw_slice_s* self;
+  struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
 } pw_slice_t;
 
 /* A client's queue and accounting on one slice. */
@@ -92,6 +106,11 @@ typedef struct pw_sched_entry_s {
   struct pw_op_s* tail;
   uint32_t queued;
   bool active;
+  bool blocked;                /* head is a spanning op this slice picked */
+  /* On the client's order_waiters stack: the head waits for the client's
+   * earlier ops on other slices to be admitted. */
+  pw_atomic_u32_t order_waiting;
+  struct pw_sched_entry_s* order_next;
   struct pw_sched_entry_s* active_next;
   uint64_t scratch[2];         /* policy state */
   pw_atomic_u64_t pending_charge_ns; /* device time not yet charged */
@@ -110,6 +129,10 @@ struct pw_runtime_s {
   uint32_t backend_count;
   pw_slice_t* slices;
   uint32_t slice_count;
+  /* Composite slices made so far, one per distinct set of physical slices
+   * (interned, so that two virtual slices over the same set share one);
+   * they live as long as the runtime. Under |lock|. */
+  pw_slice_t* composites;
   pthread_mutex_t lock;         /* clients, vslice bindings */
   uint32_t client_count;
   uint32_t next_client_tag;
@@ -127,6 +150,14 @@ struct pw_runtime_s {
    * at destroy. See lib/sched/dispatch.c. */
   pw_atomic_ptr_t block_cache[4];
 };
+
+/* Returns the composite slice over |parts| (|count| >= 2 distinct physical
+ * slices of one backend with equal device counts, ascending index), making
+ * it on first use. Called with runtime->lock held. lib/runtime/span.c. */
+pw_status_t pw__slice_composite(pw_runtime_t* runtime, pw_slice_t* const* parts,
+                                uint32_t count, pw_slice_t** out_slice);
+/* Frees the runtime's composite slices (at destroy). */
+void pw__slice_composites_free(pw_runtime_t* runtime);
 
 /* Frees the execution blocks the runtime keeps for reuse. */
 void pw__dispatch_runtime_deinit(pw_runtime_t* runtime);
@@ -204,6 +235,14 @@ struct pw_client_s {
    * thread has stopped touching it. */
   pw_atomic_u32_t refs;
   pw_graph_memo_t graph_memo;
+  /* Scheduler window only: a client's ops enter the slice sequences in the
+   * order it submitted them (submit_seq numbers them, admit_next is the
+   * next to admit), so no op is admitted before an op it may depend on.
+   * Slices whose head op waits for its turn park their entry on
+   * |order_waiters|; admitting an op wakes them. See lib/sched/dispatch.c. */
+  pw_atomic_u64_t submit_seq;
+  pw_atomic_u64_t admit_next;
+  pw_atomic_ptr_t order_waiters;
 };
 
 /* Drops one reference to |client|'s struct; the last one frees it. */
@@ -229,7 +268,7 @@ void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator)
 
 typedef struct pw_vslice_obj_s {
   pw_object_t header;
-  pw_slice_t* slice;       /* physical binding */
+  pw_slice_t* slice;       /* binding: a physical or a composite slice */
   pw_mesh_shape_t mesh;    /* as asked; same device count as the slice */
   pw_client_t* client;
 } pw_vslice_obj_t;

@@ -2,8 +2,9 @@
 /* Gang-ordered asynchronous dispatch.
  *
  * Every physical slice has one slice sequence: an append-only linked list
- * of ops (op->slice_next), appended by submitters under the slice's
- * append_lock — a lock no device or backend thread ever takes. Each device
+ * of ops (op->slice_next), appended under the slice's append_lock by
+ * submitters (or, with a scheduler window, by the thread admitting ops,
+ * which may be a completing one; the lock is only held to link ops). Each device
  * follows the sequence with a cursor, a tagged op pointer:
  *
  *   op|WAITING  the device reached op; op's inputs are not complete yet
@@ -36,6 +37,18 @@
  * of the thread (a trampoline). A backend that completes inline, or a
  * 100k-op chain, runs in constant stack.
  *
+ * Spanning ops. An op on a composite slice (a virtual slice over several
+ * physical slices, lib/runtime/vslice.c) is one gang over all their
+ * devices: it is appended to every part's sequence at once, holding the
+ * parts' append locks in ascending slice index, with one link per part
+ * (op->links[p]); each device follows its own slice's link. Two spanning
+ * ops that share parts are appended in mutually exclusive sections, so they
+ * are in the same relative order on every part they share, and the order
+ * of sections is an interval order: no cycle of waits between slices. With
+ * a scheduler window the op is admitted by its home slice's (span[0])
+ * scheduler and appended the same way; admissions of single-slice ops take
+ * their slice's append lock too, so the two kinds of appender never race.
+ *
  * Lifetime: ops live in their execution's block. An execution is freed
  * when (1) all its ops completed, (2) the submitter returned and (3) no
  * slice has one of its ops as tail (a tail may still be named by an IDLE
@@ -66,7 +79,8 @@ typedef struct pw_op_s {
   pw_atomic_u32_t devices_remaining;
   pw_atomic_ptr_t status;      /* first device error (owned) */
   pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
-  pw_atomic_ptr_t slice_next;
+  pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
+  pw_atomic_ptr_t* links;      /* spanning ops: next op per part; else NULL */
   struct pw_execution_s* exec;
   const pw_plan_op_t* plan;
   pw_slice_t* slice;
@@ -74,6 +88,13 @@ typedef struct pw_op_s {
   pw_buffer_obj_t** inputs;    /* plan->input_count, into the exec block */
   pw_buffer_obj_t** outputs;   /* plan->output_count, into the exec block */
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
+  /* Spanning ops under a scheduler window: one queue link per part (else
+   * NULL: sched_next is the link), how many parts' schedulers picked the
+   * op so far, and whether it has entered the sequences. */
+  struct pw_op_s** sched_links;
+  pw_atomic_u32_t parts_picked;
+  pw_atomic_u32_t appended;
+  uint64_t client_seq;         /* scheduler window: client submission order */
   pw_device_t* slots;          /* debug mode without gang order only */
   pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
   /* One callback node per parameter input (in input order among the
@@ -152,6 +173,30 @@ static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
   return (void*)((uintptr_t)op | tag);
 }
 
+/* Position of physical slice |part| among |slice|'s parts. */
+static inline uint32_t pw_span_position(const pw_slice_t* slice, const pw_slice_t* part) {
+  uint32_t p = 0;
+  while (slice->span[p] != part) ++p;
+  return p;
+}
+
+/* |op|'s link to its successor in the sequence of its |p|-th part. */
+static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
+  return op->links ? &op->links[p] : &op->slice_next;
+}
+
+/* |op|'s link in the sequence of physical slice |part|. */
+static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
+  return op->links ? &op->links[pw_span_position(op->slice, part)] : &op->slice_next;
+}
+
+/* Index of device |d| in |op|'s mesh (and in its buffers' shard arrays). */
+static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d) {
+  const pw_slice_t* s = op->slice;
+  if (s->span_count == 1) return d->mesh_index;
+  return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
+}
+
 static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
   void* expected = pw_cursor(op, PW_CURSOR_WAITING);
   if (pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(op, PW_CURSOR_RUNNING))) {
@@ -185,34 +230,17 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
  * keeps two devices' orders consistent; that is the point. */
 static void pw_dispatch_launch_unordered(pw_op_t* op) {
   pw_slice_t* slice = op->slice;
+  uint32_t per = slice->device_count / slice->span_count;
   for (uint32_t k = 0; k < slice->device_count; ++k) {
     uint32_t i = (op->gang_id & 1) ? slice->device_count - 1 - k : k;
     pw_device_t* slot = &op->slots[i];
-    slot->slice = slice;
-    slot->mesh_index = i;
-    slot->backend_device = slice->devices[i].backend_device;
+    slot->slice = slice->span[i / per];
+    slot->mesh_index = i % per;
+    slot->backend_device = slot->slice->devices[i % per].backend_device;
     slot->is_slot = true;
     slot->running = op;
     pw_dispatch_push(slot, PW_WORK_LAUNCH);
   }
-}
-
-static void pw_dispatch_inputs_ready(pw_op_t* op) {
-  pw_atomic_exchange_u32(&op->inputs_ready, 1);
-  pw_slice_t* slice = op->slice;
-  if (op->slots != NULL) {
-    pw_dispatch_launch_unordered(op);
-    return;
-  }
-  void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_device_t* d = &slice->devices[i];
-    if (pw_atomic_load_ptr_relaxed(&d->cursor) == waiting) pw_dispatch_try_claim(d, op);
-  }
-}
-
-static void pw_dispatch_dep_done(pw_op_t* op) {
-  if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
 /* Records |status| (owned) as |op|'s dependency failure if it is the
@@ -220,6 +248,53 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
 static void pw_dispatch_fail_dep(pw_op_t* op, pw_status_t status) {
   void* expected = NULL;
   if (!pw_atomic_cas_ptr(&op->dep_status, &expected, status)) pw_status_free(status);
+}
+
+/* Allocates every device's output shards of compute |op| before any part
+ * launches: a gang must launch on all its devices or on none, since parts
+ * already in a collective would wait forever for one that could not
+ * launch. A failure fails the op on every device, like a failed input. */
+static void pw_dispatch_allocate_outputs(pw_op_t* op) {
+  const pw_plan_op_t* p = op->plan;
+  if (p->kind != PW_PLAN_COMPUTE || pw_atomic_load_ptr_acquire(&op->dep_status) != NULL) return;
+  pw_slice_t* slice = op->slice;
+  for (uint32_t k = 0; k < p->output_count; ++k) {
+    pw_buffer_obj_t* out = op->outputs[k];
+    for (uint32_t m = 0; m < slice->device_count; ++m) {
+      if (out->shards[m] != NULL) continue;
+      pw_status_t status = pw__backend_allocate(slice->backend, slice->group_devices[m],
+                                                out->shard_bytes, &out->shards[m]);
+      if (status != NULL) {
+        pw_dispatch_fail_dep(op, pw_status_annotate(status,
+                                                    "node %u (\"%s\") on slice '%s': output %u "
+                                                    "on device %u", p->node, p->name,
+                                                    slice->name, k, m));
+        return;
+      }
+    }
+  }
+}
+
+static void pw_dispatch_inputs_ready(pw_op_t* op) {
+  pw_dispatch_allocate_outputs(op);
+  pw_atomic_exchange_u32(&op->inputs_ready, 1);
+  pw_slice_t* slice = op->slice;
+  if (op->slots != NULL) {
+    pw_dispatch_launch_unordered(op);
+    return;
+  }
+  void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
+  for (uint32_t p = 0; p < slice->span_count; ++p) {
+    pw_slice_t* part = slice->span[p];
+    for (uint32_t i = 0; i < part->device_count; ++i) {
+      pw_device_t* d = &part->devices[i];
+      if (pw_atomic_load_ptr_relaxed(&d->cursor) == waiting) pw_dispatch_try_claim(d, op);
+    }
+  }
+}
+
+static void pw_dispatch_dep_done(pw_op_t* op) {
+  if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
 /* ---- execution blocks --------------------------------------------------- */
@@ -350,7 +425,7 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
     pw_status_t copy = pw_status_clone(failure);
     if (!pw_atomic_cas_ptr(&exec->status, &expected, copy)) pw_status_free(copy);
   }
-  pw_slice_t* slice = op->slice;
+  pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
   pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
   pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
   if (slice->runtime->sched_charge) {
@@ -359,8 +434,11 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
     pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
   }
   if (slice->runtime->sched_window != 0) {
-    pw_atomic_fetch_sub_u32(&slice->sched_admitted, 1);
-    pw_sched_kick(slice);
+    /* A spanning op took a window slot on each of its slices. */
+    for (uint32_t k = 0; k < op->slice->span_count; ++k) {
+      pw_atomic_fetch_sub_u32(&op->slice->span[k]->sched_admitted, 1);
+      pw_sched_kick(op->slice->span[k]);
+    }
   }
   if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
 }
@@ -395,16 +473,17 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   pw_buffer_obj_t* src = op->inputs[0];
   pw_buffer_obj_t* dst = op->outputs[0];
   pw_runtime_t* rt = op->slice->runtime;
-  if (dst->shards[d->mesh_index] == NULL) {
+  uint32_t m = pw_op_mesh_index(op, d);
+  if (dst->shards[m] == NULL) {
     pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device,
-                                              dst->shard_bytes, &dst->shards[d->mesh_index]);
+                                              dst->shard_bytes, &dst->shards[m]);
     if (status != NULL) {
       d->done_status = status;
       pw_dispatch_device_done(d);
       return;
     }
   }
-  uint32_t first = p->copy_start[d->mesh_index], last = p->copy_start[d->mesh_index + 1];
+  uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
   pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
   pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1); /* + guard */
   for (uint32_t c = first; c < last; ++c) {
@@ -418,7 +497,7 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.src.offset = run->src_offset;
     copy.dst.backend = op->slice->backend;
     copy.dst.device = d->backend_device;
-    copy.dst.memory = dst->shards[d->mesh_index];
+    copy.dst.memory = dst->shards[m];
     copy.dst.offset = run->dst_offset;
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
@@ -448,23 +527,18 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   }
   const pw_backend_t* backend = op->slice->backend;
   pw_status_t status = NULL;
+  uint32_t m = pw_op_mesh_index(op, d);
   for (uint32_t k = 0; k < p->input_count; ++k) {
-    d->inputs[k] = op->inputs[k]->shards[d->mesh_index];
+    d->inputs[k] = op->inputs[k]->shards[m];
   }
-  for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
-    pw_buffer_obj_t* out = op->outputs[k];
-    if (out->shards[d->mesh_index] == NULL) {
-      status = pw__backend_allocate(backend, d->backend_device, out->shard_bytes,
-                                    &out->shards[d->mesh_index]);
-    }
-    d->outputs[k] = out->shards[d->mesh_index];
-  }
+  /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
+  for (uint32_t k = 0; k < p->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
   if (status == NULL) {
     pw_backend_launch_t* l = &d->launch; /* every field is set below */
     l->struct_size = sizeof(*l);
     l->executable = p->executable->loaded;
     l->device = d->backend_device;
-    l->mesh_index = d->mesh_index;
+    l->mesh_index = m;
     l->group_devices = op->slice->group_devices;
     l->group_size = op->slice->device_count;
     l->gang_id = op->gang_id;
@@ -495,23 +569,24 @@ static void pw_dispatch_device_done(pw_device_t* d) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
       status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
                                   op->plan->node, op->plan->name, op->slice->name,
-                                  d->mesh_index);
+                                  pw_op_mesh_index(op, d));
     }
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
   }
   /* Advance the cursor before resolving |op|: |op| stays alive while this
    * device has not counted itself out of it. */
-  pw_op_t* next = d->is_slot ? NULL : pw_atomic_load_ptr_acquire(&op->slice_next);
+  pw_atomic_ptr_t* link = d->is_slot ? NULL : pw_op_link(op, d->slice);
+  pw_op_t* next = d->is_slot ? NULL : pw_atomic_load_ptr_acquire(link);
   if (d->is_slot) {
     /* Debug mode without gang order: no cursor to advance. */
   } else if (next != NULL) {
     pw_dispatch_arrive(d, next);
   } else {
-    pw_slice_t* slice = op->slice;
+    pw_slice_t* slice = d->slice; /* the physical slice whose sequence |d| follows */
     pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
     pw_atomic_fetch_add_u32(&slice->idle_devices, 1);
-    next = pw_atomic_load_ptr_acquire(&op->slice_next);
+    next = pw_atomic_load_ptr_acquire(link);
     void* expected = pw_cursor(op, PW_CURSOR_IDLE);
     if (next != NULL &&
         pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
@@ -547,6 +622,9 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
   }
   pw_atomic_init_u32(&slice->idle_devices, slice->device_count);
+  slice->span_count = 1;
+  slice->self = slice;
+  slice->span = &slice->self;
   pw_atomic_init_u32(&slice->sched_state, 0);
   pw_atomic_init_ptr(&slice->sched_incoming, NULL);
   pw_atomic_init_u32(&slice->sched_admitted, 0);
@@ -568,23 +646,22 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   slice->group_devices = NULL;
 }
 
-/* Appends ops[first..last) (all on |slice|, of |exec|) to the slice
- * sequence. The caller is the slice's only appender for the duration
- * (submitters hold append_lock; with a scheduler window the admitting
- * thread holds the scheduler). Devices idle after the old tail move to
- * |first|; if |first|'s inputs are already complete (an op admitted late by
- * the scheduler) they claim it at once. */
-static void pw_dispatch_append_exclusive(pw_slice_t* slice, pw_execution_t* exec,
+/* Appends ops[first..last) (all of |exec|, on one slice whose |p|-th part
+ * is |slice|) to |slice|'s sequence. The caller holds |slice|'s
+ * append_lock. Devices idle after the old tail move to |first|; if
+ * |first|'s inputs are already complete (an op admitted late by the
+ * scheduler) they claim it at once. */
+static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execution_t* exec,
                                          pw_op_t* first, pw_op_t* last) {
   pw_op_t* prev = slice->tail;
   for (pw_op_t* op = first; op + 1 < last; ++op) {
-    pw_atomic_store_ptr_release(&op->slice_next, op + 1);
+    pw_atomic_store_ptr_release(pw_op_link_at(op, p), op + 1);
   }
   pw_execution_t* old_exec = slice->tail_exec;
   pw_atomic_fetch_add_u32(&exec->refs, 1);
   slice->tail = last - 1;
   slice->tail_exec = exec;
-  if (prev != NULL) pw_atomic_exchange_ptr(&prev->slice_next, first);
+  if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
   if (pw_atomic_load_u32_acquire(&slice->idle_devices) != 0) {
     void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
     for (uint32_t i = 0; i < slice->device_count; ++i) {
@@ -600,11 +677,21 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, pw_execution_t* exec
   if (old_exec) pw_execution_release(old_exec);
 }
 
+/* Appends ops[first..last) (all of |exec|, all on |slice|) to the sequence
+ * of every part of |slice| at once: the parts' append locks are taken in
+ * ascending slice index (span order), so appends that share parts are
+ * mutually exclusive and never deadlock. */
 static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
                                pw_op_t* last) {
-  pthread_mutex_lock(&slice->append_lock);
-  pw_dispatch_append_exclusive(slice, exec, first, last);
-  pthread_mutex_unlock(&slice->append_lock);
+  for (uint32_t p = 0; p < slice->span_count; ++p) {
+    pthread_mutex_lock(&slice->span[p]->append_lock);
+  }
+  for (uint32_t p = 0; p < slice->span_count; ++p) {
+    pw_dispatch_append_exclusive(slice->span[p], p, exec, first, last);
+  }
+  for (uint32_t p = slice->span_count; p-- > 0;) {
+    pthread_mutex_unlock(&slice->span[p]->append_lock);
+  }
 }
 
 /* ---- gang scheduler (with a window) ------------------------------------ */
@@ -614,8 +701,64 @@ static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t*
  * PENDING and leaves, and the holder loops again) admits ops into the
  * sequence while fewer than |window| are unfinished, asking the policy
  * which client goes next. Submitters and completing device threads only
- * ever try the bit; nobody waits for it. */
+ * ever try the bit; nobody waits for it.
+ *
+ * A spanning op waits in its client's queue on every part. A part's
+ * scheduler that picks it leaves it at the head, the client "blocked" on
+ * that part (its later ops there must not overtake it), and goes on with
+ * other clients; the part that picks it last appends it to all parts at
+ * once, counts it in every part's window, and kicks the other parts, which
+ * then drop it from their queues. So on each part the op enters after the
+ * client's earlier ops there (dependencies point backwards), and a picked
+ * op holds no window slot while it waits, so two spanning ops picked in
+ * opposite orders on two parts cannot starve each other.
+ *
+ * Across slices, a client's ops are admitted in the order it submitted
+ * them (client->admit_next): an op's producers, in its graph or earlier
+ * ones, were submitted before it, so they are in their sequences before it
+ * enters its own. Otherwise an admitted op could hold its devices (and a
+ * window slot) waiting for a producer still queued behind a full window on
+ * another slice whose admitted ops wait on this slice: a cycle. A holder
+ * whose client head is not next parks the entry on the client's
+ * order_waiters stack; whoever admits the client's next op wakes them.
+ * Clients never depend on each other's buffers, so policies still choose
+ * freely between clients. */
 enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_MAX_CANDIDATES = 128 };
+
+/* |op|'s queue link on its |p|-th part. */
+static inline pw_op_t** pw_op_sched_link(pw_op_t* op, uint32_t p) {
+  return op->sched_links ? &op->sched_links[p] : &op->sched_next;
+}
+
+/* Whether |e|'s head is its client's next op to admit; if not, parks |e|
+ * on the client's order_waiters (then checks again, so that an admission
+ * racing with the parking is not missed). */
+static bool pw_sched_in_order(pw_sched_entry_t* e) {
+  pw_client_t* client = e->client;
+  if (e->head->client_seq == pw_atomic_load_u64_acquire(&client->admit_next)) return true;
+  uint32_t idle = 0;
+  if (pw_atomic_cas_u32(&e->order_waiting, &idle, 1)) {
+    void* top = pw_atomic_load_ptr_relaxed(&client->order_waiters);
+    do {
+      e->order_next = top;
+    } while (!pw_atomic_cas_ptr(&client->order_waiters, &top, e));
+  }
+  return e->head->client_seq == pw_atomic_load_u64_acquire(&client->admit_next);
+}
+
+/* |op| (of |client|) entered its sequences: the client's next op may be
+ * admitted; kick the slices parked waiting for it. */
+static void pw_sched_admitted_in_order(pw_client_t* client) {
+  pw_atomic_fetch_add_u64(&client->admit_next, 1);
+  pw_sched_entry_t* e = pw_atomic_exchange_ptr(&client->order_waiters, NULL);
+  pw_runtime_t* rt = client->runtime;
+  while (e != NULL) {
+    pw_sched_entry_t* next = e->order_next;
+    pw_atomic_store_u32_release(&e->order_waiting, 0);
+    pw_sched_kick(&rt->slices[e - client->sched_entries]);
+    e = next;
+  }
+}
 
 static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
   pw_sched_candidate_t c;
@@ -643,22 +786,39 @@ static void pw_sched_take_incoming(pw_slice_t* slice) {
   pw_op_t* list = pw_atomic_exchange_ptr(&slice->sched_incoming, NULL);
   pw_op_t* fifo = NULL;
   while (list != NULL) { /* the stack is newest first: reverse it */
-    pw_op_t* next = list->sched_next;
-    list->sched_next = fifo;
+    pw_op_t** link = pw_op_sched_link(list, pw_span_position(list->slice, slice));
+    pw_op_t* next = *link;
+    *link = fifo;
     fifo = list;
     list = next;
   }
   while (fifo != NULL) {
     pw_op_t* op = fifo;
-    fifo = op->sched_next;
-    op->sched_next = NULL;
+    uint32_t p = pw_span_position(op->slice, slice);
+    fifo = *pw_op_sched_link(op, p);
+    *pw_op_sched_link(op, p) = NULL;
     pw_sched_entry_t* e = &op->exec->client->sched_entries[slice->index];
-    if (e->tail) {
-      e->tail->sched_next = op;
-    } else {
+    if (e->tail == NULL) {
+      e->head = e->tail = op;
+    } else if (e->tail->client_seq < op->client_seq) {
+      *pw_op_sched_link(e->tail, pw_span_position(e->tail->slice, slice)) = op;
+      e->tail = op;
+    } else if (op->client_seq < e->head->client_seq) {
+      /* Two threads submitting for one client pushed out of their order:
+       * keep the queue in submission order. (A blocked head is the
+       * client's next op: nothing submitted later can go before it.) */
+      *pw_op_sched_link(op, pw_span_position(op->slice, slice)) = e->head;
       e->head = op;
+    } else {
+      pw_op_t* at = e->head;
+      pw_op_t** at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
+      while (*at_next != NULL && (*at_next)->client_seq < op->client_seq) {
+        at = *at_next;
+        at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
+      }
+      *pw_op_sched_link(op, pw_span_position(op->slice, slice)) = *at_next;
+      *at_next = op;
     }
-    e->tail = op;
     e->queued++;
     if (!e->active) {
       pw_sched_charge_pending(rt, e);
@@ -679,6 +839,47 @@ static void pw_sched_take_incoming(pw_slice_t* slice) {
   }
 }
 
+/* Removes the head of |e|'s queue on |slice| (holder only). */
+static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
+  pw_op_t* op = e->head;
+  pw_op_t** link = pw_op_sched_link(op, pw_span_position(op->slice, slice));
+  e->head = *link;
+  if (e->head == NULL) e->tail = NULL;
+  *link = NULL;
+  e->blocked = false;
+  if (op->sched_links != NULL) pw_execution_release(op->exec);
+  if (--e->queued == 0) {
+    e->active = false;
+    for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
+      if (*p == e) {
+        *p = e->active_next;
+        break;
+      }
+    }
+    e->active_next = NULL;
+  }
+}
+
+/* |slice|'s scheduler picked spanning |op| (head of |e|): block the client
+ * here; the last of its parts to pick it appends it everywhere. */
+static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op_t* op) {
+  e->blocked = true;
+  pw_slice_t* span = op->slice;
+  if (pw_atomic_fetch_add_u32(&op->parts_picked, 1) + 1 != span->span_count) return;
+  for (uint32_t p = 0; p < span->span_count; ++p) {
+    pw_atomic_fetch_add_u32(&span->span[p]->sched_admitted, 1);
+  }
+  pw_atomic_store_u32_release(&op->appended, 1);
+  pw_client_t* client = e->client;
+  pw_sched_pop(slice, e);
+  pw_dispatch_append(span, op->exec, op, op + 1);
+  pw_sched_admitted_in_order(client);
+  /* The other parts drop it from their queues and unblock the client. */
+  for (uint32_t p = 0; p < span->span_count; ++p) {
+    if (span->span[p] != slice) pw_sched_kick(span->span[p]);
+  }
+}
+
 /* Admits ops while the window has room (holder only). */
 static void pw_sched_admit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
@@ -691,30 +892,41 @@ static void pw_sched_admit(pw_slice_t* slice) {
     pw_sched_candidate_t cands[PW_SCHED_MAX_CANDIDATES];
     pw_sched_entry_t* entries[PW_SCHED_MAX_CANDIDATES];
     uint32_t n = 0;
-    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;
-         e = e->active_next) {
-      entries[n] = e;
-      cands[n++] = pw_sched_candidate(e);
+    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;) {
+      pw_sched_entry_t* next = e->active_next;
+      if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) {
+        pw_sched_pop(slice, e); /* another part appended it */
+        if (!e->active) {
+          e = next;
+          continue;
+        }
+      }
+      if (!e->blocked && pw_sched_in_order(e)) {
+        entries[n] = e;
+        cands[n++] = pw_sched_candidate(e);
+      }
+      e = next;
     }
+    if (n == 0) break; /* every backlogged client waits for another slice */
     uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, cands, n);
     if (pick >= n) pick = 0; /* a misbehaving policy cannot break the order */
     pw_sched_entry_t* e = entries[pick];
     pw_op_t* op = e->head;
-    e->head = op->sched_next;
-    if (e->head == NULL) e->tail = NULL;
-    op->sched_next = NULL;
-    if (--e->queued == 0) {
-      e->active = false;
-      for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
-        if (*p == e) {
-          *p = e->active_next;
-          break;
-        }
-      }
-      e->active_next = NULL;
+    if (op->slice->span_count > 1) {
+      pw_sched_pick_spanning(slice, e, op);
+      continue;
     }
+    pw_client_t* client = e->client;
+    pw_sched_pop(slice, e);
     pw_atomic_fetch_add_u32(&slice->sched_admitted, 1);
-    pw_dispatch_append_exclusive(slice, op->exec, op, op + 1);
+    pw_dispatch_append(slice, op->exec, op, op + 1);
+    pw_sched_admitted_in_order(client);
+  }
+  /* Blocked clients whose spanning op another part appended meanwhile. */
+  for (pw_sched_entry_t* e = slice->sched_active; e;) {
+    pw_sched_entry_t* next = e->active_next;
+    if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) pw_sched_pop(slice, e);
+    e = next;
   }
 }
 
@@ -734,10 +946,12 @@ static void pw_sched_kick(pw_slice_t* slice) {
   }
 }
 
+/* Queues |op| for |slice|'s scheduler (one of its parts). */
 static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
+  pw_op_t** link = pw_op_sched_link(op, pw_span_position(op->slice, slice));
   void* head = pw_atomic_load_ptr_relaxed(&slice->sched_incoming);
   do {
-    op->sched_next = head;
+    *link = head;
   } while (!pw_atomic_cas_ptr(&slice->sched_incoming, &head, op));
 }
 
@@ -768,10 +982,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
-  uint32_t input_total = 0, output_total = 0, param_inputs = 0;
+  uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
   size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
+    uint32_t span = p->vslice->slice->span_count;
+    link_total += span > 1 ? span : 0;
     input_total += p->input_count;
     for (uint32_t k = 0; k < p->input_count; ++k) param_inputs += p->inputs[k].param >= 0;
     output_total += p->output_count;
@@ -796,7 +1012,9 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   }
   size_t internal_at = slots_at + slot_count * sizeof(pw_device_t);
   size_t waits_at = pw_align_up(internal_at + internal_bytes, 16);
-  size_t block_size = waits_at + param_inputs * sizeof(pw__event_node_t);
+  size_t links_at = waits_at + param_inputs * sizeof(pw__event_node_t);
+  size_t queue_links_at = links_at + link_total * sizeof(pw_atomic_ptr_t);
+  size_t block_size = queue_links_at + link_total * sizeof(pw_op_t*);
   unsigned char* block = NULL;
   PW_RETURN_IF_ERROR(pw_block_get(rt, block_size, &block));
   pw_execution_t* exec = (pw_execution_t*)block;
@@ -812,6 +1030,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_device_t* slots = slot_count ? (pw_device_t*)(block + slots_at) : NULL;
   unsigned char* internal = block + internal_at;
   pw__event_node_t* waits = (pw__event_node_t*)(block + waits_at);
+  pw_atomic_ptr_t* links = (pw_atomic_ptr_t*)(block + links_at);
+  pw_op_t** queue_links = (pw_op_t**)(block + queue_links_at);
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
   /* Output buffers of every op. */
@@ -855,6 +1075,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
       op->slots = slots;
       slots += p->vslice->slice->device_count;
     }
+    if (p->vslice->slice->span_count > 1) {
+      op->links = links; /* zero from the block: NULL links */
+      links += p->vslice->slice->span_count;
+      op->sched_links = queue_links;
+      queue_links += p->vslice->slice->span_count;
+    }
   }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);
@@ -896,6 +1122,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_fetch_add_u32(&client->inflight, 1);
   uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].gang_id = gang_base + i;
+  if (rt->sched_window != 0) {
+    uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
+    for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
+  }
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
@@ -913,8 +1143,14 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     } else if (rt->sched_window == 0) {
       pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
     } else {
-      for (uint32_t k = i; k < j; ++k) pw_sched_submit(exec->ops[k].slice, &exec->ops[k]);
-      pw_sched_kick(exec->ops[i].slice);
+      pw_slice_t* slice = exec->ops[i].slice;
+      /* A queued spanning op keeps its execution alive until every part's
+       * queue has dropped it (pw_sched_pop). */
+      if (slice->span_count > 1) pw_atomic_fetch_add_u32(&exec->refs, slice->span_count * (j - i));
+      for (uint32_t p = 0; p < slice->span_count; ++p) {
+        for (uint32_t k = i; k < j; ++k) pw_sched_submit(slice->span[p], &exec->ops[k]);
+      }
+      for (uint32_t p = 0; p < slice->span_count; ++p) pw_sched_kick(slice->span[p]);
     }
     i = j;
   }
