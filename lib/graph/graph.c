@@ -77,6 +77,9 @@ static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
     pw_allocator_free(a, plan->param_vslices,
                       PW_NZ(plan->param_count) * sizeof(pw_vslice_obj_t*));
   }
+  if (plan->values) {
+    pw_allocator_free(a, plan->values, PW_NZ(plan->output_total) * sizeof(pw_plan_value_t));
+  }
   memset(plan, 0, sizeof(*plan));
 }
 
@@ -668,6 +671,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
           plan->ops[out->op].external_outputs |= 1u << out->output;
         }
       }
+      if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
     }
   }
   pw_allocator_free(a, consumers, (edge_total + 1) * sizeof(uint32_t));
