@@ -334,6 +334,9 @@ typedef struct pw_plan_op_s {
   /* Set by pw__dispatch_plan_prepare. */
   uint32_t param_inputs;           /* inputs that are graph parameters */
   uint32_t output_base;            /* first of its outputs in pw_plan_t.values */
+  /* Bit k: input k is a new buffer at every submission (a parameter, or
+   * another op's graph output); the others are internal values. */
+  uint32_t per_run_inputs;
 } pw_plan_op_t;
 
 /* Byte sizes of one op output, fixed by its spec and mesh. */

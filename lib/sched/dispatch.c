@@ -796,7 +796,14 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_plan_op_t* p = &plan->ops[i];
     p->param_inputs = 0;
-    for (uint32_t k = 0; k < p->input_count; ++k) p->param_inputs += p->inputs[k].param >= 0;
+    p->per_run_inputs = 0;
+    for (uint32_t k = 0; k < p->input_count; ++k) {
+      const pw_plan_input_t* in = &p->inputs[k];
+      p->param_inputs += in->param >= 0;
+      if (in->param >= 0 || (plan->ops[in->op].external_outputs & (1u << in->output))) {
+        p->per_run_inputs |= 1u << k;
+      }
+    }
     p->output_base = output_total;
     input_total += p->input_count;
     param_inputs += p->param_inputs;
@@ -987,9 +994,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw_atomic_init_u64(&op->device_ns, 0);
     op->sched_next = NULL;
     op->gang_id = gang_base + i;
-    if (p->param_inputs == 0) continue;
-    for (uint32_t k = 0; k < p->input_count; ++k) {
-      if (p->inputs[k].param >= 0) op->inputs[k] = args[p->inputs[k].param];
+    /* A reused block still points at the last run's parameters and graph
+     * outputs. */
+    for (uint32_t bits = p->per_run_inputs; bits != 0; bits &= bits - 1) {
+      uint32_t k = (uint32_t)__builtin_ctz(bits);
+      const pw_plan_input_t* in = &p->inputs[k];
+      op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
     }
   }
   for (uint32_t o = 0; o < plan->output_count; ++o) {
