@@ -47,6 +47,9 @@ typedef struct pw_graph_obj_s {
   uint32_t output_capacity;
   uint32_t param_count;
   bool finalized;
+  /* Set (release) once |plan| is built, and never cleared: submitters read
+   * the plan without taking |lock|. */
+  pw_atomic_u32_t planned;
   pw_plan_t plan;
 } pw_graph_obj_t;
 
@@ -76,6 +79,9 @@ static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
   if (plan->param_vslices) {
     pw_allocator_free(a, plan->param_vslices,
                       PW_NZ(plan->param_count) * sizeof(pw_vslice_obj_t*));
+  }
+  if (plan->values) {
+    pw_allocator_free(a, plan->values, PW_NZ(plan->output_total) * sizeof(pw_plan_value_t));
   }
   memset(plan, 0, sizeof(*plan));
 }
@@ -133,6 +139,14 @@ static pw_status_t pw_graph_grow(pw_runtime_t* rt, void** array, uint32_t* capac
   *array = grown;
   *capacity = next;
   return NULL;
+}
+
+/* Copies |name| into a node's name field, truncated as snprintf would
+ * (without its cost: this runs once per node added). */
+static void pw_graph_copy_name(char (*dst)[64], const char* name) {
+  size_t n = strnlen(name, sizeof(*dst) - 1);
+  memcpy(*dst, name, n);
+  (*dst)[n] = '\0';
 }
 
 /* Locks |g| for a modification; fails if it is already finalized. */
@@ -229,8 +243,7 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
                                (pw_object_t**)&node.executable);
   }
   if (status == NULL) {
-    snprintf(node.name, sizeof(node.name), "%s",
-             name && name[0] ? name : node.executable->signature.name);
+    pw_graph_copy_name(&node.name, name && name[0] ? name : node.executable->signature.name);
   }
   return pw_graph_add_node(g, "pw_graph_add_compute", status, &node, out_node);
 }
@@ -246,7 +259,7 @@ pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const c
   node.input_count = 1;
   node.inputs[0] = input;
   node.transfer_sharding = sharding;
-  snprintf(node.name, sizeof(node.name), "%s", name && name[0] ? name : "transfer");
+  pw_graph_copy_name(&node.name, name && name[0] ? name : "transfer");
   pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
                                          (pw_object_t**)&node.vslice);
   if (status == NULL && sharding.kind != PW_SHARDING_REPLICATED &&
@@ -273,39 +286,56 @@ pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_
 
 /* ---- validation --------------------------------------------------------- */
 
-/* The spec and physical slice of |value|, or an error naming |what|. */
+/* The label of an error: |what|, followed by |index| unless it is
+ * UINT32_MAX ("input 2"). Formatted only when there is an error. */
+static void pw_graph_label(char* buf, size_t size, const char* what, uint32_t index) {
+  if (index == UINT32_MAX) {
+    snprintf(buf, size, "%s", what);
+  } else {
+    snprintf(buf, size, "%s %u", what, index);
+  }
+}
+
+/* The spec and physical slice of |value|, or an error naming |what| (and
+ * |index|, see pw_graph_label). */
 static pw_status_t pw_graph_value_spec(const pw_graph_obj_t* g, pw_value_t value,
-                                       const char* what, const pw_array_spec_t** out_spec,
+                                       const char* what, uint32_t index,
+                                       const pw_array_spec_t** out_spec,
                                        const pw_vslice_obj_t** out_vslice) {
+  char label[48];
   if (value.node >= g->node_count) {
+    pw_graph_label(label, sizeof(label), what, index);
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "%s: refers to node %u, which does not exist (%u nodes)", what,
+                          "%s: refers to node %u, which does not exist (%u nodes)", label,
                           value.node, g->node_count);
   }
   const pw_graph_node_t* src = &g->nodes[value.node];
   if (src->kind == PW_GRAPH_NODE_PARAMETER) {
     if (value.output != 0) {
+      pw_graph_label(label, sizeof(label), what, index);
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "%s: refers to output %u of parameter node %u, which has "
                             "only output 0",
-                            what, value.output, value.node);
+                            label, value.output, value.node);
     }
     *out_spec = &src->spec;
   } else if (src->kind == PW_GRAPH_NODE_TRANSFER) {
     if (value.output != 0) {
+      pw_graph_label(label, sizeof(label), what, index);
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "%s: refers to output %u of transfer node %u (\"%s\"), which has "
                             "only output 0",
-                            what, value.output, value.node, src->name);
+                            label, value.output, value.node, src->name);
     }
     *out_spec = &src->spec;
   } else {
     const pw_executable_signature_t* sig = &src->executable->signature;
     if (value.output >= sig->output_count) {
+      pw_graph_label(label, sizeof(label), what, index);
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "%s: refers to output %u of node %u (\"%s\"), which has %u "
                             "outputs",
-                            what, value.output, value.node, src->name, sig->output_count);
+                            label, value.output, value.node, src->name, sig->output_count);
     }
     *out_spec = &sig->outputs[value.output];
   }
@@ -337,11 +367,9 @@ static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id) 
                           sig->name, sig->input_count);
   }
   for (uint32_t i = 0; i < n->input_count; ++i) {
-    char what[32];
-    snprintf(what, sizeof(what), "input %u", i);
     const pw_array_spec_t* spec = NULL;
     const pw_vslice_obj_t* src_vslice = NULL;
-    PW_RETURN_IF_ERROR(pw_graph_value_spec(g, n->inputs[i], what, &spec, &src_vslice));
+    PW_RETURN_IF_ERROR(pw_graph_value_spec(g, n->inputs[i], "input", i, &spec, &src_vslice));
     if (src_vslice->slice != n->vslice->slice ||
         !pw_mesh_shape_equal(&src_vslice->mesh, &n->vslice->mesh)) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -399,7 +427,7 @@ static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
   pw_graph_node_t* n = &g->nodes[id];
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
-  PW_RETURN_IF_ERROR(pw_graph_value_spec(g, n->inputs[0], "input", &in, &src_vslice));
+  PW_RETURN_IF_ERROR(pw_graph_value_spec(g, n->inputs[0], "input", UINT32_MAX, &in, &src_vslice));
   n->spec = *in;
   n->spec.sharding = n->transfer_sharding;
   PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&n->spec.sharding, &n->spec.shape, &n->vslice->mesh),
@@ -556,11 +584,9 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, g->nodes[id].name);
   }
   for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
-    char what[32];
-    snprintf(what, sizeof(what), "graph output %u", o);
     const pw_array_spec_t* spec;
     const pw_vslice_obj_t* vs;
-    status = pw_graph_value_spec(g, g->outputs[o], what, &spec, &vs);
+    status = pw_graph_value_spec(g, g->outputs[o], "graph output", o, &spec, &vs);
   }
 
   /* Build the plan. */
@@ -606,7 +632,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
           op->transfer_spec = n->spec;
           const pw_array_spec_t* in = NULL;
           const pw_vslice_obj_t* src_vslice = NULL;
-          status = pw_graph_value_spec(g, n->inputs[0], "input", &in, &src_vslice);
+          status = pw_graph_value_spec(g, n->inputs[0], "input", UINT32_MAX, &in, &src_vslice);
           if (status == NULL) {
             status = pw__reshard_plan(a, in, &src_vslice->mesh, &n->spec, &n->vslice->mesh,
                                       &op->copies, &op->copy_count, &op->copy_start);
@@ -668,6 +694,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
           plan->ops[out->op].external_outputs |= 1u << out->output;
         }
       }
+      if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
     }
   }
   pw_allocator_free(a, consumers, (edge_total + 1) * sizeof(uint32_t));
@@ -684,12 +711,17 @@ static pw_status_t pw_graph_finalize_locked(pw_graph_obj_t* g) {
   if (g->finalized) return NULL;
   PW_RETURN_IF_ERROR(pw_graph_lower(g));
   g->finalized = true;
+  pw_atomic_store_u32_release(&g->planned, 1);
   return NULL;
 }
 
 pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
                            const pw_plan_t** out_plan) {
   (void)client;
+  if (pw_atomic_load_u32_acquire(&graph->planned)) {
+    *out_plan = &graph->plan;
+    return NULL;
+  }
   pthread_mutex_lock(&graph->lock);
   pw_status_t status = pw_graph_finalize_locked(graph);
   pthread_mutex_unlock(&graph->lock);

@@ -95,6 +95,7 @@ void pw__client_release(pw_client_t* client) {
   if (pw_atomic_fetch_sub_u32(&client->refs, 1) != 1) return;
   pw_atomic_fence_acquire();
   pw_runtime_t* runtime = client->runtime;
+  pw__dispatch_client_deinit(client);
   pthread_cond_destroy(&client->idle_cond);
   pthread_mutex_destroy(&client->idle_lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));

@@ -145,22 +145,16 @@ struct pw_runtime_s {
    * NULL: compile directly. Zero from calloc at create. */
   pw_atomic_ptr_t compile_cache;
   pw_transport_t transport;     /* owned; moves shards for transfer ops */
-  /* Large execution blocks kept for reuse (a resubmitted big graph would
-   * otherwise fault in fresh pages on every run); lock-free slots, freed
-   * at destroy. See lib/sched/dispatch.c. */
-  pw_atomic_ptr_t block_cache[4];
+  pw_atomic_u64_t next_plan_id; /* pw_plan_t.id */
 };
 
 /* Returns the composite slice over |parts| (|count| >= 2 distinct physical
  * slices of one backend with equal device counts, ascending index), making
- * it on first use. Called with runtime->lock held. lib/runtime/span.c. */
+ * it on first use. Called with runtime->lock held. lib/runtime/vslice.c. */
 pw_status_t pw__slice_composite(pw_runtime_t* runtime, pw_slice_t* const* parts,
                                 uint32_t count, pw_slice_t** out_slice);
 /* Frees the runtime's composite slices (at destroy). */
 void pw__slice_composites_free(pw_runtime_t* runtime);
-
-/* Frees the execution blocks the runtime keeps for reuse. */
-void pw__dispatch_runtime_deinit(pw_runtime_t* runtime);
 
 /* ---- handles ------------------------------------------------------------ */
 
@@ -215,6 +209,8 @@ typedef struct pw_graph_memo_s {
   } slots[PW_GRAPH_MEMO_SLOTS];
 } pw_graph_memo_t;
 
+#define PW_BLOCK_CACHE_SLOTS 8
+
 struct pw_client_s {
   pw_runtime_t* runtime;
   char name[64];
@@ -230,9 +226,10 @@ struct pw_client_s {
   /* Threads waiting for |inflight| to reach 0 (under idle_lock): the
    * completing thread takes the lock to wake them only when there are. */
   pw_atomic_u32_t idle_waiters;
-  /* The owner's reference plus one per execution in flight: the struct
-   * (and its lock) outlives pw_client_destroy until the last completing
-   * thread has stopped touching it. */
+  /* The owner's reference plus one per execution not yet freed (an
+   * execution's block goes back to |block_cache|): the struct (and its
+   * lock) outlives pw_client_destroy until the last completing thread has
+   * stopped touching it. */
   pw_atomic_u32_t refs;
   pw_graph_memo_t graph_memo;
   /* Scheduler window only: a client's ops enter the slice sequences in the
@@ -243,10 +240,21 @@ struct pw_client_s {
   pw_atomic_u64_t submit_seq;
   pw_atomic_u64_t admit_next;
   pw_atomic_ptr_t order_waiters;
+  /* Execution blocks of this client's finished executions, kept for reuse
+   * (a resubmitted graph finds its block still laid out from the previous
+   * run, and a big one does not fault in fresh pages); lock-free slots,
+   * one per cache line so that submitters of different graphs do not
+   * share one; freed with the struct. See lib/sched/dispatch.c. */
+  struct {
+    pw_atomic_ptr_t block;
+    char pad[64 - sizeof(pw_atomic_ptr_t)];
+  } block_cache[PW_BLOCK_CACHE_SLOTS];
 };
 
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
+/* Frees the execution blocks |client| keeps for reuse (lib/sched). */
+void pw__dispatch_client_deinit(pw_client_t* client);
 
 /* Adds |object| to |client|'s table, taking over one reference (on failure
  * the reference is released). */
@@ -361,7 +369,19 @@ typedef struct pw_plan_op_s {
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
+  /* Set by pw__dispatch_plan_prepare. */
+  uint32_t param_inputs;           /* inputs that are graph parameters */
+  uint32_t output_base;            /* first of its outputs in pw_plan_t.values */
+  /* Bit k: input k is a new buffer at every submission (a parameter, or
+   * another op's graph output); the others are internal values. */
+  uint32_t per_run_inputs;
 } pw_plan_op_t;
+
+/* Byte sizes of one op output, fixed by its spec and mesh. */
+typedef struct pw_plan_value_s {
+  size_t shard_bytes;
+  size_t total_bytes;
+} pw_plan_value_t;
 
 typedef struct pw_plan_output_s {
   int32_t param;   /* graph output is a parameter, or -1 */
@@ -378,6 +398,16 @@ typedef struct pw_plan_s {
   uint32_t output_count;
   pw_plan_output_t* outputs;
   uint32_t edge_count;
+  /* What every submission would otherwise recompute, filled at lowering by
+   * pw__dispatch_plan_prepare: the execution block's sizes and the byte
+   * sizes of every op output (op order, pw_plan_op_t.output_base). */
+  uint64_t id;                     /* unique in the runtime, never 0 */
+  uint32_t input_total;            /* sum of the ops' input counts */
+  uint32_t output_total;           /* sum of the ops' output counts */
+  uint32_t param_input_total;      /* sum of the ops' param_inputs */
+  size_t internal_bytes;           /* internal values and their shard arrays */
+  uint32_t link_total;             /* spanning ops' parts, summed */
+  pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is
@@ -395,6 +425,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref,
                                 pw_buffer_obj_t* const* args,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done);
+
+/* Fills the dispatch fields of |plan| (lowered, ops and outputs set).
+ * Allocates |plan->values| from the runtime's allocator. */
+pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* runtime, pw_plan_t* plan);
 
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);

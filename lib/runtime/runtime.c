@@ -101,7 +101,6 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   }
   pw_allocator_free(a, rt->slices, rt->slice_count * sizeof(pw_slice_t));
   pw__slice_composites_free(rt);
-  pw__dispatch_runtime_deinit(rt);
   pw__workers_destroy(rt->workers);
   for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));

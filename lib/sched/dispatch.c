@@ -52,7 +52,8 @@
  * Lifetime: ops live in their execution's block. An execution is freed
  * when (1) all its ops completed, (2) the submitter returned and (3) no
  * slice has one of its ops as tail (a tail may still be named by an IDLE
- * cursor).
+ * cursor). Freeing returns the block to its client's cache, where the next
+ * submission of the same graph finds it laid out (see "execution blocks").
  */
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +118,9 @@ typedef struct pw_execution_s {
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   size_t block_size;
+  /* The plan this block is laid out for (pw_plan_t.id), set once its
+   * layout is complete; 0: none (a failed submission, the debug mode). */
+  uint64_t plan_id;
   pw_op_t* ops;
 } pw_execution_t;
 
@@ -299,47 +303,61 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
 
 /* ---- execution blocks --------------------------------------------------- */
 
-/* Blocks at least this large are kept for reuse after their execution. */
-#define PW_BLOCK_CACHE_MIN ((size_t)64 << 10)
-#define PW_BLOCK_CACHE_SLOTS 4
+/* Blocks are kept for reuse in their client's slots after their execution.
+ * A block remembers the plan it was laid out for (pw_execution_t.plan_id):
+ * taken again for that plan, it still holds everything that does not
+ * change between runs (op links into the plan, input pointers to internal
+ * values, the internal values themselves) and only the per-run state is
+ * reset (pw_execution_reset). The search starts at a slot chosen by the
+ * plan, so that each graph's blocks tend to stay in one slot and
+ * submitters of different graphs do not contend. */
+static uint32_t pw_block_slot(uint64_t plan_id, int i) {
+  return (uint32_t)((plan_id + (uint64_t)i) % PW_BLOCK_CACHE_SLOTS);
+}
 
-/* A zeroed block of |size| bytes: a cached one of exactly that size (the
- * same graph resubmitted) if there is one, else a new allocation. */
-static pw_status_t pw_block_get(pw_runtime_t* rt, size_t size, unsigned char** out) {
-  if (size >= PW_BLOCK_CACHE_MIN) {
-    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-      void* block = pw_atomic_exchange_ptr(&rt->block_cache[i], NULL);
-      if (block == NULL) continue;
-      size_t cached = *(size_t*)block; /* the block's size, stored in its first word */
-      if (cached == size) {
+/* A block of |size| bytes: a cached one of exactly that size (the same
+ * graph resubmitted) if there is one, else a new one. |*out_prepared|
+ * says whether it is laid out for plan |plan_id| (0: never); otherwise it
+ * is zeroed. */
+static pw_status_t pw_block_get(pw_client_t* client, size_t size, uint64_t plan_id,
+                                unsigned char** out, bool* out_prepared) {
+  pw_runtime_t* rt = client->runtime;
+  *out_prepared = false;
+  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+    pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(plan_id, i)].block;
+    if (pw_atomic_load_ptr_relaxed(slot) == NULL) continue;
+    pw_execution_t* block = pw_atomic_exchange_ptr(slot, NULL);
+    if (block == NULL) continue;
+    size_t cached = block->block_size;
+    if (cached == size) {
+      if (plan_id != 0 && block->plan_id == plan_id) {
+        *out_prepared = true;
+      } else {
         memset(block, 0, size);
-        *out = block;
-        return NULL;
       }
-      void* empty = NULL;
-      if (!pw_atomic_cas_ptr(&rt->block_cache[i], &empty, block)) {
-        pw_allocator_free(rt->allocator, block, cached);
-      }
+      *out = (unsigned char*)block;
+      return NULL;
     }
+    void* empty = NULL;
+    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_allocator_free(rt->allocator, block, cached);
   }
   return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
 }
 
-static void pw_block_put(pw_runtime_t* rt, void* block, size_t size) {
-  if (size >= PW_BLOCK_CACHE_MIN) {
-    *(size_t*)block = size;
-    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-      void* empty = NULL;
-      if (pw_atomic_cas_ptr(&rt->block_cache[i], &empty, block)) return;
-    }
+/* |block|'s block_size and plan_id say what it holds. */
+static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
+  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+    pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
+    void* empty = NULL;
+    if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) return;
   }
-  pw_allocator_free(rt->allocator, block, size);
+  pw_allocator_free(client->runtime->allocator, block, block->block_size);
 }
 
-void pw__dispatch_runtime_deinit(pw_runtime_t* runtime) {
+void pw__dispatch_client_deinit(pw_client_t* client) {
   for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-    void* block = pw_atomic_exchange_ptr(&runtime->block_cache[i], NULL);
-    if (block != NULL) pw_allocator_free(runtime->allocator, block, *(size_t*)block);
+    pw_execution_t* block = pw_atomic_exchange_ptr(&client->block_cache[i].block, NULL);
+    if (block != NULL) pw_allocator_free(client->runtime->allocator, block, block->block_size);
   }
 }
 
@@ -348,28 +366,34 @@ void pw__dispatch_runtime_deinit(pw_runtime_t* runtime) {
 static void pw_execution_release(pw_execution_t* exec) {
   if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return;
   pw_atomic_fence_acquire();
-  pw_runtime_t* rt = exec->runtime;
+  pw_client_t* client = exec->client;
   for (uint32_t i = 0; i < exec->op_count; ++i) {
     pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].status));
     pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].dep_status));
   }
   pw__object_release(exec->graph);
-  pw_block_put(rt, exec, exec->block_size);
+  pw_block_put(client, exec);
+  pw__client_release(client); /* may free it */
 }
 
 /* Internal values (op outputs that are not graph outputs) live in the
  * execution block: no handle, no ready event, no allocation of their own.
- * They die with the execution; their device memory is returned here. */
+ * They die with the execution; their device memory is returned here. The
+ * slot is left as a reused block expects it: NULL for a graph output,
+ * an internal value with no shards. */
 static bool pw_buffer_is_internal(const pw_buffer_obj_t* b) { return b->ready == NULL; }
 
-static void pw_execution_drop_output(pw_buffer_obj_t* b) {
+static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
+  pw_buffer_obj_t* b = *slot;
   if (b == NULL) return;
   if (!pw_buffer_is_internal(b)) {
+    *slot = NULL;
     pw__object_release(&b->header);
     return;
   }
   for (uint32_t d = 0; d < b->slice->device_count; ++d) {
     pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
+    b->shards[d] = NULL;
   }
 }
 
@@ -382,7 +406,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
     pw__object_release(&exec->args[i]->header);
   }
   for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw_execution_drop_output(exec->outputs[i]);
+    pw_execution_drop_output(&exec->outputs[i]);
   }
   /* Nothing reads the plan once every op has completed: drop the graph
    * now, so a slice whose tail is this execution keeps only the block. */
@@ -390,16 +414,17 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->graph = NULL;
   exec->plan = NULL;
   pw_client_t* client = exec->client;
-  pw_execution_release(exec);
   /* Both the decrement and the waiter count are locked RMWs: a waiter that
-   * registers after this load sees inflight == 0 and does not sleep. */
+   * registers after this load sees inflight == 0 and does not sleep. The
+   * client struct stays alive: |exec| holds a reference to it until the
+   * block is freed. */
   if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1 &&
       pw_atomic_fetch_add_u32(&client->idle_waiters, 0) != 0) {
     pthread_mutex_lock(&client->idle_lock);
     pthread_cond_broadcast(&client->idle_cond);
     pthread_mutex_unlock(&client->idle_lock);
   }
-  pw__client_release(client); /* may free it: touch nothing after */
+  pw_execution_release(exec); /* may free |exec| and the client: touch nothing after */
 }
 
 static void pw_dispatch_op_complete(pw_op_t* op) {
@@ -968,13 +993,187 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
 
 static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
+/* Bytes of one internal value in the block: its buffer object and its
+ * shard array. */
+static size_t pw_internal_value_bytes(uint32_t device_count) {
+  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
+         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
+}
+
+static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
+  return p->kind == PW_PLAN_TRANSFER ? &p->transfer_spec : &p->executable->signature.outputs[k];
+}
+
+pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
+  uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
+  size_t internal_bytes = 0;
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    pw_plan_op_t* p = &plan->ops[i];
+    uint32_t span = p->vslice->slice->span_count;
+    link_total += span > 1 ? span : 0;
+    p->param_inputs = 0;
+    p->per_run_inputs = 0;
+    for (uint32_t k = 0; k < p->input_count; ++k) {
+      const pw_plan_input_t* in = &p->inputs[k];
+      p->param_inputs += in->param >= 0;
+      if (in->param >= 0 || (plan->ops[in->op].external_outputs & (1u << in->output))) {
+        p->per_run_inputs |= 1u << k;
+      }
+    }
+    p->output_base = output_total;
+    input_total += p->input_count;
+    param_inputs += p->param_inputs;
+    output_total += p->output_count;
+    for (uint32_t k = 0; k < p->output_count; ++k) {
+      if (!(p->external_outputs & (1u << k))) {
+        internal_bytes += pw_internal_value_bytes(p->vslice->slice->device_count);
+      }
+    }
+  }
+  pw_plan_value_t* values = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, output_total ? output_total : 1,
+                                               sizeof(pw_plan_value_t), 0, (void**)&values));
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    for (uint32_t k = 0; k < p->output_count; ++k) {
+      const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
+      pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &p->vslice->mesh);
+      pw_plan_value_t* v = &values[p->output_base + k];
+      v->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
+      v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
+    }
+  }
+  plan->values = values;
+  plan->input_total = input_total;
+  plan->output_total = output_total;
+  plan->param_input_total = param_inputs;
+  plan->internal_bytes = internal_bytes;
+  plan->link_total = link_total;
+  plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
+  return NULL;
+}
+
+/* One block: header | ops | args | outputs | op input pointers | debug
+ * slots | internal values | parameter waits | spanning ops' sequence links
+ * | their queue links. */
+typedef struct pw_block_layout_s {
+  size_t ops_at, args_at, outs_at, ins_at, slots_at, internal_at, waits_at, links_at,
+      queue_links_at, size;
+} pw_block_layout_t;
+
+static void pw_block_layout(const pw_runtime_t* rt, const pw_plan_t* plan,
+                            pw_block_layout_t* l) {
+  l->ops_at = pw_align_up(sizeof(pw_execution_t), 64);
+  l->args_at = l->ops_at + plan->op_count * sizeof(pw_op_t);
+  l->outs_at = l->args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
+  l->ins_at = l->outs_at + plan->output_total * sizeof(pw_buffer_obj_t*);
+  l->slots_at = pw_align_up(l->ins_at + plan->input_total * sizeof(pw_buffer_obj_t*), 64);
+  size_t slot_count = 0;
+  if (rt->no_gang_order) {
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      slot_count += plan->ops[i].vslice->slice->device_count;
+    }
+  }
+  l->internal_at = l->slots_at + slot_count * sizeof(pw_device_t);
+  l->waits_at = pw_align_up(l->internal_at + plan->internal_bytes, 16);
+  l->links_at = l->waits_at + plan->param_input_total * sizeof(pw__event_node_t);
+  l->queue_links_at = l->links_at + plan->link_total * sizeof(pw_atomic_ptr_t);
+  l->size = l->queue_links_at + plan->link_total * sizeof(pw_op_t*);
+}
+
+/* Lays out a zeroed block for |plan|: what stays the same from run to run
+ * (op links, internal values, input pointers to other ops' outputs), and
+ * the graph outputs' buffers (new objects). On failure exec->output_total
+ * counts the outputs made. */
+static pw_status_t pw_execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
+                                        const pw_block_layout_t* l) {
+  unsigned char* block = (unsigned char*)exec;
   pw_runtime_t* rt = exec->runtime;
+  exec->ops = (pw_op_t*)(block + l->ops_at);
+  exec->args = (pw_buffer_obj_t**)(block + l->args_at);
+  exec->outputs = (pw_buffer_obj_t**)(block + l->outs_at);
+  pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + l->ins_at);
+  pw_device_t* slots = rt->no_gang_order ? (pw_device_t*)(block + l->slots_at) : NULL;
+  unsigned char* internal = block + l->internal_at;
+  pw__event_node_t* waits = (pw__event_node_t*)(block + l->waits_at);
+  pw_atomic_ptr_t* links = (pw_atomic_ptr_t*)(block + l->links_at);
+  pw_op_t** queue_links = (pw_op_t**)(block + l->queue_links_at);
+  pw_status_t status = NULL;
+  uint32_t out_cursor = 0, in_cursor = 0;
+  for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    pw_op_t* op = &exec->ops[i];
+    op->exec = exec;
+    op->plan = p;
+    op->slice = p->vslice->slice;
+    op->outputs = &exec->outputs[out_cursor];
+    for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
+      const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
+      if (p->external_outputs & (1u << k)) {
+        status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
+      } else {
+        pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
+        internal += pw_internal_value_bytes(op->slice->device_count);
+        b->shards = (pw_backend_memory_t*)((unsigned char*)b +
+                                           pw_align_up(sizeof(pw_buffer_obj_t), 16));
+        b->header.kind = PW_OBJECT_BUFFER;
+        b->header.runtime = rt;
+        b->slice = op->slice;
+        b->mesh = p->vslice->mesh;
+        b->spec = *spec;
+        b->shard_bytes = plan->values[p->output_base + k].shard_bytes;
+        b->total_bytes = plan->values[p->output_base + k].total_bytes;
+        exec->outputs[out_cursor] = b;
+      }
+      if (status == NULL) exec->output_total = ++out_cursor;
+    }
+    op->inputs = &input_ptrs[in_cursor];
+    in_cursor += p->input_count;
+    for (uint32_t k = 0; k < p->input_count; ++k) {
+      const pw_plan_input_t* in = &p->inputs[k];
+      if (in->param < 0) op->inputs[k] = exec->ops[in->op].outputs[in->output];
+    }
+    if (p->param_inputs > 0) {
+      op->arg_waits = waits;
+      waits += p->param_inputs;
+    }
+    if (slots != NULL) {
+      op->slots = slots;
+      slots += op->slice->device_count;
+    }
+    if (op->slice->span_count > 1) {
+      op->links = links;
+      links += op->slice->span_count;
+      op->sched_links = queue_links;
+      queue_links += op->slice->span_count;
+    }
+  }
+  return status;
+}
+
+/* Makes the graph outputs' buffers in a block that an earlier run of
+ * |plan| laid out (their slots are NULL again: pw_execution_drop_output). */
+static pw_status_t pw_execution_relay(pw_execution_t* exec, const pw_plan_t* plan) {
+  for (uint32_t o = 0; o < plan->output_count; ++o) {
+    const pw_plan_output_t* po = &plan->outputs[o];
+    if (po->param >= 0) continue;
+    const pw_plan_op_t* p = &plan->ops[po->op];
+    pw_buffer_obj_t** slot = &exec->outputs[p->output_base + po->output];
+    if (*slot == NULL) {
+      PW_RETURN_IF_ERROR(pw__buffer_create(p->vslice, pw_plan_output_spec(p, po->output), slot));
+    }
+  }
+  return NULL;
+}
+
+static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
   for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw_execution_drop_output(exec->outputs[i]);
+    pw_execution_drop_output(&exec->outputs[i]);
   }
   pw_event_release(exec->done);
-  pw_block_put(rt, exec, exec->block_size);
+  exec->done = NULL;
+  exec->plan_id = 0;
+  pw_block_put(exec->client, exec);
 }
 
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
@@ -982,129 +1181,63 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
-  uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
-  size_t internal_bytes = 0;
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    uint32_t span = p->vslice->slice->span_count;
-    link_total += span > 1 ? span : 0;
-    input_total += p->input_count;
-    for (uint32_t k = 0; k < p->input_count; ++k) param_inputs += p->inputs[k].param >= 0;
-    output_total += p->output_count;
-    for (uint32_t k = 0; k < p->output_count; ++k) {
-      if (!(p->external_outputs & (1u << k))) {
-        internal_bytes += pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-                          pw_align_up(p->vslice->slice->device_count * sizeof(pw_backend_memory_t), 16);
-      }
-    }
-  }
-  /* One block: header | ops | args | outputs | op input pointers. */
-  size_t ops_at = pw_align_up(sizeof(pw_execution_t), 64);
-  size_t args_at = ops_at + plan->op_count * sizeof(pw_op_t);
-  size_t outs_at = args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
-  size_t ins_at = outs_at + output_total * sizeof(pw_buffer_obj_t*);
-  size_t slots_at = pw_align_up(ins_at + input_total * sizeof(pw_buffer_obj_t*), 64);
-  size_t slot_count = 0;
-  if (rt->no_gang_order) {
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      slot_count += plan->ops[i].vslice->slice->device_count;
-    }
-  }
-  size_t internal_at = slots_at + slot_count * sizeof(pw_device_t);
-  size_t waits_at = pw_align_up(internal_at + internal_bytes, 16);
-  size_t links_at = waits_at + param_inputs * sizeof(pw__event_node_t);
-  size_t queue_links_at = links_at + link_total * sizeof(pw_atomic_ptr_t);
-  size_t block_size = queue_links_at + link_total * sizeof(pw_op_t*);
+  pw_block_layout_t layout;
+  pw_block_layout(rt, plan, &layout);
+  uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
   unsigned char* block = NULL;
-  PW_RETURN_IF_ERROR(pw_block_get(rt, block_size, &block));
+  bool prepared = false;
+  PW_RETURN_IF_ERROR(pw_block_get(client, layout.size, plan_id, &block, &prepared));
   pw_execution_t* exec = (pw_execution_t*)block;
-  exec->block_size = block_size;
+  exec->block_size = layout.size;
   exec->op_count = plan->op_count;
   exec->client = client;
   exec->runtime = rt;
   exec->plan = plan;
-  exec->ops = (pw_op_t*)(block + ops_at);
-  exec->args = (pw_buffer_obj_t**)(block + args_at);
-  exec->outputs = (pw_buffer_obj_t**)(block + outs_at);
-  pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + ins_at);
-  pw_device_t* slots = slot_count ? (pw_device_t*)(block + slots_at) : NULL;
-  unsigned char* internal = block + internal_at;
-  pw__event_node_t* waits = (pw__event_node_t*)(block + waits_at);
-  pw_atomic_ptr_t* links = (pw_atomic_ptr_t*)(block + links_at);
-  pw_op_t** queue_links = (pw_op_t**)(block + queue_links_at);
+  pw_atomic_init_ptr(&exec->status, NULL);
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
-  /* Output buffers of every op. */
-  uint32_t out_cursor = 0, in_cursor = 0;
-  for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    pw_op_t* op = &exec->ops[i];
-    op->outputs = &exec->outputs[out_cursor];
-    for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
-      const pw_array_spec_t* spec = p->kind == PW_PLAN_TRANSFER
-                                        ? &p->transfer_spec
-                                        : &p->executable->signature.outputs[k];
-      if (p->external_outputs & (1u << k)) {
-        status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
-      } else {
-        pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
-        internal += pw_align_up(sizeof(pw_buffer_obj_t), 16);
-        b->shards = (pw_backend_memory_t*)internal;
-        internal += pw_align_up(p->vslice->slice->device_count * sizeof(pw_backend_memory_t), 16);
-        b->header.kind = PW_OBJECT_BUFFER;
-        b->header.runtime = rt;
-        b->slice = p->vslice->slice;
-        b->mesh = p->vslice->mesh;
-        b->spec = *spec;
-        pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &b->mesh);
-        b->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
-        b->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
-        exec->outputs[out_cursor] = b;
-      }
-      if (status == NULL) exec->output_total = ++out_cursor;
-    }
-    op->inputs = &input_ptrs[in_cursor];
-    in_cursor += p->input_count;
-    uint32_t op_params = 0;
-    for (uint32_t k = 0; k < p->input_count; ++k) op_params += p->inputs[k].param >= 0;
-    if (op_params > 0) {
-      op->arg_waits = waits;
-      waits += op_params;
-    }
-    if (slots != NULL) {
-      op->slots = slots;
-      slots += p->vslice->slice->device_count;
-    }
-    if (p->vslice->slice->span_count > 1) {
-      op->links = links; /* zero from the block: NULL links */
-      links += p->vslice->slice->span_count;
-      op->sched_links = queue_links;
-      queue_links += p->vslice->slice->span_count;
-    }
+  if (status == NULL) {
+    status = prepared ? pw_execution_relay(exec, plan) : pw_execution_lay_out(exec, plan, &layout);
   }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);
     return status;
   }
+  exec->plan_id = plan_id;
 
-  /* Nothing can fail from here on. */
+  /* Nothing can fail from here on. Per-run state: */
   for (uint32_t i = 0; i < plan->param_count; ++i) {
     exec->args[i] = args[i];
     pw__object_retain(&args[i]->header);
   }
+  uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_op_t* op = &exec->ops[i];
-    op->exec = exec;
-    op->plan = p;
-    op->slice = p->vslice->slice;
-    for (uint32_t k = 0; k < p->input_count; ++k) {
-      const pw_plan_input_t* in = &p->inputs[k];
-      op->inputs[k] = in->param >= 0 ? args[in->param]
-                                     : exec->ops[in->op].outputs[in->output];
-    }
     pw_atomic_init_u32(&op->pending, p->static_deps + 1);
+    pw_atomic_init_u32(&op->inputs_ready, 0);
     pw_atomic_init_u32(&op->devices_remaining, op->slice->device_count);
+    pw_atomic_init_ptr(&op->status, NULL);
+    pw_atomic_init_ptr(&op->dep_status, NULL);
+    pw_atomic_init_ptr(&op->slice_next, NULL);
+    pw_atomic_init_u64(&op->device_ns, 0);
+    op->sched_next = NULL;
+    op->gang_id = gang_base + i;
+    if (op->links != NULL) {
+      for (uint32_t k = 0; k < op->slice->span_count; ++k) {
+        pw_atomic_init_ptr(&op->links[k], NULL);
+        op->sched_links[k] = NULL;
+      }
+      pw_atomic_init_u32(&op->parts_picked, 0);
+      pw_atomic_init_u32(&op->appended, 0);
+    }
+    /* A reused block still points at the last run's parameters and graph
+     * outputs. */
+    for (uint32_t bits = p->per_run_inputs; bits != 0; bits &= bits - 1) {
+      uint32_t k = (uint32_t)__builtin_ctz(bits);
+      const pw_plan_input_t* in = &p->inputs[k];
+      op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
+    }
   }
   for (uint32_t o = 0; o < plan->output_count; ++o) {
     const pw_plan_output_t* po = &plan->outputs[o];
@@ -1120,8 +1253,6 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
   pw_atomic_fetch_add_u32(&client->refs, 1);
   pw_atomic_fetch_add_u32(&client->inflight, 1);
-  uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
-  for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].gang_id = gang_base + i;
   if (rt->sched_window != 0) {
     uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
     for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
@@ -1158,6 +1289,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
    * dependency; a failed one fails the op. */
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_op_t* op = &exec->ops[i];
+    if (op->plan->param_inputs == 0) continue;
     uint32_t param_index = 0;
     for (uint32_t k = 0; k < op->plan->input_count; ++k) {
       if (op->plan->inputs[k].param < 0) continue;

@@ -491,6 +491,9 @@ void pw_tcts_case_many_in_flight(const pw_tcts_fixture_t* f) {
   pw_tcts_backend_destroy(&c);
 }
 
+/* Bytes copied by the allocation sweep. */
+#define PW_TCTS_SWEEP_BYTES 4096
+
 typedef struct pw_tcts_sweep_t {
   const pw_tcts_fixture_t* fixture;
   pw_tcts_backend_t* backend;
@@ -507,8 +510,11 @@ static bool pw_tcts_sweep_body(pw_allocator_t allocator, bool expect_failure, vo
   pw_status_t status = s->fixture->create(s->fixture, allocator, &t);
   bool accepted = false;
   if (status == NULL) {
-    /* Both sides lack host pointers: the copy needs a staging buffer. */
-    pw_transport_copy_t c = pw_tcts_describe(b, 0, s->m[0], 0, b, 1, s->m[1], 0, 64, &d);
+    /* Both sides lack host pointers: the copy needs a staging buffer (an
+     * allocation even inline: larger than what inproc stages on the
+     * stack). */
+    pw_transport_copy_t c = pw_tcts_describe(b, 0, s->m[0], 0, b, 1, s->m[1], 0,
+                                             PW_TCTS_SWEEP_BYTES, &d);
     status = pw__transport_copy(&t, &c);
     accepted = status == NULL;
   }
@@ -524,8 +530,8 @@ void pw_tcts_case_allocation_failures(const pw_tcts_fixture_t* f) {
   pw_tcts_backend_t a;
   pw_tcts_backend_create(PW_TCTS_CPU_NO_HOST, &a);
   pw_tcts_sweep_t s = {f, &a, {NULL, NULL}};
-  PW_TCTS_OK(a.backend.vtable->allocate(a.backend.self, 0, 64, &s.m[0]));
-  PW_TCTS_OK(a.backend.vtable->allocate(a.backend.self, 1, 64, &s.m[1]));
+  PW_TCTS_OK(a.backend.vtable->allocate(a.backend.self, 0, PW_TCTS_SWEEP_BYTES, &s.m[0]));
+  PW_TCTS_OK(a.backend.vtable->allocate(a.backend.self, 1, PW_TCTS_SWEEP_BYTES, &s.m[1]));
   char why[256] = "";
   int swept = pw_test_allocator_sweep(pw_tcts_sweep_body, &s, why);
   cr_assert_geq(swept, 2, "%s: %s", f->name, why);

@@ -19,12 +19,16 @@
 
 #define PW_INPROC_LOG "inproc"
 #define PW_INPROC_DEFAULT_STAGING (1u << 20)
+/* A copy run inline (no workers) of at most this many bytes is staged
+ * through the caller's stack instead of an allocation. */
+#define PW_INPROC_STACK_STAGING 1024
 
 typedef struct pw_inproc_task_s {
   struct pw_inproc_task_s* next;
   pw_transport_copy_t copy;   /* the caller's descriptor, copied */
   unsigned char* staging;     /* NULL unless neither side is host accessible */
   size_t staging_size;
+  bool staging_on_stack;      /* |staging| is the inline caller's buffer */
   bool allocated;             /* freed after it ran (queued or staged) */
 } pw_inproc_task_t;
 
@@ -174,7 +178,9 @@ static pw_status_t pw_inproc_execute(const pw_inproc_task_t* task) {
 }
 
 static void pw_inproc_task_free(pw_inproc_t* t, pw_inproc_task_t* task) {
-  if (task->staging != NULL) pw_allocator_free(t->allocator, task->staging, task->staging_size);
+  if (task->staging != NULL && !task->staging_on_stack) {
+    pw_allocator_free(t->allocator, task->staging, task->staging_size);
+  }
   if (task->allocated) pw_allocator_free(t->allocator, task, sizeof(*task));
 }
 
@@ -246,6 +252,7 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, c->size, "destination"));
   pw_inproc_task_t local;
   memset(&local, 0, sizeof(local));
+  _Alignas(64) unsigned char stack_staging[PW_INPROC_STACK_STAGING];
   pw_inproc_task_t* task = &local;
   if (t->worker_count > 0) {
     void* memory = NULL;
@@ -258,8 +265,13 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   }
   memcpy(&task->copy, c, PW_TRANSPORT_COPY_SIZE_V1);
   task->copy.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
-  if (c->size > 0 && pw_inproc_host_pointer(&c->src) == NULL &&
-      pw_inproc_host_pointer(&c->dst) == NULL) {
+  bool staged = c->size > 0 && pw_inproc_host_pointer(&c->src) == NULL &&
+                pw_inproc_host_pointer(&c->dst) == NULL;
+  if (staged && t->worker_count == 0 && c->size <= sizeof(stack_staging)) {
+    task->staging = stack_staging;
+    task->staging_size = c->size;
+    task->staging_on_stack = true;
+  } else if (staged) {
     size_t chunk = c->size < t->staging_bytes ? c->size : t->staging_bytes;
     void* staging = NULL;
     pw_status_t status = pw_allocator_malloc(t->allocator, chunk, 64, &staging);
