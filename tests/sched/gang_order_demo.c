@@ -9,6 +9,9 @@
  *     events, not a hang; failing a device then aborts the stuck
  *     collectives so every execution still resolves, and the runtime is
  *     torn down cleanly.
+ * The same again with the 4 devices split into two slices of 2 and the
+ * programs on a virtual slice spanning both: the cross-slice gang keeps one
+ * order on every device of both slices.
  * Plain executable (runs under TSan). Usage: gang_order_demo [submissions] */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -64,7 +67,7 @@ static void* submitter(void* p) {
 
 /* Runs the workload; returns 1 if a deadlock was detected, 0 if all
  * completed OK, -1 on an unexpected error. */
-static int run(bool gang_order) {
+static int run(bool gang_order, bool spanning) {
   pw_double_options_t o;
   pw_double_options_init(&o);
   o.device_count = DEVICES;
@@ -77,14 +80,18 @@ static int run(bool gang_order) {
   world_t w;
   memset(&w, 0, sizeof(w));
   w.dbl = pw_double_backend_from(&backend);
-  pw_slice_desc_t slice = {"ring", {1, {DEVICES}}, 0, 0, 0};
+  pw_slice_desc_t slices[2] = {{"ring", {1, {DEVICES}}, 0, 0, 0}, {"", {0, {0}}, 0, 0, 0}};
+  if (spanning) {
+    slices[0] = (pw_slice_desc_t){"left", {1, {DEVICES / 2}}, 0, 0, 0};
+    slices[1] = (pw_slice_desc_t){"right", {1, {DEVICES / 2}}, 0, DEVICES / 2, 0};
+  }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
   ro.backends = &backend;
   ro.backend_count = 1;
-  ro.slices = &slice;
-  ro.slice_count = 1;
+  ro.slices = slices;
+  ro.slice_count = spanning ? 2 : 1;
   ro.debug_disable_gang_order = !gang_order;
   if (!ok(pw_runtime_create(&ro, &w.runtime), "runtime")) return -1;
   int result = -1;
@@ -94,9 +101,13 @@ static int run(bool gang_order) {
   const char* prog = "all_reduce_sum\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
   pw_array_spec_t spec = {PW_DTYPE_F32, {1, {DEVICES}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
   float data[DEVICES] = {1, 2, 3, 4};
-  pw_mesh_shape_t mesh = {1, {DEVICES}};
+  pw_vslice_span_t span;
+  memset(&span, 0, sizeof(span));
+  span.struct_size = sizeof(span);
+  span.mesh = (pw_mesh_shape_t){1, {DEVICES}};
+  span.slice_count = spanning ? 2 : 1;
   if (!ok(pw_client_create(w.runtime, NULL, &w.client), "client") ||
-      !ok(pw_vslice_create(w.client, &mesh, 0, &vs), "vslice") ||
+      !ok(pw_vslice_create_spanning(w.client, &span, &vs), "vslice") ||
       !ok(pw_executable_compile(w.client, vs, prog, strlen(prog), NULL, &reduce), "compile") ||
       !ok(pw_graph_create(w.client, &w.graph), "graph") ||
       !ok(pw_graph_add_parameter(w.client, w.graph, vs, &spec, &p), "param") ||
@@ -133,9 +144,9 @@ static int run(bool gang_order) {
     if (s) pw_status_free(s);
   }
   if (stuck) {
-    printf("gang_order_demo: gang order %s: DEADLOCK detected by the deadline after %zu of %zu "
-           "executions; in flight on the double: %llu\n",
-           gang_order ? "on" : "off", completed, total,
+    printf("gang_order_demo: %s, gang order %s: DEADLOCK detected by the deadline after %zu "
+           "of %zu executions; in flight on the double: %llu\n",
+           spanning ? "2 slices" : "1 slice", gang_order ? "on" : "off", completed, total,
            (unsigned long long)pw_double_backend_in_flight(w.dbl));
     /* Recover: a failed device aborts every collective waiting on it. */
     pw_double_backend_set_health(w.dbl, 0, PW_DEVICE_FAILED);
@@ -162,9 +173,10 @@ static int run(bool gang_order) {
     }
     free(first);
     free(other);
-    printf("gang_order_demo: gang order %s: all %zu executions completed; per-device order "
-           "%s\n",
-           gang_order ? "on" : "off", total, result == 0 ? "identical" : "DIFFERS");
+    printf("gang_order_demo: %s, gang order %s: all %zu executions completed; per-device "
+           "order %s\n",
+           spanning ? "2 slices" : "1 slice", gang_order ? "on" : "off", total,
+           result == 0 ? "identical" : "DIFFERS");
   }
 done:
   for (size_t i = 0; w.done && i < (size_t)THREADS * g_per_thread; ++i) {
@@ -176,19 +188,23 @@ done:
   return result;
 }
 
-int main(int argc, char** argv) {
-  if (argc > 1) g_per_thread = atoi(argv[1]);
-  if (run(true) != 0) {
+static int demo(bool spanning) {
+  if (run(true, spanning) != 0) {
     fprintf(stderr, "gang_order_demo: with gang order the workload must complete\n");
     return 1;
   }
   /* Without gang order a deadlock depends on how the threads race; it is
    * all but certain within a few rounds. */
   for (int round = 0; round < 5; ++round) {
-    int r = run(false);
+    int r = run(false, spanning);
     if (r == 1) return 0;
     if (r < 0) return 1;
   }
   fprintf(stderr, "gang_order_demo: no deadlock without gang order in 5 rounds\n");
   return 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_per_thread = atoi(argv[1]);
+  return demo(false) | demo(true);
 }
