@@ -267,6 +267,18 @@ pw_status_t pw_vslice_release(pw_client_t* client, pw_vslice_t vslice);
 pw_status_t pw_vslice_binding(pw_client_t* client, pw_vslice_t vslice,
                               uint32_t* out_slice, pw_mesh_shape_t* out_mesh);
 
+typedef struct pw_vslice_span_t {
+  size_t struct_size;
+  pw_mesh_shape_t mesh;
+  uint32_t slice_count;
+  const uint32_t* slices;
+  uint32_t flags;
+} pw_vslice_span_t;
+pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_t* span,
+                                      pw_vslice_t* out_vslice);
+pw_status_t pw_vslice_slices(pw_client_t* client, pw_vslice_t vslice, uint32_t* out_slices,
+                             uint32_t capacity, uint32_t* out_count);
+
 /* ---- buffer.h ----------------------------------------------------------- */
 typedef struct pw_buffer_t {
   uint64_t id;
@@ -322,6 +334,9 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph,
                                  const char* name, pw_executable_t executable,
                                  pw_vslice_t vslice, const pw_value_t* inputs,
                                  uint32_t input_count, uint32_t* out_node);
+pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const char* name,
+                                  pw_value_t input, pw_vslice_t vslice, pw_sharding_t sharding,
+                                  uint32_t* out_node);
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph,
                                 pw_value_t value);
 pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph);

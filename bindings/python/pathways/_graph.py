@@ -8,7 +8,7 @@ from ._errors import check, take_error
 from ._event import Event
 from ._lowlevel import ffi, lib
 from ._objects import Executable, _adopt_buffer, _vslice_handle
-from ._types import as_spec, mesh_text
+from ._types import ArraySpec, as_sharding, as_spec, mesh_text
 
 
 class Value:
@@ -43,6 +43,8 @@ class _Node:
             return f"%{self.index} = parameter {self.param}{label}: {outs}{where}"
         args = ", ".join(v.ref for v in self.inputs)
         label = f"{self.name!r} " if self.name else ""
+        if self.kind == "transfer":
+            return f"%{self.index} = {label}transfer({args}): {outs}{where}"
         lhs = (f"%{self.index}" if len(self.outputs) == 1
                else "(" + ", ".join(v.ref for v in self.outputs) + ")")
         return f"{lhs} = {label}{self.executable.name}({args}): {outs}{where}"
@@ -143,6 +145,30 @@ class Graph(ClientHandle):
                           for k, spec in enumerate(executable.outputs))
         self._nodes[n.index] = n
         return n.outputs[0] if len(n.outputs) == 1 else n.outputs
+
+    def transfer(self, value, vslice, sharding, name=None):
+        """Adds a node moving |value| onto |vslice| (another virtual slice,
+        possibly spanning several physical ones, or the same one) laid out
+        as |sharding| ("replicated", "split(0,all)", a Sharding). Only the
+        shard-to-shard copies needed are made, by the runtime's transport,
+        in the destination's gang order. Returns the moved Value."""
+        ptr = self._live()
+        if not isinstance(value, Value) or value.graph is not self:
+            raise TypeError(f"transfer input is not a Value of this graph: {value!r}")
+        sharding = as_sharding(sharding)
+        cs = ffi.new("pw_sharding_t*")
+        sharding._to_c(cs)
+        node = ffi.new("uint32_t*")
+        cname = name.encode() if name else ffi.NULL
+        check(lib.pw_graph_add_transfer(ptr, self._h[0], cname, (value.node, value.output),
+                                        _vslice_handle(vslice), cs[0], node))
+        n = _Node()
+        n.index, n.kind, n.name, n.param = node[0], "transfer", name, None
+        n.executable, n.vslice, n.inputs = None, vslice, (value,)
+        spec = ArraySpec(value.spec.dtype, value.spec.shape, sharding)
+        n.outputs = (Value(self, node[0], 0, spec, vslice),)
+        self._nodes[n.index] = n
+        return n.outputs[0]
 
     def output(self, *values):
         """Declares |values| as the next graph outputs, in order."""
@@ -274,7 +300,7 @@ class Graph(ClientHandle):
         return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
 
     def __repr__(self):
-        computes = sum(1 for n in self._nodes.values() if n.kind == "compute")
+        computes = sum(1 for n in self._nodes.values() if n.kind != "parameter")
         state = "finalized" if self._finalized else "building"
         if not self._id:
             state = "released"

@@ -504,10 +504,17 @@ class Client:
 
     # -- virtual slices
 
-    def vslice(self, mesh, *, exclusive=False):
+    def vslice(self, mesh, *, exclusive=False, slices=None):
         """Asks the resource manager for a virtual slice of |mesh| ("2x4",
-        8, (2, 4)); ResourceExhaustedError when no physical slice fits."""
-        return VSlice(self, mesh, exclusive=exclusive)
+        8, (2, 4)); ResourceExhaustedError when no physical slice fits.
+
+        |slices| spans several physical slices: a count (the resource
+        manager picks that many slices of one backend, each with
+        device_count(mesh) / count devices) or a sequence of physical slice
+        indices. Ops on a spanning virtual slice run as one gang across the
+        slices (their collectives span them), in one consistent order on
+        every slice. Mesh order is slice-major over ascending slice index."""
+        return VSlice(self, mesh, exclusive=exclusive, slices=slices)
 
     # -- shortcuts (see the classes)
 
@@ -571,12 +578,30 @@ class VSlice(ClientHandle):
 
     __slots__ = ("client", "_h", "id", "mesh", "__weakref__")
 
-    def __init__(self, client, mesh, *, exclusive=False):
+    def __init__(self, client, mesh, *, exclusive=False, slices=None):
         dims = mesh_tuple(mesh)
-        cmesh = fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
         out = ffi.new("pw_vslice_t*")
         flags = lib.PW_VSLICE_EXCLUSIVE if exclusive else lib.PW_VSLICE_DEFAULT
-        check(lib.pw_vslice_create(client._live(), cmesh, flags, out))
+        if slices is None:
+            cmesh = fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
+            check(lib.pw_vslice_create(client._live(), cmesh, flags, out))
+        else:
+            span = ffi.new("pw_vslice_span_t*")
+            span.struct_size = ffi.sizeof("pw_vslice_span_t")
+            fill_mesh(ffi.addressof(span, "mesh"), dims)
+            span.flags = flags
+            if isinstance(slices, int):
+                span.slice_count = slices
+                pinned = ffi.NULL
+            else:
+                indices = [int(i) for i in slices]
+                if not indices or any(i < 0 for i in indices):
+                    raise ValueError(f"slices must be a count or non-negative slice "
+                                     f"indices, got {slices!r}")
+                pinned = ffi.new("uint32_t[]", indices)
+                span.slice_count = len(indices)
+            span.slices = pinned
+            check(lib.pw_vslice_create_spanning(client._live(), span, out))
         client._box.live += 1
         self.client = client
         self._h = out
@@ -593,8 +618,20 @@ class VSlice(ClientHandle):
         return _device_count(self.mesh)
 
     @property
+    def slices(self):
+        """The physical Slices it is bound to, in mesh order (one unless
+        it spans several)."""
+        count = ffi.new("uint32_t*")
+        check(lib.pw_vslice_slices(self.client._live(), self._handle(), ffi.NULL, 0, count))
+        indices = ffi.new("uint32_t[]", max(count[0], 1))
+        check(lib.pw_vslice_slices(self.client._live(), self._handle(), indices, count[0],
+                                   count))
+        return [Slice(self.client.runtime, indices[i]) for i in range(count[0])]
+
+    @property
     def slice(self):
-        """The physical Slice it is bound to."""
+        """The physical Slice it is bound to (the lowest-numbered one when
+        it spans several)."""
         index = ffi.new("uint32_t*")
         check(lib.pw_vslice_binding(self.client._live(), self._handle(), index, ffi.NULL))
         return Slice(self.client.runtime, index[0])
