@@ -18,6 +18,9 @@
  *                per device one atomic decrement (an op's remaining count)
  *                and one store (its cursor), per device and step
  *   ratio        ns_per_launch / baseline_ns
+ * --span K places each step on a virtual slice spanning K consecutive
+ * slices (slices must be a multiple of K): one op of K * devices chips,
+ * appended to K slice sequences at once; the launch count is unchanged.
  * --backend noop runs the same loop over the test double's no-op backend
  * (completes inline, keeps only a launch count), which separates the
  * dispatcher's share from the sim's. A table with every run goes to stderr. Setup (backend, runtime,
@@ -44,6 +47,8 @@ typedef struct pw_spmd_t {
   pw_graph_t* graphs;
   uint32_t slices;
   uint32_t devices;
+  uint32_t span;   /* slices per step op (--span) */
+  uint32_t groups; /* slices / span: one step graph each */
   bool noop; /* --backend noop: the test double's no-op backend instead */
 } pw_spmd_t;
 
@@ -87,18 +92,34 @@ static void pw_spmd_setup(pw_spmd_t* b) {
   pw_spmd_check(pw_runtime_create(&ro, &b->runtime), "runtime");
   free(descs);
   pw_spmd_check(pw_client_create(b->runtime, NULL, &b->client), "client");
-  pw_vslice_t* vslices = calloc(b->slices, sizeof(*vslices));
-  for (uint32_t s = 0; s < b->slices; ++s) {
-    pw_spmd_check(pw_vslice_create(b->client, &mesh, PW_VSLICE_DEFAULT, &vslices[s]), "vslice");
+  b->groups = b->slices / b->span;
+  pw_vslice_t* vslices = calloc(b->groups, sizeof(*vslices));
+  uint32_t* members = calloc(b->span, sizeof(uint32_t));
+  for (uint32_t s = 0; s < b->groups; ++s) {
+    if (b->span == 1) {
+      pw_spmd_check(pw_vslice_create(b->client, &mesh, PW_VSLICE_DEFAULT, &vslices[s]),
+                    "vslice");
+      continue;
+    }
+    for (uint32_t k = 0; k < b->span; ++k) members[k] = s * b->span + k;
+    pw_vslice_span_t span;
+    memset(&span, 0, sizeof(span));
+    span.struct_size = sizeof(span);
+    uint32_t chips = b->span * b->devices;
+    span.mesh = pw_mesh_shape_make(1, &chips);
+    span.slice_count = b->span;
+    span.slices = members;
+    pw_spmd_check(pw_vslice_create_spanning(b->client, &span, &vslices[s]), "spanning vslice");
   }
+  free(members);
   static const char sim_program[] = "op spmd_step\ntime 1ms\n";
   static const char noop_program[] = "noop\n";
   const char* program = b->noop ? noop_program : sim_program;
   pw_spmd_check(pw_executable_compile(b->client, vslices[0], program, strlen(program), NULL,
                                       &b->executable),
                 "compile");
-  b->graphs = calloc(b->slices, sizeof(*b->graphs));
-  for (uint32_t s = 0; s < b->slices; ++s) {
+  b->graphs = calloc(b->groups, sizeof(*b->graphs));
+  for (uint32_t s = 0; s < b->groups; ++s) {
     pw_spmd_check(pw_graph_create(b->client, &b->graphs[s]), "graph");
     pw_spmd_check(pw_graph_add_compute(b->client, b->graphs[s], "step", b->executable,
                                        vslices[s], NULL, 0, NULL),
@@ -110,7 +131,7 @@ static void pw_spmd_setup(pw_spmd_t* b) {
 }
 
 static void pw_spmd_teardown(pw_spmd_t* b) {
-  for (uint32_t s = 0; s < b->slices; ++s) {
+  for (uint32_t s = 0; s < b->groups; ++s) {
     pw_spmd_check(pw_graph_release(b->client, b->graphs[s]), "graph release");
   }
   pw_spmd_check(pw_executable_release(b->client, b->executable), "executable release");
@@ -123,7 +144,7 @@ static void pw_spmd_teardown(pw_spmd_t* b) {
 static int64_t pw_spmd_run(pw_spmd_t* b, long long steps) {
   int64_t t0 = pw_bench_now_ns();
   for (long long i = 0; i < steps; ++i) {
-    for (uint32_t s = 0; s < b->slices; ++s) {
+    for (uint32_t s = 0; s < b->groups; ++s) {
       pw_spmd_check(pw_graph_submit(b->client, b->graphs[s], NULL, 0, NULL, NULL, 0, NULL),
                     "submit");
     }
@@ -159,6 +180,7 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   memset(&b, 0, sizeof(b));
   b.slices = (uint32_t)pw_bench_opt_int(argc, argv, "slices", 64);
   b.devices = (uint32_t)pw_bench_opt_int(argc, argv, "devices", 256);
+  long long span = pw_bench_opt_int(argc, argv, "span", 1);
   long long steps = pw_bench_opt_int(argc, argv, "steps", 50);
   long long reps = pw_bench_opt_int(argc, argv, "reps", 5);
   const char* backend = "sim";
@@ -172,12 +194,15 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
     return 2;
   }
   b.noop = strcmp(backend, "noop") == 0;
-  if (b.slices == 0 || b.devices == 0 || steps == 0 || reps == 0 ||
+  if (b.slices == 0 || b.devices == 0 || steps == 0 || reps == 0 || span < 1 ||
+      b.slices % (uint32_t)span != 0 ||
       (uint64_t)b.slices * b.devices > PW_SIM_MAX_DEVICES) {
-    fprintf(stderr, "pw-bench sim-spmd: --slices, --devices, --steps and --reps must be >= 1 "
-                    "and slices x devices <= %u\n", PW_SIM_MAX_DEVICES);
+    fprintf(stderr, "pw-bench sim-spmd: --slices, --devices, --steps, --reps and --span must "
+                    "be >= 1, --span must divide --slices, and slices x devices <= %u\n",
+            PW_SIM_MAX_DEVICES);
     return 2;
   }
+  b.span = (uint32_t)span;
   pw_bench_pin(0);
   pw_spmd_setup(&b);
   pw_spmd_run(&b, 1); /* warm-up: pages, caches, the first appends */
@@ -224,6 +249,7 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   pw_bench_json_str(&j, "backend", backend);
   pw_bench_json_int(&j, "slices", b.slices);
   pw_bench_json_int(&j, "devices", b.devices);
+  pw_bench_json_int(&j, "span", b.span);
   pw_bench_json_int(&j, "steps", steps);
   pw_bench_json_int(&j, "reps", reps);
   pw_bench_json_int(&j, "launches", (long long)launches);

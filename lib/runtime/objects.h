@@ -95,6 +95,9 @@ typedef struct pw_slice_s {
    * A physical slice has span_count 1 and span == &self. */
   uint32_t span_count;
   struct pw_slice_s** span;
+  /* Composite only: physical slice index -> position in span[] (for the
+   * runtime's slices; UINT32_MAX for those not in it). */
+  uint32_t* span_position;
   struct pw_slice_s* self;
   struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
 } pw_slice_t;

@@ -12,6 +12,7 @@
 /* ---- composite slices --------------------------------------------------- */
 
 static void pw_composite_free(pw_runtime_t* rt, pw_slice_t* c) {
+  pw_allocator_free(rt->allocator, c->span_position, rt->slice_count * sizeof(uint32_t));
   pw_allocator_free(rt->allocator, c->group_devices, c->device_count * sizeof(uint32_t));
   pw_allocator_free(rt->allocator, c->span, c->span_count * sizeof(pw_slice_t*));
   pw_allocator_free(rt->allocator, c, sizeof(*c));
@@ -40,6 +41,10 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
     status = pw_allocator_calloc_array(rt->allocator, c->device_count, sizeof(uint32_t), 0,
                                        (void**)&c->group_devices);
   }
+  if (status == NULL) {
+    status = pw_allocator_calloc_array(rt->allocator, rt->slice_count, sizeof(uint32_t), 0,
+                                       (void**)&c->span_position);
+  }
   if (status != NULL) {
     if (c->span == NULL) c->span_count = 0;
     pw_composite_free(rt, c);
@@ -53,8 +58,10 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
   c->host = parts[0]->host;
   c->first_device = parts[0]->first_device;
   size_t used = 0;
+  for (uint32_t s = 0; s < rt->slice_count; ++s) c->span_position[s] = UINT32_MAX;
   for (uint32_t p = 0; p < count; ++p) {
     c->span[p] = parts[p];
+    c->span_position[parts[p]->index] = p;
     memcpy(&c->group_devices[p * per], parts[p]->group_devices, per * sizeof(uint32_t));
     if (used < sizeof(c->name)) {
       int n = snprintf(c->name + used, sizeof(c->name) - used, "%s%s", p ? "+" : "",

@@ -179,9 +179,7 @@ static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
 
 /* Position of physical slice |part| among |slice|'s parts. */
 static inline uint32_t pw_span_position(const pw_slice_t* slice, const pw_slice_t* part) {
-  uint32_t p = 0;
-  while (slice->span[p] != part) ++p;
-  return p;
+  return slice->span_count == 1 ? 0 : slice->span_position[part->index];
 }
 
 /* |op|'s link to its successor in the sequence of its |p|-th part. */
