@@ -78,26 +78,10 @@ int main(void) {
   pw_vslice_t vs;
   CHECK(pw_vslice_create(client, &mesh, 0, &vs));
 
-  /* Programs in the CPU backend's text format (see backends/cpu.h). */
-  char text[1024];
-  pw_executable_t matmul_xw = compile(client, vs,
-      "kernel matmul\ninput f32[256,8] split(0,all)\ninput f32[8,1] replicated\n"
-      "output f32[256,1] split(0,all)\n");
-  snprintf(text, sizeof(text),
-           "kernel logistic_loss_grad\ninput f32[256,1] split(0,all)\n"
-           "input f32[256,1] split(0,all)\noutput f32[256,1] split(0,all)\nattr scale %.17g\n",
-           1.0 / kN);
-  pw_executable_t loss_grad = compile(client, vs, text);
-  pw_executable_t matmul_xtdz = compile(client, vs,
-      "kernel matmul\ninput f32[256,8] split(0,all)\ninput f32[256,1] split(0,all)\n"
-      "output f32[8,8,1] split(0,all)\nattr transpose_a 1\n");
-  pw_executable_t allreduce_g = compile(client, vs,
-      "kernel all_reduce_sum\ninput f32[8,8,1] split(0,all)\noutput f32[8,1] replicated\n");
-  snprintf(text, sizeof(text),
-           "kernel sgd_update\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
-           "output f32[8,1] replicated\nattr lr %.17g\n",
-           kLearningRate);
-  pw_executable_t sgd = compile(client, vs, text);
+  /* Programs in the CPU backend's text format (see backends/cpu.h and
+   * logreg_common.h for the gradient step's). */
+  pw_example_logreg_programs_t prog;
+  CHECK(pw_example_logreg_compile(client, vs, kN, kD, 8, kN, kLearningRate, &prog));
   pw_executable_t loss = compile(client, vs,
       "kernel logistic_loss\ninput f32[256,1] split(0,all)\ninput f32[256,1] split(0,all)\n"
       "output f32[256,1] split(0,all)\n");
@@ -113,21 +97,13 @@ int main(void) {
   pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
   pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
   pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
-  uint32_t X, Y, W, z, dz, gpart, g, w2, l, lpart, lsum;
+  uint32_t X, Y, W, z, g, w2, l, lpart, lsum;
   CHECK(pw_graph_add_parameter(client, step, vs, &xs, &X));
   CHECK(pw_graph_add_parameter(client, step, vs, &ys, &Y));
   CHECK(pw_graph_add_parameter(client, step, vs, &ws, &W));
-  pw_value_t in[2];
-  in[0] = pw_value(X, 0), in[1] = pw_value(W, 0);
-  CHECK(pw_graph_add_compute(client, step, "logits", matmul_xw, vs, in, 2, &z));
-  in[0] = pw_value(z, 0), in[1] = pw_value(Y, 0);
-  CHECK(pw_graph_add_compute(client, step, "dloss", loss_grad, vs, in, 2, &dz));
-  in[0] = pw_value(X, 0), in[1] = pw_value(dz, 0);
-  CHECK(pw_graph_add_compute(client, step, "grad_partial", matmul_xtdz, vs, in, 2, &gpart));
-  in[0] = pw_value(gpart, 0);
-  CHECK(pw_graph_add_compute(client, step, "grad_allreduce", allreduce_g, vs, in, 1, &g));
-  in[0] = pw_value(W, 0), in[1] = pw_value(g, 0);
-  CHECK(pw_graph_add_compute(client, step, "sgd", sgd, vs, in, 2, &w2));
+  CHECK(pw_example_logreg_gradient(client, step, vs, &prog, X, Y, W, &z, &g));
+  pw_value_t in[2] = {pw_value(W, 0), pw_value(g, 0)};
+  CHECK(pw_graph_add_compute(client, step, "sgd", prog.sgd, vs, in, 2, &w2));
   in[0] = pw_value(z, 0), in[1] = pw_value(Y, 0);
   CHECK(pw_graph_add_compute(client, step, "loss", loss, vs, in, 2, &l));
   in[0] = pw_value(l, 0);

@@ -45,56 +45,6 @@ static pw_executable_t compile(pw_client_t* client, pw_vslice_t vs, const char* 
   return exe;
 }
 
-typedef struct slice_programs_t {
-  pw_executable_t logits, dloss, grad_partial, grad_reduce, add, sgd;
-} slice_programs_t;
-
-static slice_programs_t compile_programs(pw_client_t* client, pw_vslice_t vs) {
-  slice_programs_t p;
-  char text[512];
-  p.logits = compile(client, vs,
-                     "kernel matmul\ninput f32[128,8] split(0,all)\ninput f32[8,1] replicated\n"
-                     "output f32[128,1] split(0,all)\n");
-  snprintf(text, sizeof(text),
-           "kernel logistic_loss_grad\ninput f32[128,1] split(0,all)\n"
-           "input f32[128,1] split(0,all)\noutput f32[128,1] split(0,all)\nattr scale %.17g\n",
-           1.0 / kN);
-  p.dloss = compile(client, vs, text);
-  p.grad_partial = compile(client, vs,
-                           "kernel matmul\ninput f32[128,8] split(0,all)\n"
-                           "input f32[128,1] split(0,all)\noutput f32[8,8,1] split(0,all)\n"
-                           "attr transpose_a 1\n");
-  p.grad_reduce = compile(client, vs,
-                          "kernel all_reduce_sum\ninput f32[8,8,1] split(0,all)\n"
-                          "output f32[8,1] replicated\n");
-  p.add = compile(client, vs,
-                  "kernel add\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
-                  "output f32[8,1] replicated\n");
-  snprintf(text, sizeof(text),
-           "kernel sgd_update\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
-           "output f32[8,1] replicated\nattr lr %.17g\n",
-           kLearningRate);
-  p.sgd = compile(client, vs, text);
-  return p;
-}
-
-/* Adds one slice's part of the step: returns the node of its local
- * all-reduced gradient. */
-static uint32_t add_local_gradient(pw_client_t* c, pw_graph_t g, pw_vslice_t vs,
-                                   const slice_programs_t* p, uint32_t X, uint32_t Y,
-                                   uint32_t W) {
-  uint32_t z, dz, gp, gr;
-  pw_value_t in[2] = {pw_value(X, 0), pw_value(W, 0)};
-  CHECK(pw_graph_add_compute(c, g, "logits", p->logits, vs, in, 2, &z));
-  in[0] = pw_value(z, 0), in[1] = pw_value(Y, 0);
-  CHECK(pw_graph_add_compute(c, g, "dloss", p->dloss, vs, in, 2, &dz));
-  in[0] = pw_value(X, 0), in[1] = pw_value(dz, 0);
-  CHECK(pw_graph_add_compute(c, g, "grad_partial", p->grad_partial, vs, in, 2, &gp));
-  in[0] = pw_value(gp, 0);
-  CHECK(pw_graph_add_compute(c, g, "grad_allreduce", p->grad_reduce, vs, in, 1, &gr));
-  return gr;
-}
-
 /* The whole step on a virtual slice spanning both physical slices; returns
  * the final weights in |w|. */
 static void train_spanning(pw_client_t* client, const float* x, const float* y, float* w) {
@@ -104,46 +54,20 @@ static void train_spanning(pw_client_t* client, const float* x, const float* y, 
   span.slice_count = 2;
   pw_vslice_t vs;
   CHECK(pw_vslice_create_spanning(client, &span, &vs));
-  char text[512];
-  pw_executable_t logits = compile(client, vs,
-                                   "kernel matmul\ninput f32[256,8] split(0,all)\n"
-                                   "input f32[8,1] replicated\noutput f32[256,1] split(0,all)\n");
-  snprintf(text, sizeof(text),
-           "kernel logistic_loss_grad\ninput f32[256,1] split(0,all)\n"
-           "input f32[256,1] split(0,all)\noutput f32[256,1] split(0,all)\nattr scale %.17g\n",
-           1.0 / kN);
-  pw_executable_t dloss = compile(client, vs, text);
-  pw_executable_t partial = compile(client, vs,
-                                    "kernel matmul\ninput f32[256,8] split(0,all)\n"
-                                    "input f32[256,1] split(0,all)\noutput f32[16,8,1] split(0,all)\n"
-                                    "attr transpose_a 1\n");
-  pw_executable_t reduce = compile(client, vs,
-                                   "kernel all_reduce_sum\ninput f32[16,8,1] split(0,all)\n"
-                                   "output f32[8,1] replicated\n");
-  snprintf(text, sizeof(text),
-           "kernel sgd_update\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
-           "output f32[8,1] replicated\nattr lr %.17g\n",
-           kLearningRate);
-  pw_executable_t sgd = compile(client, vs, text);
+  pw_example_logreg_programs_t prog;
+  CHECK(pw_example_logreg_compile(client, vs, kN, kD, 16, kN, kLearningRate, &prog));
   pw_graph_t step;
   CHECK(pw_graph_create(client, &step));
   pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
   pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
   pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
-  uint32_t X, Y, W, z, dz, gp, gr, w2;
+  uint32_t X, Y, W, z, gr, w2;
   CHECK(pw_graph_add_parameter(client, step, vs, &xs, &X));
   CHECK(pw_graph_add_parameter(client, step, vs, &ys, &Y));
   CHECK(pw_graph_add_parameter(client, step, vs, &ws, &W));
-  pw_value_t in[2] = {pw_value(X, 0), pw_value(W, 0)};
-  CHECK(pw_graph_add_compute(client, step, "logits", logits, vs, in, 2, &z));
-  in[0] = pw_value(z, 0), in[1] = pw_value(Y, 0);
-  CHECK(pw_graph_add_compute(client, step, "dloss", dloss, vs, in, 2, &dz));
-  in[0] = pw_value(X, 0), in[1] = pw_value(dz, 0);
-  CHECK(pw_graph_add_compute(client, step, "grad_partial", partial, vs, in, 2, &gp));
-  in[0] = pw_value(gp, 0);
-  CHECK(pw_graph_add_compute(client, step, "grad_allreduce_16", reduce, vs, in, 1, &gr));
-  in[0] = pw_value(W, 0), in[1] = pw_value(gr, 0);
-  CHECK(pw_graph_add_compute(client, step, "sgd", sgd, vs, in, 2, &w2));
+  CHECK(pw_example_logreg_gradient(client, step, vs, &prog, X, Y, W, &z, &gr));
+  pw_value_t in[2] = {pw_value(W, 0), pw_value(gr, 0)};
+  CHECK(pw_graph_add_compute(client, step, "sgd", prog.sgd, vs, in, 2, &w2));
   CHECK(pw_graph_add_output(client, step, pw_value(w2, 0)));
   float w0[kD] = {0};
   pw_buffer_t args[3];
@@ -194,7 +118,14 @@ int main(void) {
   pw_vslice_t vs[2];
   CHECK(pw_vslice_create(client, &mesh, 0, &vs[0]));
   CHECK(pw_vslice_create(client, &mesh, 0, &vs[1]));
-  slice_programs_t prog[2] = {compile_programs(client, vs[0]), compile_programs(client, vs[1])};
+  pw_example_logreg_programs_t prog[2];
+  pw_executable_t add[2];
+  for (int s = 0; s < 2; ++s) {
+    CHECK(pw_example_logreg_compile(client, vs[s], kHalf, kD, 8, kN, kLearningRate, &prog[s]));
+    add[s] = compile(client, vs[s],
+                     "kernel add\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
+                     "output f32[8,1] replicated\n");
+  }
 
   pw_graph_t step;
   CHECK(pw_graph_create(client, &step));
@@ -208,7 +139,10 @@ int main(void) {
     CHECK(pw_graph_add_parameter(client, step, vs[s], &ys, &Y[s]));
     CHECK(pw_graph_add_parameter(client, step, vs[s], &ws, &W[s]));
   }
-  for (int s = 0; s < 2; ++s) G[s] = add_local_gradient(client, step, vs[s], &prog[s], X[s], Y[s], W[s]);
+  for (int s = 0; s < 2; ++s) {
+    uint32_t z;
+    CHECK(pw_example_logreg_gradient(client, step, vs[s], &prog[s], X[s], Y[s], W[s], &z, &G[s]));
+  }
   /* Cross-slice reduction: each slice receives the other's gradient. */
   for (int s = 0; s < 2; ++s) {
     CHECK(pw_graph_add_transfer(client, step, s ? "grad_to_west" : "grad_to_east",
@@ -216,7 +150,7 @@ int main(void) {
   }
   for (int s = 0; s < 2; ++s) {
     pw_value_t in[2] = {pw_value(G[s], 0), pw_value(T[s], 0)};
-    CHECK(pw_graph_add_compute(client, step, "grad_sum", prog[s].add, vs[s], in, 2, &S[s]));
+    CHECK(pw_graph_add_compute(client, step, "grad_sum", add[s], vs[s], in, 2, &S[s]));
     in[0] = pw_value(W[s], 0), in[1] = pw_value(S[s], 0);
     CHECK(pw_graph_add_compute(client, step, "sgd", prog[s].sgd, vs[s], in, 2, &W2[s]));
     CHECK(pw_graph_add_output(client, step, pw_value(W2[s], 0)));

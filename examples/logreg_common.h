@@ -1,10 +1,16 @@
-/* Shared by the examples: synthetic logistic-regression data and the plain
- * C reference training loop the examples check their weights against. */
+/* Shared by the examples: synthetic logistic-regression data, the plain
+ * C reference training loop the examples check their weights against, and
+ * the gradient part of a training step as CPU-backend programs and graph
+ * nodes. */
 #ifndef PW_EXAMPLES_LOGREG_COMMON_H_
 #define PW_EXAMPLES_LOGREG_COMMON_H_
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pathways/pathways.h"
 
 /* Deterministic data: |n| examples of |d| features, x ~ U(-1,1), labels
  * from fixed true weights. |x| is n*d row-major, |y| n. */
@@ -41,6 +47,64 @@ static inline void pw_example_logreg_reference(int n, int d, const float* x, con
     for (int k = 0; k < d; ++k) w[k] = (float)(w[k] - lr * grad[k]);
     *last_loss = (float)(loss / n);
   }
+}
+
+/* The programs of one gradient step over |rows| examples of |d| features
+ * split over the |devices| devices of a virtual slice (loss scaled by
+ * 1 / |batch|, the whole batch across slices), and the SGD update. */
+typedef struct pw_example_logreg_programs_t {
+  pw_executable_t logits, dloss, grad_partial, grad_reduce, sgd;
+} pw_example_logreg_programs_t;
+
+static inline pw_status_t pw_example_compile(pw_client_t* c, pw_vslice_t vs, const char* text,
+                                             pw_executable_t* out) {
+  return pw_executable_compile(c, vs, text, strlen(text), NULL, out);
+}
+
+static inline pw_status_t pw_example_logreg_compile(pw_client_t* c, pw_vslice_t vs, int rows,
+                                                    int d, int devices, int batch, double lr,
+                                                    pw_example_logreg_programs_t* p) {
+  char text[512];
+  snprintf(text, sizeof(text),
+           "kernel matmul\ninput f32[%d,%d] split(0,all)\ninput f32[%d,1] replicated\n"
+           "output f32[%d,1] split(0,all)\n", rows, d, d, rows);
+  PW_RETURN_IF_ERROR(pw_example_compile(c, vs, text, &p->logits));
+  snprintf(text, sizeof(text),
+           "kernel logistic_loss_grad\ninput f32[%d,1] split(0,all)\n"
+           "input f32[%d,1] split(0,all)\noutput f32[%d,1] split(0,all)\nattr scale %.17g\n",
+           rows, rows, rows, 1.0 / batch);
+  PW_RETURN_IF_ERROR(pw_example_compile(c, vs, text, &p->dloss));
+  snprintf(text, sizeof(text),
+           "kernel matmul\ninput f32[%d,%d] split(0,all)\ninput f32[%d,1] split(0,all)\n"
+           "output f32[%d,%d,1] split(0,all)\nattr transpose_a 1\n", rows, d, rows, devices, d);
+  PW_RETURN_IF_ERROR(pw_example_compile(c, vs, text, &p->grad_partial));
+  snprintf(text, sizeof(text),
+           "kernel all_reduce_sum\ninput f32[%d,%d,1] split(0,all)\noutput f32[%d,1] replicated\n",
+           devices, d, d);
+  PW_RETURN_IF_ERROR(pw_example_compile(c, vs, text, &p->grad_reduce));
+  snprintf(text, sizeof(text),
+           "kernel sgd_update\ninput f32[%d,1] replicated\ninput f32[%d,1] replicated\n"
+           "output f32[%d,1] replicated\nattr lr %.17g\n", d, d, d, lr);
+  return pw_example_compile(c, vs, text, &p->sgd);
+}
+
+/* Adds logits z = X w, dz = dloss(z, y), the per-device partial gradients
+ * X^T dz and their all-reduce on |vs|; |*out_z| and |*out_g| get the
+ * logits and gradient nodes. */
+static inline pw_status_t pw_example_logreg_gradient(pw_client_t* c, pw_graph_t g,
+                                                     pw_vslice_t vs,
+                                                     const pw_example_logreg_programs_t* p,
+                                                     uint32_t X, uint32_t Y, uint32_t W,
+                                                     uint32_t* out_z, uint32_t* out_g) {
+  uint32_t dz, gp;
+  pw_value_t in[2] = {pw_value(X, 0), pw_value(W, 0)};
+  PW_RETURN_IF_ERROR(pw_graph_add_compute(c, g, "logits", p->logits, vs, in, 2, out_z));
+  in[0] = pw_value(*out_z, 0), in[1] = pw_value(Y, 0);
+  PW_RETURN_IF_ERROR(pw_graph_add_compute(c, g, "dloss", p->dloss, vs, in, 2, &dz));
+  in[0] = pw_value(X, 0), in[1] = pw_value(dz, 0);
+  PW_RETURN_IF_ERROR(pw_graph_add_compute(c, g, "grad_partial", p->grad_partial, vs, in, 2, &gp));
+  in[0] = pw_value(gp, 0);
+  return pw_graph_add_compute(c, g, "grad_allreduce", p->grad_reduce, vs, in, 1, out_g);
 }
 
 #endif /* PW_EXAMPLES_LOGREG_COMMON_H_ */
