@@ -433,5 +433,10 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* runtime, pw_plan_t* plan);
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);
 void pw__dispatch_slice_deinit(pw_slice_t* slice);
+/* Releases the execution that |slice|'s tail keeps alive. The runtime does
+ * it for every slice before deinitialising any: the last release of a
+ * client's execution frees the client's cached blocks, which give back
+ * device memory on the slices of their internal values. */
+void pw__dispatch_slice_drop_tail(pw_slice_t* slice);
 
 #endif /* PW_RUNTIME_OBJECTS_H_ */

@@ -96,6 +96,9 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
 static void pw_runtime_free(pw_runtime_t* rt) {
   pw_allocator_t a = rt->allocator;
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
+    if (rt->slices[s].devices) pw__dispatch_slice_drop_tail(&rt->slices[s]);
+  }
+  for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
     if (slice->devices) pw__dispatch_slice_deinit(slice);
   }

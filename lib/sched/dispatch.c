@@ -121,6 +121,13 @@ typedef struct pw_execution_s {
   /* The plan this block is laid out for (pw_plan_t.id), set once its
    * layout is complete; 0: none (a failed submission, the debug mode). */
   uint64_t plan_id;
+  /* Where the internal values lie in the block (offsets; laid out in
+   * order, the first with a NULL slice ends them). Their device memory
+   * stays allocated while the block is cached for its plan, and is given
+   * back when the block is zeroed for another plan or freed
+   * (pw_block_release_internal). */
+  size_t internal_at;
+  size_t internal_end;
   pw_op_t* ops;
 } pw_execution_t;
 
@@ -303,6 +310,16 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
 
 /* ---- execution blocks --------------------------------------------------- */
 
+static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Bytes of one internal value in the block: its buffer object and its
+ * shard array. */
+static size_t pw_internal_value_bytes(uint32_t device_count) {
+  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
+         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
+}
+
+
 /* Blocks are kept for reuse in their client's slots after their execution.
  * A block remembers the plan it was laid out for (pw_execution_t.plan_id):
  * taken again for that plan, it still holds everything that does not
@@ -313,6 +330,28 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
  * submitters of different graphs do not contend. */
 static uint32_t pw_block_slot(uint64_t plan_id, int i) {
   return (uint32_t)((plan_id + (uint64_t)i) % PW_BLOCK_CACHE_SLOTS);
+}
+
+/* Gives back the device memory of |block|'s internal values (kept across
+ * runs of its plan while the block is cached). */
+static void pw_block_release_internal(pw_execution_t* block) {
+  unsigned char* at = (unsigned char*)block + block->internal_at;
+  unsigned char* end = (unsigned char*)block + block->internal_end;
+  while (at < end) {
+    pw_buffer_obj_t* b = (pw_buffer_obj_t*)at;
+    const pw_slice_t* slice = b->slice;
+    if (slice == NULL) break; /* a layout that stopped early */
+    for (uint32_t d = 0; d < slice->device_count; ++d) {
+      pw__backend_deallocate(slice->backend, slice->group_devices[d], b->shards[d]);
+      b->shards[d] = NULL;
+    }
+    at += pw_internal_value_bytes(slice->device_count);
+  }
+}
+
+static void pw_block_free(pw_runtime_t* rt, pw_execution_t* block) {
+  pw_block_release_internal(block);
+  pw_allocator_free(rt->allocator, block, block->block_size);
 }
 
 /* A block of |size| bytes: a cached one of exactly that size (the same
@@ -333,31 +372,34 @@ static pw_status_t pw_block_get(pw_client_t* client, size_t size, uint64_t plan_
       if (plan_id != 0 && block->plan_id == plan_id) {
         *out_prepared = true;
       } else {
+        pw_block_release_internal(block);
         memset(block, 0, size);
       }
       *out = (unsigned char*)block;
       return NULL;
     }
     void* empty = NULL;
-    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_allocator_free(rt->allocator, block, cached);
+    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_block_free(rt, block);
   }
   return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
 }
 
 /* |block|'s block_size and plan_id say what it holds. */
 static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
+  /* Only a block laid out for a plan is reused as it is. */
+  if (block->plan_id == 0) pw_block_release_internal(block);
   for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
     pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
     void* empty = NULL;
     if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) return;
   }
-  pw_allocator_free(client->runtime->allocator, block, block->block_size);
+  pw_block_free(client->runtime, block);
 }
 
 void pw__dispatch_client_deinit(pw_client_t* client) {
   for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
     pw_execution_t* block = pw_atomic_exchange_ptr(&client->block_cache[i].block, NULL);
-    if (block != NULL) pw_allocator_free(client->runtime->allocator, block, block->block_size);
+    if (block != NULL) pw_block_free(client->runtime, block);
   }
 }
 
@@ -378,23 +420,16 @@ static void pw_execution_release(pw_execution_t* exec) {
 
 /* Internal values (op outputs that are not graph outputs) live in the
  * execution block: no handle, no ready event, no allocation of their own.
- * They die with the execution; their device memory is returned here. The
- * slot is left as a reused block expects it: NULL for a graph output,
- * an internal value with no shards. */
-static bool pw_buffer_is_internal(const pw_buffer_obj_t* b) { return b->ready == NULL; }
-
+ * Their device memory stays with the block for the next run of its plan
+ * (pw_dispatch_allocate_outputs and transfers allocate only missing
+ * shards) and is given back when the block is zeroed for another plan or
+ * freed: with the client at the latest. The slot of a graph output is
+ * left NULL, as a reused block expects it. */
 static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
   pw_buffer_obj_t* b = *slot;
-  if (b == NULL) return;
-  if (!pw_buffer_is_internal(b)) {
-    *slot = NULL;
-    pw__object_release(&b->header);
-    return;
-  }
-  for (uint32_t d = 0; d < b->slice->device_count; ++d) {
-    pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
-    b->shards[d] = NULL;
-  }
+  if (b == NULL || b->ready == NULL) return; /* internal: kept */
+  *slot = NULL;
+  pw__object_release(&b->header);
 }
 
 static void pw_execution_complete(pw_execution_t* exec) {
@@ -658,11 +693,15 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   return NULL;
 }
 
-void pw__dispatch_slice_deinit(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
+void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
   if (slice->tail_exec) pw_execution_release(slice->tail_exec);
   slice->tail_exec = NULL;
   slice->tail = NULL;
+}
+
+void pw__dispatch_slice_deinit(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  pw__dispatch_slice_drop_tail(slice);
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));
@@ -991,15 +1030,6 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_dispatch_dep_done(op);
 }
 
-static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
-
-/* Bytes of one internal value in the block: its buffer object and its
- * shard array. */
-static size_t pw_internal_value_bytes(uint32_t device_count) {
-  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
-}
-
 static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
   return p->kind == PW_PLAN_TRANSFER ? &p->transfer_spec : &p->executable->signature.outputs[k];
 }
@@ -1189,6 +1219,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   PW_RETURN_IF_ERROR(pw_block_get(client, layout.size, plan_id, &block, &prepared));
   pw_execution_t* exec = (pw_execution_t*)block;
   exec->block_size = layout.size;
+  exec->internal_at = layout.internal_at;
+  exec->internal_end = layout.internal_at + plan->internal_bytes;
   exec->op_count = plan->op_count;
   exec->client = client;
   exec->runtime = rt;
