@@ -81,6 +81,7 @@ void pw_client_destroy(pw_client_t* client) {
   }
   pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
   pthread_mutex_unlock(&client->idle_lock);
+  pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw_allocator_free(runtime->allocator, client->sched_entries,
                     runtime->slice_count * sizeof(pw_sched_entry_t));

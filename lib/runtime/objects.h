@@ -73,7 +73,6 @@ typedef struct pw_slice_s {
   pthread_mutex_t append_lock;
   struct pw_op_s* tail;               /* last appended op (append_lock) */
   struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
-  pw_atomic_u32_t idle_devices;       /* devices parked after the tail */
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
    * admitting thread holds |sched_state|'s BUSY bit and alone touches
    * |sched_active|. */
@@ -244,17 +243,23 @@ struct pw_client_s {
    * (a resubmitted graph finds its block still laid out from the previous
    * run, and a big one does not fault in fresh pages); lock-free slots,
    * one per cache line so that submitters of different graphs do not
-   * share one; freed with the struct. See lib/sched/dispatch.c. */
+   * share one; emptied and closed at pw_client_destroy, since cached
+   * blocks hold device memory. See lib/sched/dispatch.c. */
   struct {
     pw_atomic_ptr_t block;
     char pad[64 - sizeof(pw_atomic_ptr_t)];
   } block_cache[PW_BLOCK_CACHE_SLOTS];
+  pw_atomic_u32_t blocks_closed;   /* 1 from pw_client_destroy on */
 };
 
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
 /* Frees the execution blocks |client| keeps for reuse (lib/sched). */
 void pw__dispatch_client_deinit(pw_client_t* client);
+/* At pw_client_destroy, once nothing is in flight: frees the cached
+ * blocks (and their device memory) on the destroying thread, and makes
+ * the cache take no more (lib/sched). */
+void pw__dispatch_client_close(pw_client_t* client);
 
 /* Adds |object| to |client|'s table, taking over one reference (on failure
  * the reference is released). */
@@ -407,6 +412,9 @@ typedef struct pw_plan_s {
   uint32_t param_input_total;      /* sum of the ops' param_inputs */
   size_t internal_bytes;           /* internal values and their shard arrays */
   uint32_t link_total;             /* spanning ops' parts, summed */
+  /* Index of the one home slice (span[0]) of every op, or UINT32_MAX
+   * when they have several: ops_completed is then counted per op. */
+  uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
 } pw_plan_t;
 

@@ -23,8 +23,9 @@
  * (locked instructions), so at least one of them sees the other.
  *
  * Appending op Z after tail X wakes devices idle at X: the appender stores
- * X->slice_next = Z, then CASes cursors X|IDLE -> Z|WAITING; a device going
- * idle stores X|IDLE, bumps slice->idle_devices, then re-reads
+ * X->slice_next = Z (xchg), then CASes cursors X|IDLE -> Z|WAITING (or
+ * straight to Z|RUNNING, claiming the launch, when Z's inputs were already
+ * complete); a device going idle stores X|IDLE (xchg), then re-reads
  * X->slice_next. Again one of the two sees the other; the CAS decides.
  *
  * Dependencies are counters: op->pending = producing ops not complete +
@@ -239,6 +240,21 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
  * order this thread happens to use (ascending for even gang ids,
  * descending for odd ones), as an uncoordinated dispatcher would. Nothing
  * keeps two devices' orders consistent; that is the point. */
+static void pw_dispatch_backend_done(void* user, pw_status_t status);
+
+/* Sets the fields of |d|'s launch descriptor that stay the same for every
+ * op it launches. */
+static void pw_dispatch_launch_init(pw_device_t* d) {
+  pw_backend_launch_t* l = &d->launch;
+  memset(l, 0, sizeof(*l));
+  l->struct_size = sizeof(*l);
+  l->device = d->backend_device;
+  l->inputs = d->inputs;
+  l->outputs = d->outputs;
+  l->done = pw_dispatch_backend_done;
+  l->done_user = d;
+}
+
 static void pw_dispatch_launch_unordered(pw_op_t* op) {
   pw_slice_t* slice = op->slice;
   uint32_t per = slice->device_count / slice->span_count;
@@ -249,6 +265,7 @@ static void pw_dispatch_launch_unordered(pw_op_t* op) {
     slot->mesh_index = i % per;
     slot->backend_device = slot->slice->devices[i % per].backend_device;
     slot->is_slot = true;
+    pw_dispatch_launch_init(slot);
     slot->running = op;
     pw_dispatch_push(slot, PW_WORK_LAUNCH);
   }
@@ -384,29 +401,56 @@ static pw_status_t pw_block_get(pw_client_t* client, size_t size, uint64_t plan_
   return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
 }
 
-/* |block|'s block_size and plan_id say what it holds. */
-static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
-  /* Only a block laid out for a plan is reused as it is. */
-  if (block->plan_id == 0) pw_block_release_internal(block);
-  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-    pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
-    void* empty = NULL;
-    if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) return;
-  }
-  pw_block_free(client->runtime, block);
-}
-
-void pw__dispatch_client_deinit(pw_client_t* client) {
+/* Frees every block in |client|'s cache. */
+static void pw_block_cache_drain(pw_client_t* client) {
   for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
     pw_execution_t* block = pw_atomic_exchange_ptr(&client->block_cache[i].block, NULL);
     if (block != NULL) pw_block_free(client->runtime, block);
   }
 }
 
+/* |block|'s block_size and plan_id say what it holds.
+ *
+ * Freeing a block gives device memory back (internal values) and so
+ * touches slices and backends: it must happen while the runtime is sure to
+ * live, i.e. on a thread inside an API call or one that completes an
+ * execution not yet counted out of its client's |inflight|. Every caller
+ * is (pw_execution_complete puts its block before that count drops). The
+ * cache of a destroyed client (|blocks_closed|) takes no more blocks:
+ * pw_client_destroy drains it, and a put that races with the drain sees
+ * the flag after its CAS (both sides: a locked RMW, then a load) and
+ * drains again itself, so no block with device memory is left for the
+ * client's last reference, which may go on any thread. */
+static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
+  /* Only a block laid out for a plan is reused as it is. */
+  if (block->plan_id == 0) pw_block_release_internal(block);
+  if (pw_atomic_load_u32_acquire(&client->blocks_closed) == 0) {
+    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+      pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
+      void* empty = NULL;
+      if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) {
+        if (pw_atomic_load_u32_acquire(&client->blocks_closed) != 0) pw_block_cache_drain(client);
+        return;
+      }
+    }
+  }
+  pw_block_free(client->runtime, block);
+}
+
+void pw__dispatch_client_close(pw_client_t* client) {
+  pw_atomic_exchange_u32(&client->blocks_closed, 1);
+  pw_block_cache_drain(client);
+}
+
+void pw__dispatch_client_deinit(pw_client_t* client) { pw_block_cache_drain(client); }
+
 /* ---- executions --------------------------------------------------------- */
 
-static void pw_execution_release(pw_execution_t* exec) {
-  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return;
+/* Drops one reference to |exec|; the last one returns its block to the
+ * client's cache and says so: the caller then drops the execution's
+ * reference to the client. */
+static bool pw_execution_unref(pw_execution_t* exec) {
+  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
   pw_atomic_fence_acquire();
   pw_client_t* client = exec->client;
   for (uint32_t i = 0; i < exec->op_count; ++i) {
@@ -415,7 +459,12 @@ static void pw_execution_release(pw_execution_t* exec) {
   }
   pw__object_release(exec->graph);
   pw_block_put(client, exec);
-  pw__client_release(client); /* may free it */
+  return true;
+}
+
+static void pw_execution_release(pw_execution_t* exec) {
+  pw_client_t* client = exec->client;
+  if (pw_execution_unref(exec)) pw__client_release(client); /* may free it */
 }
 
 /* Internal values (op outputs that are not graph outputs) live in the
@@ -433,6 +482,13 @@ static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
 }
 
 static void pw_execution_complete(pw_execution_t* exec) {
+  const pw_plan_t* plan = exec->plan;
+  if (plan->home_slice != UINT32_MAX && plan->op_count != 0) {
+    /* One home slice: its ops are counted here at once (before the done
+     * event, so a waiter sees them), not one locked add per op. */
+    pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_slice].ops_completed,
+                            plan->op_count);
+  }
   pw_status_t status = pw_atomic_exchange_ptr(&exec->status, NULL);
   pw_status_ignore(pw_event_fail(exec->done, status));
   pw_event_release(exec->done);
@@ -449,17 +505,19 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->graph = NULL;
   exec->plan = NULL;
   pw_client_t* client = exec->client;
+  /* The block goes back (or is freed, with its device memory) while this
+   * execution still counts in |inflight|, so the runtime is alive. */
+  bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
   /* Both the decrement and the waiter count are locked RMWs: a waiter that
    * registers after this load sees inflight == 0 and does not sleep. The
-   * client struct stays alive: |exec| holds a reference to it until the
-   * block is freed. */
+   * client struct stays alive: the execution's reference to it goes last. */
   if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1 &&
       pw_atomic_fetch_add_u32(&client->idle_waiters, 0) != 0) {
     pthread_mutex_lock(&client->idle_lock);
     pthread_cond_broadcast(&client->idle_cond);
     pthread_mutex_unlock(&client->idle_lock);
   }
-  pw_execution_release(exec); /* may free |exec| and the client: touch nothing after */
+  if (last) pw__client_release(client); /* may free it: touch nothing after */
 }
 
 static void pw_dispatch_op_complete(pw_op_t* op) {
@@ -487,7 +545,7 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
   }
   pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
   pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
-  pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
+  if (exec->plan->home_slice == UINT32_MAX) pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
   if (slice->runtime->sched_charge) {
     uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
     pw_atomic_fetch_add_u64(&entry->device_ns, ns);
@@ -500,7 +558,9 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
       pw_sched_kick(op->slice->span[k]);
     }
   }
-  if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
+  if (exec->op_count == 1 || pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) {
+    pw_execution_complete(exec);
+  }
 }
 
 /* ---- device work -------------------------------------------------------- */
@@ -594,20 +654,16 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
   for (uint32_t k = 0; k < p->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
   if (status == NULL) {
-    pw_backend_launch_t* l = &d->launch; /* every field is set below */
-    l->struct_size = sizeof(*l);
+    /* The per-device fields (size, device, argument arrays, callback) are
+     * set once: pw_dispatch_launch_init. */
+    pw_backend_launch_t* l = &d->launch;
     l->executable = p->executable->loaded;
-    l->device = d->backend_device;
     l->mesh_index = m;
     l->group_devices = op->slice->group_devices;
     l->group_size = op->slice->device_count;
     l->gang_id = op->gang_id;
-    l->inputs = d->inputs;
     l->input_count = p->input_count;
-    l->outputs = d->outputs;
     l->output_count = p->output_count;
-    l->done = pw_dispatch_backend_done;
-    l->done_user = d;
     if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
     status = pw__backend_launch(backend, l);
     if (status == NULL) return; /* |d| now belongs to the backend until done */
@@ -643,18 +699,18 @@ static void pw_dispatch_device_done(pw_device_t* d) {
   } else if (next != NULL) {
     pw_dispatch_arrive(d, next);
   } else {
-    pw_slice_t* slice = d->slice; /* the physical slice whose sequence |d| follows */
     pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
-    pw_atomic_fetch_add_u32(&slice->idle_devices, 1);
     next = pw_atomic_load_ptr_acquire(link);
     void* expected = pw_cursor(op, PW_CURSOR_IDLE);
     if (next != NULL &&
         pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
-      pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
       pw_dispatch_arrived(d, next);
     }
   }
-  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op);
+  /* A one-device op has no other device to count out. */
+  if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+    pw_dispatch_op_complete(op);
+  }
 }
 
 /* ---- slices ------------------------------------------------------------- */
@@ -680,8 +736,8 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
     slice->group_devices[i] = d->backend_device;
     /* Idle "after the beginning": the first append wakes it. */
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
+    pw_dispatch_launch_init(d);
   }
-  pw_atomic_init_u32(&slice->idle_devices, slice->device_count);
   slice->span_count = 1;
   slice->self = slice;
   slice->span = &slice->self;
@@ -726,14 +782,22 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execu
   slice->tail = last - 1;
   slice->tail_exec = exec;
   if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
-  if (pw_atomic_load_u32_acquire(&slice->idle_devices) != 0) {
-    void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
-    for (uint32_t i = 0; i < slice->device_count; ++i) {
-      pw_device_t* d = &slice->devices[i];
-      void* expected = idle;
-      if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
-          pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(first, PW_CURSOR_WAITING))) {
-        pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
+  /* Devices idle after the old tail move to |first|. Inputs already
+   * complete (a root op readied before its append, or one admitted late by
+   * the scheduler): the CAS claims the launch at once, nobody else can, as
+   * a claim needs op|WAITING. */
+  void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
+  bool ready = pw_atomic_load_u32_acquire(&first->inputs_ready) != 0;
+  void* arrive = pw_cursor(first, ready ? PW_CURSOR_RUNNING : PW_CURSOR_WAITING);
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_t* d = &slice->devices[i];
+    void* expected = idle;
+    if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
+        pw_atomic_cas_ptr(&d->cursor, &expected, arrive)) {
+      if (ready) {
+        d->running = first;
+        pw_dispatch_push(d, PW_WORK_LAUNCH);
+      } else {
         pw_dispatch_arrived(d, first);
       }
     }
@@ -1021,6 +1085,12 @@ static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
 
 /* ---- submit ------------------------------------------------------------- */
 
+/* Whether |p| waits for nothing in a submission (see pw__dispatch_submit).
+ * The debug mode without gang order launches at inputs ready: not there. */
+static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->static_deps == 0 && p->param_inputs == 0 && !rt->no_gang_order;
+}
+
 static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_op_t* op = user;
   if (status != NULL) {
@@ -1036,10 +1106,12 @@ static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_
 
 pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
+  uint32_t home = plan->op_count ? plan->ops[0].vslice->slice->span[0]->index : UINT32_MAX;
   size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_plan_op_t* p = &plan->ops[i];
     uint32_t span = p->vslice->slice->span_count;
+    if (p->vslice->slice->span[0]->index != home) home = UINT32_MAX;
     link_total += span > 1 ? span : 0;
     p->param_inputs = 0;
     p->per_run_inputs = 0;
@@ -1079,6 +1151,7 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->param_input_total = param_inputs;
   plan->internal_bytes = internal_bytes;
   plan->link_total = link_total;
+  plan->home_slice = home;
   plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
   return NULL;
 }
@@ -1296,6 +1369,18 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   bool own_frame = pw_dispatch_current == NULL;
   if (own_frame) pw_dispatch_current = &local;
 
+  /* Root ops (no producing op, no argument to wait for) are ready before
+   * they enter any sequence: no device can be at them yet, so a plain
+   * release store does, and the append (or a device arriving) claims
+   * their launches at once. Their submit guard is not counted. */
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    pw_op_t* op = &exec->ops[i];
+    if (!pw_op_is_root(rt, op->plan)) continue;
+    pw_atomic_init_u32(&op->pending, 0);
+    pw_dispatch_allocate_outputs(op);
+    pw_atomic_store_u32_release(&op->inputs_ready, 1);
+  }
+
   /* Link into the slice sequences, one append per run of same-slice ops;
    * with a scheduler window, queue them for admission instead. */
   for (uint32_t i = 0; i < plan->op_count;) {
@@ -1345,7 +1430,9 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
   }
   /* Drop the submit guards, in topological order. */
-  for (uint32_t i = 0; i < plan->op_count; ++i) pw_dispatch_dep_done(&exec->ops[i]);
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    if (!pw_op_is_root(rt, exec->ops[i].plan)) pw_dispatch_dep_done(&exec->ops[i]);
+  }
   if (plan->op_count == 0) {
     pw_execution_complete(exec);
   } else {
