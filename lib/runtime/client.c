@@ -21,7 +21,7 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
                           options->struct_size, (size_t)PW_CLIENT_OPTIONS_SIZE_V1);
   }
   pw_client_t* client = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(runtime->allocator, sizeof(*client), 0,
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(runtime->allocator, sizeof(*client), PW_CACHE_LINE,
                                          (void**)&client));
   client->runtime = runtime;
   pthread_mutex_lock(&runtime->lock);
@@ -56,9 +56,8 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
     client->sched_entries[s].client = client;
   }
   pw__handle_table_init(&client->handles);
-  pw_atomic_init_u32(&client->inflight, 0);
+  pw_atomic_init_u64(&client->counts, PW_CLIENT_REF);
   pw_atomic_init_u32(&client->idle_waiters, 0);
-  pw_atomic_init_u32(&client->refs, 1);
   pthread_mutex_init(&client->idle_lock, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -76,7 +75,8 @@ void pw_client_destroy(pw_client_t* client) {
    * objects and signal idle_cond when the count drops to zero. */
   pthread_mutex_lock(&client->idle_lock);
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  while (pw_atomic_load_u32_acquire(&client->inflight) != 0) {
+  pw_atomic_fence_seq_cst(); /* pairs with pw_execution_complete's */
+  while (pw__client_inflight(client) != 0) {
     pthread_cond_wait(&client->idle_cond, &client->idle_lock);
   }
   pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
@@ -93,7 +93,7 @@ void pw_client_destroy(pw_client_t* client) {
 }
 
 void pw__client_release(pw_client_t* client) {
-  if (pw_atomic_fetch_sub_u32(&client->refs, 1) != 1) return;
+  if (pw_atomic_fetch_sub_u64(&client->counts, PW_CLIENT_REF) >> 32 != 1) return;
   pw_atomic_fence_acquire();
   pw_runtime_t* runtime = client->runtime;
   pw__dispatch_client_deinit(client);
@@ -126,7 +126,8 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
   pw_status_t status = NULL;
   pthread_mutex_lock(&client->idle_lock);
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  while (status == NULL && pw_atomic_load_u32_acquire(&client->inflight) != 0) {
+  pw_atomic_fence_seq_cst(); /* pairs with pw_execution_complete's */
+  while (status == NULL && pw__client_inflight(client) != 0) {
     if (deadline == PW_INFINITE_FUTURE) {
       pthread_cond_wait(&client->idle_cond, &client->idle_lock);
       continue;
@@ -134,7 +135,7 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
     if (deadline <= pw_clock_now()) {
       status = pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
                               "client '%s' still has %u executions in flight", client->name,
-                              pw_atomic_load_u32_acquire(&client->inflight));
+                              pw__client_inflight(client));
       break;
     }
     struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
@@ -147,9 +148,9 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
 
 uint32_t pw_client_live_handles(pw_client_t* client) {
   if (client == NULL) return 0;
-  pthread_rwlock_rdlock(&client->handles.lock);
+  uint32_t stripe = pw__handle_read_lock(&client->handles);
   uint32_t live = client->handles.live;
-  pthread_rwlock_unlock(&client->handles.lock);
+  pw__handle_read_unlock(&client->handles, stripe);
   return live;
 }
 

@@ -69,8 +69,11 @@ typedef struct pw_slice_s {
   pw_device_t* devices;       /* device_count, mesh order */
   uint32_t* group_devices;    /* backend ordinals in mesh order */
   /* Slice sequence. Appends happen under append_lock, which only
-   * submitters take (never a device or backend thread). */
-  pthread_mutex_t append_lock;
+   * submitters take (never a device or backend thread). From here on the
+   * fields are written per submission: a line of their own, so that
+   * threads submitting to neighbouring slices do not share one (slice
+   * arrays are allocated aligned to a cache line). */
+  _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
   struct pw_op_s* tail;               /* last appended op (append_lock) */
   struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
@@ -98,9 +101,11 @@ typedef struct pw_slice_s {
   struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
 } pw_slice_t;
 
-/* A client's queue and accounting on one slice. */
+/* A client's queue and accounting on one slice. One cache line or more
+ * each (the array is allocated aligned): threads driving different slices
+ * do not share one. */
 typedef struct pw_sched_entry_s {
-  pw_client_t* client;
+  _Alignas(PW_CACHE_LINE) pw_client_t* client;
   struct pw_op_s* head;        /* queued ops, FIFO (holder) */
   struct pw_op_s* tail;
   uint32_t queued;
@@ -135,8 +140,10 @@ struct pw_runtime_s {
   pthread_mutex_t lock;         /* clients, vslice bindings */
   uint32_t client_count;
   uint32_t next_client_tag;
-  pw_atomic_u64_t next_gang_id;
-  pw_sched_policy_t sched_policy;
+  /* Taken by every submission: on a line of its own, so that it does not
+   * evict the fields every launch reads from other threads' caches. */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t next_gang_id;
+  _Alignas(PW_CACHE_LINE) pw_sched_policy_t sched_policy;
   uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
   bool sched_charge;           /* measure device time per op */
   bool no_gang_order;          /* debug: ignore slice sequences */
@@ -183,8 +190,19 @@ typedef struct pw_handle_slot_s {
   uint32_t next_free;
 } pw_handle_slot_t;
 
+/* The handle table's lock is a reader-striped one: a lookup (the common
+ * case, several per submission) counts itself in its thread's stripe, on
+ * a cache line of its own, so that threads submitting into one client do
+ * not bounce one lock word; a writer (insert, remove) sets |writer| and
+ * waits for every stripe to drain. See lib/runtime/handles.c. */
+#define PW_HANDLE_STRIPES 8
+
 typedef struct pw_handle_table_s {
-  pthread_rwlock_t lock;
+  struct {
+    _Alignas(PW_CACHE_LINE) pw_atomic_u32_t readers;
+  } stripes[PW_HANDLE_STRIPES];
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t writer; /* 1 while a writer holds the table */
+  pthread_mutex_t write_lock; /* writers; readers that met |writer| wait on it */
   pw_handle_slot_t* slots;
   uint32_t capacity;
   uint32_t count;
@@ -217,19 +235,23 @@ struct pw_client_s {
   uint32_t weight;
   int32_t priority;
   pw_handle_table_t handles;
-  /* In-flight executions, for pw_client_destroy to wait on. */
   pw_sched_entry_t* sched_entries; /* one per physical slice */
-  pw_atomic_u32_t inflight;
-  pthread_mutex_t idle_lock;
-  pthread_cond_t idle_cond;
-  /* Threads waiting for |inflight| to reach 0 (under idle_lock): the
-   * completing thread takes the lock to wake them only when there are. */
+  /* One word, so that a submission takes both with one locked add:
+   *   bits 0..31   in-flight executions, for pw_client_destroy to wait on;
+   *   bits 32..63  references: the owner's plus one per execution whose
+   *                block has not gone back yet, so the struct (and its
+   *                lock) outlives pw_client_destroy until the last
+   *                completing thread has stopped touching it.
+   * PW_CLIENT_REF is one reference. On a line of its own with the waiter
+   * count, which the completing thread reads right after its decrement.
+   * (Clients are allocated aligned to a cache line.) */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t counts;
+  /* Threads waiting for in-flight to reach 0 (registered under idle_lock):
+   * the completing thread takes the lock to wake them only when there
+   * are. */
   pw_atomic_u32_t idle_waiters;
-  /* The owner's reference plus one per execution not yet freed (an
-   * execution's block goes back to |block_cache|): the struct (and its
-   * lock) outlives pw_client_destroy until the last completing thread has
-   * stopped touching it. */
-  pw_atomic_u32_t refs;
+  _Alignas(PW_CACHE_LINE) pthread_mutex_t idle_lock;
+  pthread_cond_t idle_cond;
   pw_graph_memo_t graph_memo;
   /* Scheduler window only: a client's ops enter the slice sequences in the
    * order it submitted them (submit_seq numbers them, admit_next is the
@@ -246,11 +268,16 @@ struct pw_client_s {
    * share one; emptied and closed at pw_client_destroy, since cached
    * blocks hold device memory. See lib/sched/dispatch.c. */
   struct {
-    pw_atomic_ptr_t block;
-    char pad[64 - sizeof(pw_atomic_ptr_t)];
+    _Alignas(PW_CACHE_LINE) pw_atomic_ptr_t block;
   } block_cache[PW_BLOCK_CACHE_SLOTS];
-  pw_atomic_u32_t blocks_closed;   /* 1 from pw_client_destroy on */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t blocks_closed; /* 1 from pw_client_destroy on */
 };
+
+#define PW_CLIENT_REF (UINT64_C(1) << 32)
+
+static inline uint32_t pw__client_inflight(pw_client_t* client) {
+  return (uint32_t)pw_atomic_load_u64_acquire(&client->counts);
+}
 
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
@@ -274,6 +301,12 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what);
 void pw__handle_table_init(pw_handle_table_t* table);
+/* Shared (read-only) access to |table|'s slots: returns the stripe to pass
+ * to pw__handle_read_unlock. Exclusive access: pw__handle_write_lock. */
+uint32_t pw__handle_read_lock(pw_handle_table_t* table);
+void pw__handle_read_unlock(pw_handle_table_t* table, uint32_t stripe);
+void pw__handle_write_lock(pw_handle_table_t* table);
+void pw__handle_write_unlock(pw_handle_table_t* table);
 /* Releases every remaining object and frees the table. */
 void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator);
 

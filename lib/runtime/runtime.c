@@ -136,7 +136,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                                  ? options->allocator
                                  : pw_allocator_system();
   pw_runtime_t* rt = NULL;
-  status = pw_allocator_calloc(allocator, sizeof(*rt), 0, (void**)&rt);
+  status = pw_allocator_calloc(allocator, sizeof(*rt), PW_CACHE_LINE, (void**)&rt);
   if (status != NULL) {
     pw_runtime_destroy_plugins(options);
     return status;
@@ -169,7 +169,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   memcpy(rt->backends, options->backends, options->backend_count * sizeof(pw_backend_t));
   rt->backend_count = options->backend_count;
   status = pw_allocator_calloc_array(allocator, options->slice_count,
-                                     sizeof(pw_slice_t), 0, (void**)&rt->slices);
+                                     sizeof(pw_slice_t), PW_CACHE_LINE, (void**)&rt->slices);
   if (status != NULL) {
     pw_runtime_free(rt);
     return status;

@@ -414,7 +414,7 @@ static void pw_block_cache_drain(pw_client_t* client) {
  * Freeing a block gives device memory back (internal values) and so
  * touches slices and backends: it must happen while the runtime is sure to
  * live, i.e. on a thread inside an API call or one that completes an
- * execution not yet counted out of its client's |inflight|. Every caller
+ * execution not yet counted out of its client's in-flight count. Every caller
  * is (pw_execution_complete puts its block before that count drops). The
  * cache of a destroyed client (|blocks_closed|) takes no more blocks:
  * pw_client_destroy drains it, and a put that races with the drain sees
@@ -508,14 +508,19 @@ static void pw_execution_complete(pw_execution_t* exec) {
   /* The block goes back (or is freed, with its device memory) while this
    * execution still counts in |inflight|, so the runtime is alive. */
   bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
-  /* Both the decrement and the waiter count are locked RMWs: a waiter that
-   * registers after this load sees inflight == 0 and does not sleep. The
-   * client struct stays alive: the execution's reference to it goes last. */
-  if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1 &&
-      pw_atomic_fetch_add_u32(&client->idle_waiters, 0) != 0) {
-    pthread_mutex_lock(&client->idle_lock);
-    pthread_cond_broadcast(&client->idle_cond);
-    pthread_mutex_unlock(&client->idle_lock);
+  /* Decrement, fence, load the waiter count; a waiter registers (locked
+   * add), fences, loads the in-flight count: one of the two sees the
+   * other, so a waiter that this load misses sees in-flight 0 and does not
+   * sleep. The waiter word is only written by waiters: reading it costs
+   * the submitting threads no line transfer. The client struct stays
+   * alive: the execution's reference to it goes last. */
+  if ((uint32_t)pw_atomic_fetch_sub_u64(&client->counts, 1) == 1) {
+    pw_atomic_fence_seq_cst();
+    if (pw_atomic_load_u32_relaxed(&client->idle_waiters) != 0) {
+      pthread_mutex_lock(&client->idle_lock);
+      pthread_cond_broadcast(&client->idle_cond);
+      pthread_mutex_unlock(&client->idle_lock);
+    }
   }
   if (last) pw__client_release(client); /* may free it: touch nothing after */
 }
@@ -1356,8 +1361,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the submitter, plus the ops collectively (dropped at completion). */
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
-  pw_atomic_fetch_add_u32(&client->refs, 1);
-  pw_atomic_fetch_add_u32(&client->inflight, 1);
+  pw_atomic_fetch_add_u64(&client->counts, PW_CLIENT_REF + 1); /* a reference, in flight */
   if (rt->sched_window != 0) {
     uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
     for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
