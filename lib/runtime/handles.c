@@ -59,19 +59,17 @@ void pw__handle_table_init(pw_handle_table_t* table) {
  * and waits for it on |write_lock|; a writer waits for readers already
  * in. Readers' sections are a few loads and a retain. */
 
-/* This thread's stripe: threads are numbered in the order they first take
- * a handle lock (a process-wide counter: only a hint, any value works). */
-static uint32_t pw_handle_thread_stripe(void) {
+uint32_t pw__thread_stripe(void) {
   static pw_atomic_u32_t next_thread;
   static _Thread_local uint32_t stripe_plus_one;
   if (stripe_plus_one == 0) {
-    stripe_plus_one = pw_atomic_fetch_add_u32(&next_thread, 1) % PW_HANDLE_STRIPES + 1;
+    stripe_plus_one = pw_atomic_fetch_add_u32(&next_thread, 1) % PW_THREAD_STRIPES + 1;
   }
   return stripe_plus_one - 1;
 }
 
 uint32_t pw__handle_read_lock(pw_handle_table_t* table) {
-  uint32_t stripe = pw_handle_thread_stripe();
+  uint32_t stripe = pw__thread_stripe();
   pw_atomic_u32_t* readers = &table->stripes[stripe].readers;
   for (;;) {
     pw_atomic_fetch_add_u32(readers, 1);

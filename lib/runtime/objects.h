@@ -164,6 +164,15 @@ void pw__slice_composites_free(pw_runtime_t* runtime);
 
 /* ---- handles ------------------------------------------------------------ */
 
+/* Per-thread stripes: what threads update on every submission into one
+ * client (its handle lock's reader counts, its reference and in-flight
+ * counts, gang id ranges) is split into this many cache lines, and a
+ * thread uses stripe pw__thread_stripe(). Threads are numbered in the
+ * order they first ask (a process-wide counter; only a placement hint:
+ * two threads on one stripe are still correct). lib/runtime/handles.c. */
+#define PW_THREAD_STRIPES 8
+uint32_t pw__thread_stripe(void);
+
 typedef enum pw_object_kind_e {
   PW_OBJECT_VSLICE = 1,
   PW_OBJECT_EXECUTABLE = 2,
@@ -195,7 +204,7 @@ typedef struct pw_handle_slot_s {
  * a cache line of its own, so that threads submitting into one client do
  * not bounce one lock word; a writer (insert, remove) sets |writer| and
  * waits for every stripe to drain. See lib/runtime/handles.c. */
-#define PW_HANDLE_STRIPES 8
+#define PW_HANDLE_STRIPES PW_THREAD_STRIPES
 
 typedef struct pw_handle_table_s {
   struct {
@@ -228,6 +237,14 @@ typedef struct pw_graph_memo_s {
 
 #define PW_BLOCK_CACHE_SLOTS 8
 
+/* One stripe of a client's per-submission state (see pw_client_s). */
+typedef struct pw_client_stripe_s {
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t counts;
+  pw_atomic_u32_t gang_lock;
+  uint64_t gang_next;
+  uint64_t gang_end;
+} pw_client_stripe_t;
+
 struct pw_client_s {
   pw_runtime_t* runtime;
   char name[64];
@@ -236,18 +253,29 @@ struct pw_client_s {
   int32_t priority;
   pw_handle_table_t handles;
   pw_sched_entry_t* sched_entries; /* one per physical slice */
-  /* One word, so that a submission takes both with one locked add:
-   *   bits 0..31   in-flight executions, for pw_client_destroy to wait on;
-   *   bits 32..63  references: the owner's plus one per execution whose
-   *                block has not gone back yet, so the struct (and its
-   *                lock) outlives pw_client_destroy until the last
-   *                completing thread has stopped touching it.
-   * PW_CLIENT_REF is one reference. On a line of its own with the waiter
-   * count, which the completing thread reads right after its decrement.
-   * (Clients are allocated aligned to a cache line.) */
-  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t counts;
-  /* Threads waiting for in-flight to reach 0 (registered under idle_lock):
-   * the completing thread takes the lock to wake them only when there
+  /* Per thread stripe (clients are allocated aligned to a cache line):
+   *   counts  bits 0..31   executions submitted from this stripe and in
+   *                        flight (pw_client_destroy waits for all stripes
+   *                        to reach 0);
+   *           bits 32..62  their references to the struct: one per
+   *                        execution whose block has not gone back yet, so
+   *                        the struct (and its lock) outlives
+   *                        pw_client_destroy until the last completing
+   *                        thread has stopped touching it;
+   *           bit 63       PW_CLIENT_FOLDED: pw_client_destroy moved the
+   *                        stripe's references to |refs|; a release that
+   *                        finds it set drops one there instead.
+   *   gang_*  a range of gang ids taken from the runtime's counter
+   *           (without a scheduler window), under the gang_lock spinlock.
+   * An execution uses the stripe of the thread that submitted it, even
+   * when another thread completes it. */
+  pw_client_stripe_t stripes[PW_THREAD_STRIPES];
+  /* The owner's reference, plus the stripes' once folded; the last one
+   * frees the struct. */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t refs;
+  /* Threads waiting for in-flight to reach 0 (registered under idle_lock,
+   * written by waiters only): a completer that brings its stripe to 0
+   * fences and reads it, and takes the lock to wake them only when there
    * are. */
   pw_atomic_u32_t idle_waiters;
   _Alignas(PW_CACHE_LINE) pthread_mutex_t idle_lock;
@@ -274,11 +302,17 @@ struct pw_client_s {
 };
 
 #define PW_CLIENT_REF (UINT64_C(1) << 32)
+#define PW_CLIENT_FOLDED (UINT64_C(1) << 63)
 
-static inline uint32_t pw__client_inflight(pw_client_t* client) {
-  return (uint32_t)pw_atomic_load_u64_acquire(&client->counts);
+/* A new execution submitted from |stripe|: one reference, one in flight. */
+static inline void pw__client_begin(pw_client_t* client, uint32_t stripe) {
+  pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, PW_CLIENT_REF + 1);
 }
-
+/* An execution of |stripe| completed: no longer in flight (wakes idle
+ * waiters). Its reference stays. lib/runtime/client.c. */
+void pw__client_end(pw_client_t* client, uint32_t stripe);
+/* Drops an execution's reference (taken on |stripe|). */
+void pw__client_release_stripe(pw_client_t* client, uint32_t stripe);
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
 /* Frees the execution blocks |client| keeps for reuse (lib/sched). */

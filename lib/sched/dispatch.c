@@ -118,6 +118,7 @@ typedef struct pw_execution_s {
   pw_buffer_obj_t** outputs;   /* every op output, retained */
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
+  uint32_t stripe;             /* the submitting thread's client stripe */
   size_t block_size;
   /* The plan this block is laid out for (pw_plan_t.id), set once its
    * layout is complete; 0: none (a failed submission, the debug mode). */
@@ -464,7 +465,8 @@ static bool pw_execution_unref(pw_execution_t* exec) {
 
 static void pw_execution_release(pw_execution_t* exec) {
   pw_client_t* client = exec->client;
-  if (pw_execution_unref(exec)) pw__client_release(client); /* may free it */
+  uint32_t stripe = exec->stripe;
+  if (pw_execution_unref(exec)) pw__client_release_stripe(client, stripe); /* may free it */
 }
 
 /* Internal values (op outputs that are not graph outputs) live in the
@@ -505,24 +507,13 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->graph = NULL;
   exec->plan = NULL;
   pw_client_t* client = exec->client;
+  uint32_t stripe = exec->stripe;
   /* The block goes back (or is freed, with its device memory) while this
-   * execution still counts in |inflight|, so the runtime is alive. */
+   * execution still counts as in flight, so the runtime is alive. */
   bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
-  /* Decrement, fence, load the waiter count; a waiter registers (locked
-   * add), fences, loads the in-flight count: one of the two sees the
-   * other, so a waiter that this load misses sees in-flight 0 and does not
-   * sleep. The waiter word is only written by waiters: reading it costs
-   * the submitting threads no line transfer. The client struct stays
-   * alive: the execution's reference to it goes last. */
-  if ((uint32_t)pw_atomic_fetch_sub_u64(&client->counts, 1) == 1) {
-    pw_atomic_fence_seq_cst();
-    if (pw_atomic_load_u32_relaxed(&client->idle_waiters) != 0) {
-      pthread_mutex_lock(&client->idle_lock);
-      pthread_cond_broadcast(&client->idle_cond);
-      pthread_mutex_unlock(&client->idle_lock);
-    }
-  }
-  if (last) pw__client_release(client); /* may free it: touch nothing after */
+  /* The client struct stays alive: the execution's reference goes last. */
+  pw__client_end(client, stripe);
+  if (last) pw__client_release_stripe(client, stripe); /* may free it: touch nothing after */
 }
 
 static void pw_dispatch_op_complete(pw_op_t* op) {
@@ -1274,6 +1265,28 @@ static pw_status_t pw_execution_relay(pw_execution_t* exec, const pw_plan_t* pla
   return NULL;
 }
 
+/* |n| consecutive gang ids. With a scheduler window they come straight
+ * from the runtime's counter, in submission order across clients (FIFO
+ * policies compare them); without one they only need to be unique, and a
+ * thread takes them from a range its client stripe keeps, refilled from
+ * the runtime's counter 4096 at a time, so threads submitting at once do
+ * not share that word. */
+static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t stripe, uint32_t n) {
+  pw_runtime_t* rt = client->runtime;
+  if (rt->sched_window != 0) return pw_atomic_fetch_add_u64(&rt->next_gang_id, n);
+  pw_client_stripe_t* s = &client->stripes[stripe];
+  while (pw_atomic_exchange_u32(&s->gang_lock, 1) != 0) pw_atomic_cpu_relax();
+  if (s->gang_end - s->gang_next < n) {
+    uint64_t take = n > 4096 ? n : 4096;
+    s->gang_next = pw_atomic_fetch_add_u64(&rt->next_gang_id, take);
+    s->gang_end = s->gang_next + take;
+  }
+  uint64_t base = s->gang_next;
+  s->gang_next += n;
+  pw_atomic_store_u32_release(&s->gang_lock, 0);
+  return base;
+}
+
 static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
   for (uint32_t i = 0; i < exec->output_total; ++i) {
     pw_execution_drop_output(&exec->outputs[i]);
@@ -1289,6 +1302,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
+  uint32_t stripe = pw__thread_stripe();
   pw_block_layout_t layout;
   pw_block_layout(rt, plan, &layout);
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
@@ -1320,7 +1334,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     exec->args[i] = args[i];
     pw__object_retain(&args[i]->header);
   }
-  uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
+  uint64_t gang_base = pw_dispatch_gang_ids(client, stripe, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_op_t* op = &exec->ops[i];
@@ -1361,7 +1375,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the submitter, plus the ops collectively (dropped at completion). */
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
-  pw_atomic_fetch_add_u64(&client->counts, PW_CLIENT_REF + 1); /* a reference, in flight */
+  exec->stripe = stripe;
+  pw__client_begin(client, stripe);
   if (rt->sched_window != 0) {
     uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
     for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
