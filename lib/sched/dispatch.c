@@ -326,6 +326,22 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
   if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
+/* Whether |p|'s pending count has a submit guard: only ops with
+ * parameter inputs (their waits are registered after the appends) and
+ * every op of the debug mode without gang order (it launches at inputs
+ * ready, without a sequence). Other ops are fully set up before anything
+ * of their execution can launch, and their inputs may become ready before
+ * they are appended: the append then claims them. */
+static bool pw_op_guarded(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->param_inputs > 0 || rt->no_gang_order;
+}
+
+/* Whether |p| waits for nothing in a submission: ready before it is
+ * appended (see pw__dispatch_submit). */
+static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->static_deps == 0 && !pw_op_guarded(rt, p);
+}
+
 /* ---- execution blocks --------------------------------------------------- */
 
 static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
@@ -532,7 +548,11 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
                                                 p->node, p->name,
                                                 pw_status_message(failure)));
     }
-    pw_dispatch_dep_done(succ);
+    if (succ->plan->static_deps == 1 && !pw_op_guarded(op->slice->runtime, succ->plan)) {
+      pw_dispatch_inputs_ready(succ); /* |op| was all it waited for */
+    } else {
+      pw_dispatch_dep_done(succ);
+    }
   }
   if (failure) {
     void* expected = NULL;
@@ -1081,11 +1101,6 @@ static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
 
 /* ---- submit ------------------------------------------------------------- */
 
-/* Whether |p| waits for nothing in a submission (see pw__dispatch_submit).
- * The debug mode without gang order launches at inputs ready: not there. */
-static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
-  return p->static_deps == 0 && p->param_inputs == 0 && !rt->no_gang_order;
-}
 
 static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_op_t* op = user;
@@ -1338,7 +1353,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_op_t* op = &exec->ops[i];
-    pw_atomic_init_u32(&op->pending, p->static_deps + 1);
+    pw_atomic_init_u32(&op->pending, p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0));
     pw_atomic_init_u32(&op->inputs_ready, 0);
     pw_atomic_init_u32(&op->devices_remaining, op->slice->device_count);
     pw_atomic_init_ptr(&op->status, NULL);
@@ -1391,11 +1406,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   /* Root ops (no producing op, no argument to wait for) are ready before
    * they enter any sequence: no device can be at them yet, so a plain
    * release store does, and the append (or a device arriving) claims
-   * their launches at once. Their submit guard is not counted. */
+   * their launches at once. */
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_op_t* op = &exec->ops[i];
     if (!pw_op_is_root(rt, op->plan)) continue;
-    pw_atomic_init_u32(&op->pending, 0);
     pw_dispatch_allocate_outputs(op);
     pw_atomic_store_u32_release(&op->inputs_ready, 1);
   }
@@ -1450,7 +1464,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   }
   /* Drop the submit guards, in topological order. */
   for (uint32_t i = 0; i < plan->op_count; ++i) {
-    if (!pw_op_is_root(rt, exec->ops[i].plan)) pw_dispatch_dep_done(&exec->ops[i]);
+    if (pw_op_guarded(rt, exec->ops[i].plan)) pw_dispatch_dep_done(&exec->ops[i]);
   }
   if (plan->op_count == 0) {
     pw_execution_complete(exec);
