@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getcpu */
 /* Checked handles: every id a client sees encodes
  *   bits 63..60  object kind
  *   bits 59..48  client tag
@@ -59,7 +59,15 @@ void pw__handle_table_init(pw_handle_table_t* table) {
  * and waits for it on |write_lock|; a writer waits for readers already
  * in. Readers' sections are a few loads and a retain. */
 
+/* The stripe of the CPU the thread runs on (glibc reads it from the rseq
+ * area: a few instructions): threads running at the same time are on
+ * different CPUs, so they get different stripes however many threads come
+ * and go. A thread that migrates just changes stripe; callers keep the
+ * stripe they used (read lock, execution) to give back there. Without
+ * sched_getcpu, threads are numbered in the order they first ask. */
 uint32_t pw__thread_stripe(void) {
+  int cpu = sched_getcpu();
+  if (cpu >= 0) return (uint32_t)cpu % PW_THREAD_STRIPES;
   static pw_atomic_u32_t next_thread;
   static _Thread_local uint32_t stripe_plus_one;
   if (stripe_plus_one == 0) {

@@ -167,9 +167,9 @@ void pw__slice_composites_free(pw_runtime_t* runtime);
 /* Per-thread stripes: what threads update on every submission into one
  * client (its handle lock's reader counts, its reference and in-flight
  * counts, gang id ranges) is split into this many cache lines, and a
- * thread uses stripe pw__thread_stripe(). Threads are numbered in the
- * order they first ask (a process-wide counter; only a placement hint:
- * two threads on one stripe are still correct). lib/runtime/handles.c. */
+ * thread uses stripe pw__thread_stripe(): the one of the CPU it runs on
+ * (only a placement hint: two threads on one stripe are still correct,
+ * and a caller gives back on the stripe it took). lib/runtime/handles.c. */
 #define PW_THREAD_STRIPES 8
 uint32_t pw__thread_stripe(void);
 
