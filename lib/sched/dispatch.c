@@ -29,8 +29,11 @@
  * X->slice_next. Again one of the two sees the other; the CAS decides.
  *
  * Dependencies are counters: op->pending = producing ops not complete +
- * arguments not ready + 1 (a guard the submitter drops when everything is
- * linked). The thread that brings pending to 0 marks inputs ready.
+ * arguments not ready (+ 1, a guard the submitter drops when everything is
+ * linked, for ops with parameter inputs: their argument waits are
+ * registered after the appends). The thread that brings pending to 0 marks
+ * inputs ready, possibly before the op is appended; the append then claims
+ * it. Root ops (nothing to wait for) are marked ready before their append.
  *
  * Completion never recurses: launches and device completions are work
  * items (the device struct itself, which is in at most one state at a time)
@@ -54,7 +57,8 @@
  * when (1) all its ops completed, (2) the submitter returned and (3) no
  * slice has one of its ops as tail (a tail may still be named by an IDLE
  * cursor). Freeing returns the block to its client's cache, where the next
- * submission of the same graph finds it laid out (see "execution blocks").
+ * submission of the same graph finds it laid out, internal values' device
+ * memory included (see "execution blocks").
  */
 #include <stdio.h>
 #include <string.h>
