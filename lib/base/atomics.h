@@ -62,6 +62,9 @@ static inline bool pw_atomic_cas_ptr(pw_atomic_ptr_t* a, void** expected, void* 
 static inline void pw_atomic_fence_acquire(void) { atomic_thread_fence(memory_order_acquire); }
 static inline void pw_atomic_fence_release(void) { atomic_thread_fence(memory_order_release); }
 static inline void pw_atomic_fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+/* For Dekker pairs (a locked RMW on one word, then this load of the
+ * other, on both sides): a plain load on x86. */
+static inline uint32_t pw_atomic_load_u32_seq_cst(pw_atomic_u32_t* a) { return atomic_load(&a->v); }
 
 #else /* Concurrency Kit */
 
@@ -108,6 +111,9 @@ static inline bool pw_atomic_cas_ptr(pw_atomic_ptr_t* a, void** expected, void* 
 static inline void pw_atomic_fence_acquire(void) { ck_pr_fence_acquire(); }
 static inline void pw_atomic_fence_release(void) { ck_pr_fence_release(); }
 static inline void pw_atomic_fence_seq_cst(void) { ck_pr_fence_memory(); }
+/* For Dekker pairs (a locked RMW on one word, then this load of the
+ * other, on both sides): on x86 the locked RMW orders it; a plain load. */
+static inline uint32_t pw_atomic_load_u32_seq_cst(pw_atomic_u32_t* a) { return ck_pr_load_32(&a->v); }
 
 #endif
 

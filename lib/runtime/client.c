@@ -21,7 +21,7 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
                           options->struct_size, (size_t)PW_CLIENT_OPTIONS_SIZE_V1);
   }
   pw_client_t* client = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(runtime->allocator, sizeof(*client), 0,
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(runtime->allocator, sizeof(*client), PW_CACHE_LINE,
                                          (void**)&client));
   client->runtime = runtime;
   pthread_mutex_lock(&runtime->lock);
@@ -56,9 +56,12 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
     client->sched_entries[s].client = client;
   }
   pw__handle_table_init(&client->handles);
-  pw_atomic_init_u32(&client->inflight, 0);
-  pw_atomic_init_u32(&client->idle_waiters, 0);
+  for (uint32_t s = 0; s < PW_THREAD_STRIPES; ++s) {
+    pw_atomic_init_u64(&client->stripes[s].counts, 0);
+    pw_atomic_init_u32(&client->stripes[s].gang_lock, 0);
+  }
   pw_atomic_init_u32(&client->refs, 1);
+  pw_atomic_init_u32(&client->idle_waiters, 0);
   pthread_mutex_init(&client->idle_lock, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -69,6 +72,51 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   return NULL;
 }
 
+/* Executions in flight, over all stripes. */
+static uint32_t pw_client_inflight(pw_client_t* client) {
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < PW_THREAD_STRIPES; ++s) {
+    n += (uint32_t)pw_atomic_load_u64_acquire(&client->stripes[s].counts);
+  }
+  return n;
+}
+
+void pw__client_end(pw_client_t* client, uint32_t stripe) {
+  /* Only a stripe reaching 0 can make the sum 0. Decrement, fence, load
+   * the waiter count; a waiter registers (locked add), fences, sums the
+   * stripes: one of the two sees the other, so a waiter this load misses
+   * sees 0 in flight and does not sleep. The execution's reference keeps
+   * the struct alive meanwhile. */
+  if ((uint32_t)pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, 1) != 1) return;
+  pw_atomic_fence_seq_cst();
+  if (pw_atomic_load_u32_relaxed(&client->idle_waiters) == 0) return;
+  pthread_mutex_lock(&client->idle_lock);
+  pthread_cond_broadcast(&client->idle_cond);
+  pthread_mutex_unlock(&client->idle_lock);
+}
+
+void pw__client_release_stripe(pw_client_t* client, uint32_t stripe) {
+  uint64_t old = pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, PW_CLIENT_REF);
+  if (old & PW_CLIENT_FOLDED) pw__client_release(client);
+}
+
+/* At destroy (nothing in flight): moves every stripe's references to
+ * |refs|. A bias keeps |refs| above 0 while releases that see a folded
+ * stripe already drop theirs there. */
+static void pw_client_fold(pw_client_t* client) {
+  enum { kBias = 1u << 30 };
+  pw_atomic_fetch_add_u32(&client->refs, kBias);
+  for (uint32_t s = 0; s < PW_THREAD_STRIPES; ++s) {
+    pw_atomic_u64_t* counts = &client->stripes[s].counts;
+    uint64_t old = pw_atomic_load_u64_relaxed(counts);
+    while (!pw_atomic_cas_u64(counts, &old, old | PW_CLIENT_FOLDED)) {
+    }
+    uint32_t refs = (uint32_t)((old & ~PW_CLIENT_FOLDED) >> 32);
+    if (refs != 0) pw_atomic_fetch_add_u32(&client->refs, refs);
+  }
+  pw_atomic_fetch_sub_u32(&client->refs, kBias); /* the owner's keeps it above 0 */
+}
+
 void pw_client_destroy(pw_client_t* client) {
   if (client == NULL) return;
   pw_runtime_t* runtime = client->runtime;
@@ -76,11 +124,13 @@ void pw_client_destroy(pw_client_t* client) {
    * objects and signal idle_cond when the count drops to zero. */
   pthread_mutex_lock(&client->idle_lock);
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  while (pw_atomic_load_u32_acquire(&client->inflight) != 0) {
+  pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
+  while (pw_client_inflight(client) != 0) {
     pthread_cond_wait(&client->idle_cond, &client->idle_lock);
   }
   pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
   pthread_mutex_unlock(&client->idle_lock);
+  pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw_allocator_free(runtime->allocator, client->sched_entries,
                     runtime->slice_count * sizeof(pw_sched_entry_t));
@@ -88,6 +138,7 @@ void pw_client_destroy(pw_client_t* client) {
   pthread_mutex_lock(&runtime->lock);
   runtime->client_count--;
   pthread_mutex_unlock(&runtime->lock);
+  pw_client_fold(client);
   pw__client_release(client);
 }
 
@@ -125,7 +176,8 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
   pw_status_t status = NULL;
   pthread_mutex_lock(&client->idle_lock);
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  while (status == NULL && pw_atomic_load_u32_acquire(&client->inflight) != 0) {
+  pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
+  while (status == NULL && pw_client_inflight(client) != 0) {
     if (deadline == PW_INFINITE_FUTURE) {
       pthread_cond_wait(&client->idle_cond, &client->idle_lock);
       continue;
@@ -133,7 +185,7 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
     if (deadline <= pw_clock_now()) {
       status = pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
                               "client '%s' still has %u executions in flight", client->name,
-                              pw_atomic_load_u32_acquire(&client->inflight));
+                              pw_client_inflight(client));
       break;
     }
     struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
@@ -146,9 +198,9 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
 
 uint32_t pw_client_live_handles(pw_client_t* client) {
   if (client == NULL) return 0;
-  pthread_rwlock_rdlock(&client->handles.lock);
+  uint32_t stripe = pw__handle_read_lock(&client->handles);
   uint32_t live = client->handles.live;
-  pthread_rwlock_unlock(&client->handles.lock);
+  pw__handle_read_unlock(&client->handles, stripe);
   return live;
 }
 

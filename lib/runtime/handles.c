@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getcpu */
 /* Checked handles: every id a client sees encodes
  *   bits 63..60  object kind
  *   bits 59..48  client tag
@@ -6,6 +6,7 @@
  *   bits 31..0   slot index + 1 (so 0 is never a valid id)
  * A lookup checks all four, so a released handle, a handle of another
  * client, or a buffer id passed as an executable is a clear error. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +46,70 @@ void pw__object_release(pw_object_t* object) {
 
 void pw__handle_table_init(pw_handle_table_t* table) {
   memset(table, 0, sizeof(*table));
-  pthread_rwlock_init(&table->lock, NULL);
+  pthread_mutex_init(&table->write_lock, NULL);
   table->free_head = PW_HANDLE_NONE;
+}
+
+/* ---- reader-striped lock ------------------------------------------------
+ * A reader counts itself in its thread's stripe (a locked add on a line
+ * no other thread of the first PW_HANDLE_STRIPES writes), then checks
+ * |writer|; a writer sets |writer| (xchg), then waits until every stripe
+ * reads 0. Both sides do a locked RMW, then load the other side's word,
+ * so at least one sees the other: a reader that sees the writer backs out
+ * and waits for it on |write_lock|; a writer waits for readers already
+ * in. Readers' sections are a few loads and a retain. */
+
+/* The stripe of the CPU the thread runs on (glibc reads it from the rseq
+ * area: a few instructions): threads running at the same time are on
+ * different CPUs, so they get different stripes however many threads come
+ * and go. A thread that migrates just changes stripe; callers keep the
+ * stripe they used (read lock, execution) to give back there. Without
+ * sched_getcpu, threads are numbered in the order they first ask. */
+uint32_t pw__thread_stripe(void) {
+  int cpu = sched_getcpu();
+  if (cpu >= 0) return (uint32_t)cpu % PW_THREAD_STRIPES;
+  static pw_atomic_u32_t next_thread;
+  static _Thread_local uint32_t stripe_plus_one;
+  if (stripe_plus_one == 0) {
+    stripe_plus_one = pw_atomic_fetch_add_u32(&next_thread, 1) % PW_THREAD_STRIPES + 1;
+  }
+  return stripe_plus_one - 1;
+}
+
+uint32_t pw__handle_read_lock(pw_handle_table_t* table) {
+  uint32_t stripe = pw__thread_stripe();
+  pw_atomic_u32_t* readers = &table->stripes[stripe].readers;
+  for (;;) {
+    pw_atomic_fetch_add_u32(readers, 1);
+    if (pw_atomic_load_u32_seq_cst(&table->writer) == 0) return stripe;
+    pw_atomic_fetch_sub_u32(readers, 1);
+    pthread_mutex_lock(&table->write_lock); /* the writer holds it */
+    pthread_mutex_unlock(&table->write_lock);
+  }
+}
+
+void pw__handle_read_unlock(pw_handle_table_t* table, uint32_t stripe) {
+  pw_atomic_fetch_sub_u32(&table->stripes[stripe].readers, 1);
+}
+
+void pw__handle_write_lock(pw_handle_table_t* table) {
+  pthread_mutex_lock(&table->write_lock);
+  pw_atomic_exchange_u32(&table->writer, 1);
+  for (uint32_t i = 0; i < PW_HANDLE_STRIPES; ++i) {
+    for (uint32_t spin = 0; pw_atomic_load_u32_seq_cst(&table->stripes[i].readers) != 0;
+         ++spin) {
+      if ((spin & 63) == 63) {
+        sched_yield(); /* a reader was preempted inside its section */
+      } else {
+        pw_atomic_cpu_relax();
+      }
+    }
+  }
+}
+
+void pw__handle_write_unlock(pw_handle_table_t* table) {
+  pw_atomic_store_u32_release(&table->writer, 0);
+  pthread_mutex_unlock(&table->write_lock);
 }
 
 void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator) {
@@ -60,7 +123,7 @@ void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator)
   }
   pw_allocator_free(allocator, table->slots,
                     table->capacity * sizeof(pw_handle_slot_t));
-  pthread_rwlock_destroy(&table->lock);
+  pthread_mutex_destroy(&table->write_lock);
   memset(table, 0, sizeof(*table));
 }
 
@@ -74,7 +137,7 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
                               uint64_t* out_id) {
   pw_handle_table_t* table = &client->handles;
   pw_allocator_t allocator = client->runtime->allocator;
-  pthread_rwlock_wrlock(&table->lock);
+  pw__handle_write_lock(table);
   uint32_t slot;
   if (table->free_head != PW_HANDLE_NONE) {
     slot = table->free_head;
@@ -83,7 +146,7 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
     if (table->count == table->capacity) {
       uint32_t capacity = table->capacity ? table->capacity * 2 : 16;
       if (capacity > (1u << 30)) {
-        pthread_rwlock_unlock(&table->lock);
+        pw__handle_write_unlock(table);
         pw__object_release(object);
         return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                               "client '%s' has too many live handles", client->name);
@@ -92,7 +155,7 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
       pw_status_t status = pw_allocator_malloc(
           allocator, capacity * sizeof(pw_handle_slot_t), 0, (void**)&slots);
       if (status != NULL) {
-        pthread_rwlock_unlock(&table->lock);
+        pw__handle_write_unlock(table);
         pw__object_release(object);
         return status;
       }
@@ -112,7 +175,7 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
   table->live++;
   *out_id = pw_handle_encode(object->kind, client->tag,
                              table->slots[slot].generation, slot);
-  pthread_rwlock_unlock(&table->lock);
+  pw__handle_write_unlock(table);
   return NULL;
 }
 
@@ -157,21 +220,21 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
                               pw_object_t** out_object) {
   *out_object = NULL;
   pw_handle_table_t* table = &client->handles;
-  pthread_rwlock_rdlock(&table->lock);
+  uint32_t stripe = pw__handle_read_lock(table);
   uint32_t slot;
   pw_status_t status = pw_handle_resolve(client, id, kind, what, &slot);
   if (status == NULL) {
     *out_object = table->slots[slot].object;
     pw__object_retain(*out_object);
   }
-  pthread_rwlock_unlock(&table->lock);
+  pw__handle_read_unlock(table, stripe);
   return status;
 }
 
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what) {
   pw_handle_table_t* table = &client->handles;
-  pthread_rwlock_wrlock(&table->lock);
+  pw__handle_write_lock(table);
   uint32_t slot;
   pw_status_t status = pw_handle_resolve(client, id, kind, what, &slot);
   pw_object_t* object = NULL;
@@ -184,7 +247,7 @@ pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
     table->free_head = slot;
     table->live--;
   }
-  pthread_rwlock_unlock(&table->lock);
+  pw__handle_write_unlock(table);
   pw__object_release(object);
   return status;
 }

@@ -69,11 +69,13 @@ typedef struct pw_slice_s {
   pw_device_t* devices;       /* device_count, mesh order */
   uint32_t* group_devices;    /* backend ordinals in mesh order */
   /* Slice sequence. Appends happen under append_lock, which only
-   * submitters take (never a device or backend thread). */
-  pthread_mutex_t append_lock;
+   * submitters take (never a device or backend thread). From here on the
+   * fields are written per submission: a line of their own, so that
+   * threads submitting to neighbouring slices do not share one (slice
+   * arrays are allocated aligned to a cache line). */
+  _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
   struct pw_op_s* tail;               /* last appended op (append_lock) */
   struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
-  pw_atomic_u32_t idle_devices;       /* devices parked after the tail */
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
    * admitting thread holds |sched_state|'s BUSY bit and alone touches
    * |sched_active|. */
@@ -102,9 +104,11 @@ typedef struct pw_slice_s {
   struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
 } pw_slice_t;
 
-/* A client's queue and accounting on one slice. */
+/* A client's queue and accounting on one slice. One cache line or more
+ * each (the array is allocated aligned): threads driving different slices
+ * do not share one. */
 typedef struct pw_sched_entry_s {
-  pw_client_t* client;
+  _Alignas(PW_CACHE_LINE) pw_client_t* client;
   struct pw_op_s* head;        /* queued ops, FIFO (holder) */
   struct pw_op_s* tail;
   uint32_t queued;
@@ -139,8 +143,10 @@ struct pw_runtime_s {
   pthread_mutex_t lock;         /* clients, vslice bindings */
   uint32_t client_count;
   uint32_t next_client_tag;
-  pw_atomic_u64_t next_gang_id;
-  pw_sched_policy_t sched_policy;
+  /* Taken by every submission: on a line of its own, so that it does not
+   * evict the fields every launch reads from other threads' caches. */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t next_gang_id;
+  _Alignas(PW_CACHE_LINE) pw_sched_policy_t sched_policy;
   uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
   bool sched_charge;           /* measure device time per op */
   bool no_gang_order;          /* debug: ignore slice sequences */
@@ -160,6 +166,15 @@ pw_status_t pw__slice_composite(pw_runtime_t* runtime, pw_slice_t* const* parts,
 void pw__slice_composites_free(pw_runtime_t* runtime);
 
 /* ---- handles ------------------------------------------------------------ */
+
+/* Per-thread stripes: what threads update on every submission into one
+ * client (its handle lock's reader counts, its reference and in-flight
+ * counts, gang id ranges) is split into this many cache lines, and a
+ * thread uses stripe pw__thread_stripe(): the one of the CPU it runs on
+ * (only a placement hint: two threads on one stripe are still correct,
+ * and a caller gives back on the stripe it took). lib/runtime/handles.c. */
+#define PW_THREAD_STRIPES 8
+uint32_t pw__thread_stripe(void);
 
 typedef enum pw_object_kind_e {
   PW_OBJECT_VSLICE = 1,
@@ -187,8 +202,19 @@ typedef struct pw_handle_slot_s {
   uint32_t next_free;
 } pw_handle_slot_t;
 
+/* The handle table's lock is a reader-striped one: a lookup (the common
+ * case, several per submission) counts itself in its thread's stripe, on
+ * a cache line of its own, so that threads submitting into one client do
+ * not bounce one lock word; a writer (insert, remove) sets |writer| and
+ * waits for every stripe to drain. See lib/runtime/handles.c. */
+#define PW_HANDLE_STRIPES PW_THREAD_STRIPES
+
 typedef struct pw_handle_table_s {
-  pthread_rwlock_t lock;
+  struct {
+    _Alignas(PW_CACHE_LINE) pw_atomic_u32_t readers;
+  } stripes[PW_HANDLE_STRIPES];
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t writer; /* 1 while a writer holds the table */
+  pthread_mutex_t write_lock; /* writers; readers that met |writer| wait on it */
   pw_handle_slot_t* slots;
   uint32_t capacity;
   uint32_t count;
@@ -214,6 +240,14 @@ typedef struct pw_graph_memo_s {
 
 #define PW_BLOCK_CACHE_SLOTS 8
 
+/* One stripe of a client's per-submission state (see pw_client_s). */
+typedef struct pw_client_stripe_s {
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t counts;
+  pw_atomic_u32_t gang_lock;
+  uint64_t gang_next;
+  uint64_t gang_end;
+} pw_client_stripe_t;
+
 struct pw_client_s {
   pw_runtime_t* runtime;
   char name[64];
@@ -221,19 +255,34 @@ struct pw_client_s {
   uint32_t weight;
   int32_t priority;
   pw_handle_table_t handles;
-  /* In-flight executions, for pw_client_destroy to wait on. */
   pw_sched_entry_t* sched_entries; /* one per physical slice */
-  pw_atomic_u32_t inflight;
-  pthread_mutex_t idle_lock;
-  pthread_cond_t idle_cond;
-  /* Threads waiting for |inflight| to reach 0 (under idle_lock): the
-   * completing thread takes the lock to wake them only when there are. */
+  /* Per thread stripe (clients are allocated aligned to a cache line):
+   *   counts  bits 0..31   executions submitted from this stripe and in
+   *                        flight (pw_client_destroy waits for all stripes
+   *                        to reach 0);
+   *           bits 32..62  their references to the struct: one per
+   *                        execution whose block has not gone back yet, so
+   *                        the struct (and its lock) outlives
+   *                        pw_client_destroy until the last completing
+   *                        thread has stopped touching it;
+   *           bit 63       PW_CLIENT_FOLDED: pw_client_destroy moved the
+   *                        stripe's references to |refs|; a release that
+   *                        finds it set drops one there instead.
+   *   gang_*  a range of gang ids taken from the runtime's counter
+   *           (without a scheduler window), under the gang_lock spinlock.
+   * An execution uses the stripe of the thread that submitted it, even
+   * when another thread completes it. */
+  pw_client_stripe_t stripes[PW_THREAD_STRIPES];
+  /* The owner's reference, plus the stripes' once folded; the last one
+   * frees the struct. */
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t refs;
+  /* Threads waiting for in-flight to reach 0 (registered under idle_lock,
+   * written by waiters only): a completer that brings its stripe to 0
+   * fences and reads it, and takes the lock to wake them only when there
+   * are. */
   pw_atomic_u32_t idle_waiters;
-  /* The owner's reference plus one per execution not yet freed (an
-   * execution's block goes back to |block_cache|): the struct (and its
-   * lock) outlives pw_client_destroy until the last completing thread has
-   * stopped touching it. */
-  pw_atomic_u32_t refs;
+  _Alignas(PW_CACHE_LINE) pthread_mutex_t idle_lock;
+  pthread_cond_t idle_cond;
   pw_graph_memo_t graph_memo;
   /* Scheduler window only: a client's ops enter the slice sequences in the
    * order it submitted them (submit_seq numbers them, admit_next is the
@@ -247,17 +296,34 @@ struct pw_client_s {
    * (a resubmitted graph finds its block still laid out from the previous
    * run, and a big one does not fault in fresh pages); lock-free slots,
    * one per cache line so that submitters of different graphs do not
-   * share one; freed with the struct. See lib/sched/dispatch.c. */
+   * share one; emptied and closed at pw_client_destroy, since cached
+   * blocks hold device memory. See lib/sched/dispatch.c. */
   struct {
-    pw_atomic_ptr_t block;
-    char pad[64 - sizeof(pw_atomic_ptr_t)];
+    _Alignas(PW_CACHE_LINE) pw_atomic_ptr_t block;
   } block_cache[PW_BLOCK_CACHE_SLOTS];
+  _Alignas(PW_CACHE_LINE) pw_atomic_u32_t blocks_closed; /* 1 from pw_client_destroy on */
 };
 
+#define PW_CLIENT_REF (UINT64_C(1) << 32)
+#define PW_CLIENT_FOLDED (UINT64_C(1) << 63)
+
+/* A new execution submitted from |stripe|: one reference, one in flight. */
+static inline void pw__client_begin(pw_client_t* client, uint32_t stripe) {
+  pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, PW_CLIENT_REF + 1);
+}
+/* An execution of |stripe| completed: no longer in flight (wakes idle
+ * waiters). Its reference stays. lib/runtime/client.c. */
+void pw__client_end(pw_client_t* client, uint32_t stripe);
+/* Drops an execution's reference (taken on |stripe|). */
+void pw__client_release_stripe(pw_client_t* client, uint32_t stripe);
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
 /* Frees the execution blocks |client| keeps for reuse (lib/sched). */
 void pw__dispatch_client_deinit(pw_client_t* client);
+/* At pw_client_destroy, once nothing is in flight: frees the cached
+ * blocks (and their device memory) on the destroying thread, and makes
+ * the cache take no more (lib/sched). */
+void pw__dispatch_client_close(pw_client_t* client);
 
 /* Adds |object| to |client|'s table, taking over one reference (on failure
  * the reference is released). */
@@ -272,6 +338,12 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what);
 void pw__handle_table_init(pw_handle_table_t* table);
+/* Shared (read-only) access to |table|'s slots: returns the stripe to pass
+ * to pw__handle_read_unlock. Exclusive access: pw__handle_write_lock. */
+uint32_t pw__handle_read_lock(pw_handle_table_t* table);
+void pw__handle_read_unlock(pw_handle_table_t* table, uint32_t stripe);
+void pw__handle_write_lock(pw_handle_table_t* table);
+void pw__handle_write_unlock(pw_handle_table_t* table);
 /* Releases every remaining object and frees the table. */
 void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator);
 
@@ -410,6 +482,9 @@ typedef struct pw_plan_s {
   uint32_t param_input_total;      /* sum of the ops' param_inputs */
   size_t internal_bytes;           /* internal values and their shard arrays */
   uint32_t link_total;             /* spanning ops' parts, summed */
+  /* Index of the one home slice (span[0]) of every op, or UINT32_MAX
+   * when they have several: ops_completed is then counted per op. */
+  uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
 } pw_plan_t;
 
@@ -436,5 +511,10 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* runtime, pw_plan_t* plan);
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);
 void pw__dispatch_slice_deinit(pw_slice_t* slice);
+/* Releases the execution that |slice|'s tail keeps alive. The runtime does
+ * it for every slice before deinitialising any: the last release of a
+ * client's execution frees the client's cached blocks, which give back
+ * device memory on the slices of their internal values. */
+void pw__dispatch_slice_drop_tail(pw_slice_t* slice);
 
 #endif /* PW_RUNTIME_OBJECTS_H_ */

@@ -96,6 +96,9 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
 static void pw_runtime_free(pw_runtime_t* rt) {
   pw_allocator_t a = rt->allocator;
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
+    if (rt->slices[s].devices) pw__dispatch_slice_drop_tail(&rt->slices[s]);
+  }
+  for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
     if (slice->devices) pw__dispatch_slice_deinit(slice);
   }
@@ -133,7 +136,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                                  ? options->allocator
                                  : pw_allocator_system();
   pw_runtime_t* rt = NULL;
-  status = pw_allocator_calloc(allocator, sizeof(*rt), 0, (void**)&rt);
+  status = pw_allocator_calloc(allocator, sizeof(*rt), PW_CACHE_LINE, (void**)&rt);
   if (status != NULL) {
     pw_runtime_destroy_plugins(options);
     return status;
@@ -166,7 +169,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   memcpy(rt->backends, options->backends, options->backend_count * sizeof(pw_backend_t));
   rt->backend_count = options->backend_count;
   status = pw_allocator_calloc_array(allocator, options->slice_count,
-                                     sizeof(pw_slice_t), 0, (void**)&rt->slices);
+                                     sizeof(pw_slice_t), PW_CACHE_LINE, (void**)&rt->slices);
   if (status != NULL) {
     pw_runtime_free(rt);
     return status;

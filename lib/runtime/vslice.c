@@ -32,7 +32,7 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
   }
   uint32_t per = parts[0]->device_count;
   pw_slice_t* c = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, sizeof(*c), 0, (void**)&c));
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, sizeof(*c), PW_CACHE_LINE, (void**)&c));
   c->device_count = per * count;
   c->span_count = count;
   pw_status_t status = pw_allocator_calloc_array(rt->allocator, count, sizeof(pw_slice_t*), 0,
@@ -100,14 +100,14 @@ static void pw_vslice_destroy(pw_object_t* object) {
  * under its lock. */
 static bool pw_client_uses_slice(pw_client_t* client, pw_slice_t* slice) {
   bool used = false;
-  pthread_rwlock_rdlock(&client->handles.lock);
+  uint32_t stripe = pw__handle_read_lock(&client->handles);
   for (uint32_t i = 0; i < client->handles.count && !used; ++i) {
     pw_object_t* o = client->handles.slots[i].object;
     if (o && o->kind == PW_OBJECT_VSLICE && ((pw_vslice_obj_t*)o)->slice == slice) {
       used = true;
     }
   }
-  pthread_rwlock_unlock(&client->handles.lock);
+  pw__handle_read_unlock(&client->handles, stripe);
   return used;
 }
 

@@ -23,13 +23,17 @@
  * (locked instructions), so at least one of them sees the other.
  *
  * Appending op Z after tail X wakes devices idle at X: the appender stores
- * X->slice_next = Z, then CASes cursors X|IDLE -> Z|WAITING; a device going
- * idle stores X|IDLE, bumps slice->idle_devices, then re-reads
+ * X->slice_next = Z (xchg), then CASes cursors X|IDLE -> Z|WAITING (or
+ * straight to Z|RUNNING, claiming the launch, when Z's inputs were already
+ * complete); a device going idle stores X|IDLE (xchg), then re-reads
  * X->slice_next. Again one of the two sees the other; the CAS decides.
  *
  * Dependencies are counters: op->pending = producing ops not complete +
- * arguments not ready + 1 (a guard the submitter drops when everything is
- * linked). The thread that brings pending to 0 marks inputs ready.
+ * arguments not ready (+ 1, a guard the submitter drops when everything is
+ * linked, for ops with parameter inputs: their argument waits are
+ * registered after the appends). The thread that brings pending to 0 marks
+ * inputs ready, possibly before the op is appended; the append then claims
+ * it. Root ops (nothing to wait for) are marked ready before their append.
  *
  * Completion never recurses: launches and device completions are work
  * items (the device struct itself, which is in at most one state at a time)
@@ -53,7 +57,8 @@
  * when (1) all its ops completed, (2) the submitter returned and (3) no
  * slice has one of its ops as tail (a tail may still be named by an IDLE
  * cursor). Freeing returns the block to its client's cache, where the next
- * submission of the same graph finds it laid out (see "execution blocks").
+ * submission of the same graph finds it laid out, internal values' device
+ * memory included (see "execution blocks").
  */
 #include <stdio.h>
 #include <string.h>
@@ -117,10 +122,18 @@ typedef struct pw_execution_s {
   pw_buffer_obj_t** outputs;   /* every op output, retained */
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
+  uint32_t stripe;             /* the submitting thread's client stripe */
   size_t block_size;
   /* The plan this block is laid out for (pw_plan_t.id), set once its
    * layout is complete; 0: none (a failed submission, the debug mode). */
   uint64_t plan_id;
+  /* Where the internal values lie in the block (offsets; laid out in
+   * order, the first with a NULL slice ends them). Their device memory
+   * stays allocated while the block is cached for its plan, and is given
+   * back when the block is zeroed for another plan or freed
+   * (pw_block_release_internal). */
+  size_t internal_at;
+  size_t internal_end;
   pw_op_t* ops;
 } pw_execution_t;
 
@@ -230,6 +243,21 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
  * order this thread happens to use (ascending for even gang ids,
  * descending for odd ones), as an uncoordinated dispatcher would. Nothing
  * keeps two devices' orders consistent; that is the point. */
+static void pw_dispatch_backend_done(void* user, pw_status_t status);
+
+/* Sets the fields of |d|'s launch descriptor that stay the same for every
+ * op it launches. */
+static void pw_dispatch_launch_init(pw_device_t* d) {
+  pw_backend_launch_t* l = &d->launch;
+  memset(l, 0, sizeof(*l));
+  l->struct_size = sizeof(*l);
+  l->device = d->backend_device;
+  l->inputs = d->inputs;
+  l->outputs = d->outputs;
+  l->done = pw_dispatch_backend_done;
+  l->done_user = d;
+}
+
 static void pw_dispatch_launch_unordered(pw_op_t* op) {
   pw_slice_t* slice = op->slice;
   uint32_t per = slice->device_count / slice->span_count;
@@ -240,6 +268,7 @@ static void pw_dispatch_launch_unordered(pw_op_t* op) {
     slot->mesh_index = i % per;
     slot->backend_device = slot->slice->devices[i % per].backend_device;
     slot->is_slot = true;
+    pw_dispatch_launch_init(slot);
     slot->running = op;
     pw_dispatch_push(slot, PW_WORK_LAUNCH);
   }
@@ -299,7 +328,33 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
   if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
+/* Whether |p|'s pending count has a submit guard: only ops with
+ * parameter inputs (their waits are registered after the appends) and
+ * every op of the debug mode without gang order (it launches at inputs
+ * ready, without a sequence). Other ops are fully set up before anything
+ * of their execution can launch, and their inputs may become ready before
+ * they are appended: the append then claims them. */
+static bool pw_op_guarded(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->param_inputs > 0 || rt->no_gang_order;
+}
+
+/* Whether |p| waits for nothing in a submission: ready before it is
+ * appended (see pw__dispatch_submit). */
+static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->static_deps == 0 && !pw_op_guarded(rt, p);
+}
+
 /* ---- execution blocks --------------------------------------------------- */
+
+static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Bytes of one internal value in the block: its buffer object and its
+ * shard array. */
+static size_t pw_internal_value_bytes(uint32_t device_count) {
+  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
+         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
+}
+
 
 /* Blocks are kept for reuse in their client's slots after their execution.
  * A block remembers the plan it was laid out for (pw_execution_t.plan_id):
@@ -311,6 +366,28 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
  * submitters of different graphs do not contend. */
 static uint32_t pw_block_slot(uint64_t plan_id, int i) {
   return (uint32_t)((plan_id + (uint64_t)i) % PW_BLOCK_CACHE_SLOTS);
+}
+
+/* Gives back the device memory of |block|'s internal values (kept across
+ * runs of its plan while the block is cached). */
+static void pw_block_release_internal(pw_execution_t* block) {
+  unsigned char* at = (unsigned char*)block + block->internal_at;
+  unsigned char* end = (unsigned char*)block + block->internal_end;
+  while (at < end) {
+    pw_buffer_obj_t* b = (pw_buffer_obj_t*)at;
+    const pw_slice_t* slice = b->slice;
+    if (slice == NULL) break; /* a layout that stopped early */
+    for (uint32_t d = 0; d < slice->device_count; ++d) {
+      pw__backend_deallocate(slice->backend, slice->group_devices[d], b->shards[d]);
+      b->shards[d] = NULL;
+    }
+    at += pw_internal_value_bytes(slice->device_count);
+  }
+}
+
+static void pw_block_free(pw_runtime_t* rt, pw_execution_t* block) {
+  pw_block_release_internal(block);
+  pw_allocator_free(rt->allocator, block, block->block_size);
 }
 
 /* A block of |size| bytes: a cached one of exactly that size (the same
@@ -331,38 +408,68 @@ static pw_status_t pw_block_get(pw_client_t* client, size_t size, uint64_t plan_
       if (plan_id != 0 && block->plan_id == plan_id) {
         *out_prepared = true;
       } else {
+        pw_block_release_internal(block);
         memset(block, 0, size);
       }
       *out = (unsigned char*)block;
       return NULL;
     }
     void* empty = NULL;
-    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_allocator_free(rt->allocator, block, cached);
+    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_block_free(rt, block);
   }
   return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
 }
 
-/* |block|'s block_size and plan_id say what it holds. */
-static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
-  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-    pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
-    void* empty = NULL;
-    if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) return;
-  }
-  pw_allocator_free(client->runtime->allocator, block, block->block_size);
-}
-
-void pw__dispatch_client_deinit(pw_client_t* client) {
+/* Frees every block in |client|'s cache. */
+static void pw_block_cache_drain(pw_client_t* client) {
   for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
     pw_execution_t* block = pw_atomic_exchange_ptr(&client->block_cache[i].block, NULL);
-    if (block != NULL) pw_allocator_free(client->runtime->allocator, block, block->block_size);
+    if (block != NULL) pw_block_free(client->runtime, block);
   }
 }
+
+/* |block|'s block_size and plan_id say what it holds.
+ *
+ * Freeing a block gives device memory back (internal values) and so
+ * touches slices and backends: it must happen while the runtime is sure to
+ * live, i.e. on a thread inside an API call or one that completes an
+ * execution not yet counted out of its client's in-flight count. Every caller
+ * is (pw_execution_complete puts its block before that count drops). The
+ * cache of a destroyed client (|blocks_closed|) takes no more blocks:
+ * pw_client_destroy drains it, and a put that races with the drain sees
+ * the flag after its CAS (both sides: a locked RMW, then a load) and
+ * drains again itself, so no block with device memory is left for the
+ * client's last reference, which may go on any thread. */
+static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
+  /* Only a block laid out for a plan is reused as it is. */
+  if (block->plan_id == 0) pw_block_release_internal(block);
+  if (pw_atomic_load_u32_acquire(&client->blocks_closed) == 0) {
+    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
+      pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
+      void* empty = NULL;
+      if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) {
+        if (pw_atomic_load_u32_acquire(&client->blocks_closed) != 0) pw_block_cache_drain(client);
+        return;
+      }
+    }
+  }
+  pw_block_free(client->runtime, block);
+}
+
+void pw__dispatch_client_close(pw_client_t* client) {
+  pw_atomic_exchange_u32(&client->blocks_closed, 1);
+  pw_block_cache_drain(client);
+}
+
+void pw__dispatch_client_deinit(pw_client_t* client) { pw_block_cache_drain(client); }
 
 /* ---- executions --------------------------------------------------------- */
 
-static void pw_execution_release(pw_execution_t* exec) {
-  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return;
+/* Drops one reference to |exec|; the last one returns its block to the
+ * client's cache and says so: the caller then drops the execution's
+ * reference to the client. */
+static bool pw_execution_unref(pw_execution_t* exec) {
+  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
   pw_atomic_fence_acquire();
   pw_client_t* client = exec->client;
   for (uint32_t i = 0; i < exec->op_count; ++i) {
@@ -371,31 +478,37 @@ static void pw_execution_release(pw_execution_t* exec) {
   }
   pw__object_release(exec->graph);
   pw_block_put(client, exec);
-  pw__client_release(client); /* may free it */
+  return true;
+}
+
+static void pw_execution_release(pw_execution_t* exec) {
+  pw_client_t* client = exec->client;
+  uint32_t stripe = exec->stripe;
+  if (pw_execution_unref(exec)) pw__client_release_stripe(client, stripe); /* may free it */
 }
 
 /* Internal values (op outputs that are not graph outputs) live in the
  * execution block: no handle, no ready event, no allocation of their own.
- * They die with the execution; their device memory is returned here. The
- * slot is left as a reused block expects it: NULL for a graph output,
- * an internal value with no shards. */
-static bool pw_buffer_is_internal(const pw_buffer_obj_t* b) { return b->ready == NULL; }
-
+ * Their device memory stays with the block for the next run of its plan
+ * (pw_dispatch_allocate_outputs and transfers allocate only missing
+ * shards) and is given back when the block is zeroed for another plan or
+ * freed: with the client at the latest. The slot of a graph output is
+ * left NULL, as a reused block expects it. */
 static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
   pw_buffer_obj_t* b = *slot;
-  if (b == NULL) return;
-  if (!pw_buffer_is_internal(b)) {
-    *slot = NULL;
-    pw__object_release(&b->header);
-    return;
-  }
-  for (uint32_t d = 0; d < b->slice->device_count; ++d) {
-    pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
-    b->shards[d] = NULL;
-  }
+  if (b == NULL || b->ready == NULL) return; /* internal: kept */
+  *slot = NULL;
+  pw__object_release(&b->header);
 }
 
 static void pw_execution_complete(pw_execution_t* exec) {
+  const pw_plan_t* plan = exec->plan;
+  if (plan->home_slice != UINT32_MAX && plan->op_count != 0) {
+    /* One home slice: its ops are counted here at once (before the done
+     * event, so a waiter sees them), not one locked add per op. */
+    pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_slice].ops_completed,
+                            plan->op_count);
+  }
   pw_status_t status = pw_atomic_exchange_ptr(&exec->status, NULL);
   pw_status_ignore(pw_event_fail(exec->done, status));
   pw_event_release(exec->done);
@@ -412,17 +525,13 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->graph = NULL;
   exec->plan = NULL;
   pw_client_t* client = exec->client;
-  /* Both the decrement and the waiter count are locked RMWs: a waiter that
-   * registers after this load sees inflight == 0 and does not sleep. The
-   * client struct stays alive: |exec| holds a reference to it until the
-   * block is freed. */
-  if (pw_atomic_fetch_sub_u32(&client->inflight, 1) == 1 &&
-      pw_atomic_fetch_add_u32(&client->idle_waiters, 0) != 0) {
-    pthread_mutex_lock(&client->idle_lock);
-    pthread_cond_broadcast(&client->idle_cond);
-    pthread_mutex_unlock(&client->idle_lock);
-  }
-  pw_execution_release(exec); /* may free |exec| and the client: touch nothing after */
+  uint32_t stripe = exec->stripe;
+  /* The block goes back (or is freed, with its device memory) while this
+   * execution still counts as in flight, so the runtime is alive. */
+  bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
+  /* The client struct stays alive: the execution's reference goes last. */
+  pw__client_end(client, stripe);
+  if (last) pw__client_release_stripe(client, stripe); /* may free it: touch nothing after */
 }
 
 static void pw_dispatch_op_complete(pw_op_t* op) {
@@ -441,7 +550,11 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
                                                 p->node, p->name,
                                                 pw_status_message(failure)));
     }
-    pw_dispatch_dep_done(succ);
+    if (succ->plan->static_deps == 1 && !pw_op_guarded(op->slice->runtime, succ->plan)) {
+      pw_dispatch_inputs_ready(succ); /* |op| was all it waited for */
+    } else {
+      pw_dispatch_dep_done(succ);
+    }
   }
   if (failure) {
     void* expected = NULL;
@@ -450,7 +563,7 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
   }
   pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
   pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
-  pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
+  if (exec->plan->home_slice == UINT32_MAX) pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
   if (slice->runtime->sched_charge) {
     uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
     pw_atomic_fetch_add_u64(&entry->device_ns, ns);
@@ -463,7 +576,9 @@ static void pw_dispatch_op_complete(pw_op_t* op) {
       pw_sched_kick(op->slice->span[k]);
     }
   }
-  if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
+  if (exec->op_count == 1 || pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) {
+    pw_execution_complete(exec);
+  }
 }
 
 /* ---- device work -------------------------------------------------------- */
@@ -557,20 +672,16 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
   for (uint32_t k = 0; k < p->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
   if (status == NULL) {
-    pw_backend_launch_t* l = &d->launch; /* every field is set below */
-    l->struct_size = sizeof(*l);
+    /* The per-device fields (size, device, argument arrays, callback) are
+     * set once: pw_dispatch_launch_init. */
+    pw_backend_launch_t* l = &d->launch;
     l->executable = p->executable->loaded;
-    l->device = d->backend_device;
     l->mesh_index = m;
     l->group_devices = op->slice->group_devices;
     l->group_size = op->slice->device_count;
     l->gang_id = op->gang_id;
-    l->inputs = d->inputs;
     l->input_count = p->input_count;
-    l->outputs = d->outputs;
     l->output_count = p->output_count;
-    l->done = pw_dispatch_backend_done;
-    l->done_user = d;
     if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
     status = pw__backend_launch(backend, l);
     if (status == NULL) return; /* |d| now belongs to the backend until done */
@@ -606,18 +717,18 @@ static void pw_dispatch_device_done(pw_device_t* d) {
   } else if (next != NULL) {
     pw_dispatch_arrive(d, next);
   } else {
-    pw_slice_t* slice = d->slice; /* the physical slice whose sequence |d| follows */
     pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
-    pw_atomic_fetch_add_u32(&slice->idle_devices, 1);
     next = pw_atomic_load_ptr_acquire(link);
     void* expected = pw_cursor(op, PW_CURSOR_IDLE);
     if (next != NULL &&
         pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
-      pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
       pw_dispatch_arrived(d, next);
     }
   }
-  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op);
+  /* A one-device op has no other device to count out. */
+  if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+    pw_dispatch_op_complete(op);
+  }
 }
 
 /* ---- slices ------------------------------------------------------------- */
@@ -643,8 +754,8 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
     slice->group_devices[i] = d->backend_device;
     /* Idle "after the beginning": the first append wakes it. */
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
+    pw_dispatch_launch_init(d);
   }
-  pw_atomic_init_u32(&slice->idle_devices, slice->device_count);
   slice->span_count = 1;
   slice->self = slice;
   slice->span = &slice->self;
@@ -656,11 +767,15 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   return NULL;
 }
 
-void pw__dispatch_slice_deinit(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
+void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
   if (slice->tail_exec) pw_execution_release(slice->tail_exec);
   slice->tail_exec = NULL;
   slice->tail = NULL;
+}
+
+void pw__dispatch_slice_deinit(pw_slice_t* slice) {
+  pw_runtime_t* rt = slice->runtime;
+  pw__dispatch_slice_drop_tail(slice);
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));
@@ -685,14 +800,22 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execu
   slice->tail = last - 1;
   slice->tail_exec = exec;
   if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
-  if (pw_atomic_load_u32_acquire(&slice->idle_devices) != 0) {
-    void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
-    for (uint32_t i = 0; i < slice->device_count; ++i) {
-      pw_device_t* d = &slice->devices[i];
-      void* expected = idle;
-      if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
-          pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(first, PW_CURSOR_WAITING))) {
-        pw_atomic_fetch_sub_u32(&slice->idle_devices, 1);
+  /* Devices idle after the old tail move to |first|. Inputs already
+   * complete (a root op readied before its append, or one admitted late by
+   * the scheduler): the CAS claims the launch at once, nobody else can, as
+   * a claim needs op|WAITING. */
+  void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
+  bool ready = pw_atomic_load_u32_acquire(&first->inputs_ready) != 0;
+  void* arrive = pw_cursor(first, ready ? PW_CURSOR_RUNNING : PW_CURSOR_WAITING);
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_t* d = &slice->devices[i];
+    void* expected = idle;
+    if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
+        pw_atomic_cas_ptr(&d->cursor, &expected, arrive)) {
+      if (ready) {
+        d->running = first;
+        pw_dispatch_push(d, PW_WORK_LAUNCH);
+      } else {
         pw_dispatch_arrived(d, first);
       }
     }
@@ -980,6 +1103,7 @@ static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
 
 /* ---- submit ------------------------------------------------------------- */
 
+
 static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_op_t* op = user;
   if (status != NULL) {
@@ -989,25 +1113,18 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_dispatch_dep_done(op);
 }
 
-static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
-
-/* Bytes of one internal value in the block: its buffer object and its
- * shard array. */
-static size_t pw_internal_value_bytes(uint32_t device_count) {
-  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
-}
-
 static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
   return p->kind == PW_PLAN_TRANSFER ? &p->transfer_spec : &p->executable->signature.outputs[k];
 }
 
 pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
+  uint32_t home = plan->op_count ? plan->ops[0].vslice->slice->span[0]->index : UINT32_MAX;
   size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_plan_op_t* p = &plan->ops[i];
     uint32_t span = p->vslice->slice->span_count;
+    if (p->vslice->slice->span[0]->index != home) home = UINT32_MAX;
     link_total += span > 1 ? span : 0;
     p->param_inputs = 0;
     p->per_run_inputs = 0;
@@ -1047,6 +1164,7 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->param_input_total = param_inputs;
   plan->internal_bytes = internal_bytes;
   plan->link_total = link_total;
+  plan->home_slice = home;
   plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
   return NULL;
 }
@@ -1164,6 +1282,28 @@ static pw_status_t pw_execution_relay(pw_execution_t* exec, const pw_plan_t* pla
   return NULL;
 }
 
+/* |n| consecutive gang ids. With a scheduler window they come straight
+ * from the runtime's counter, in submission order across clients (FIFO
+ * policies compare them); without one they only need to be unique, and a
+ * thread takes them from a range its client stripe keeps, refilled from
+ * the runtime's counter 4096 at a time, so threads submitting at once do
+ * not share that word. */
+static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t stripe, uint32_t n) {
+  pw_runtime_t* rt = client->runtime;
+  if (rt->sched_window != 0) return pw_atomic_fetch_add_u64(&rt->next_gang_id, n);
+  pw_client_stripe_t* s = &client->stripes[stripe];
+  while (pw_atomic_exchange_u32(&s->gang_lock, 1) != 0) pw_atomic_cpu_relax();
+  if (s->gang_end - s->gang_next < n) {
+    uint64_t take = n > 4096 ? n : 4096;
+    s->gang_next = pw_atomic_fetch_add_u64(&rt->next_gang_id, take);
+    s->gang_end = s->gang_next + take;
+  }
+  uint64_t base = s->gang_next;
+  s->gang_next += n;
+  pw_atomic_store_u32_release(&s->gang_lock, 0);
+  return base;
+}
+
 static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
   for (uint32_t i = 0; i < exec->output_total; ++i) {
     pw_execution_drop_output(&exec->outputs[i]);
@@ -1179,6 +1319,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
+  uint32_t stripe = pw__thread_stripe();
   pw_block_layout_t layout;
   pw_block_layout(rt, plan, &layout);
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
@@ -1187,6 +1328,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   PW_RETURN_IF_ERROR(pw_block_get(client, layout.size, plan_id, &block, &prepared));
   pw_execution_t* exec = (pw_execution_t*)block;
   exec->block_size = layout.size;
+  exec->internal_at = layout.internal_at;
+  exec->internal_end = layout.internal_at + plan->internal_bytes;
   exec->op_count = plan->op_count;
   exec->client = client;
   exec->runtime = rt;
@@ -1208,11 +1351,11 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     exec->args[i] = args[i];
     pw__object_retain(&args[i]->header);
   }
-  uint64_t gang_base = pw_atomic_fetch_add_u64(&rt->next_gang_id, plan->op_count);
+  uint64_t gang_base = pw_dispatch_gang_ids(client, stripe, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_op_t* op = &exec->ops[i];
-    pw_atomic_init_u32(&op->pending, p->static_deps + 1);
+    pw_atomic_init_u32(&op->pending, p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0));
     pw_atomic_init_u32(&op->inputs_ready, 0);
     pw_atomic_init_u32(&op->devices_remaining, op->slice->device_count);
     pw_atomic_init_ptr(&op->status, NULL);
@@ -1249,8 +1392,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the submitter, plus the ops collectively (dropped at completion). */
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
-  pw_atomic_fetch_add_u32(&client->refs, 1);
-  pw_atomic_fetch_add_u32(&client->inflight, 1);
+  exec->stripe = stripe;
+  pw__client_begin(client, stripe);
   if (rt->sched_window != 0) {
     uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
     for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
@@ -1261,6 +1404,17 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_dispatch_frame_t local = {NULL, NULL};
   bool own_frame = pw_dispatch_current == NULL;
   if (own_frame) pw_dispatch_current = &local;
+
+  /* Root ops (no producing op, no argument to wait for) are ready before
+   * they enter any sequence: no device can be at them yet, so a plain
+   * release store does, and the append (or a device arriving) claims
+   * their launches at once. */
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    pw_op_t* op = &exec->ops[i];
+    if (!pw_op_is_root(rt, op->plan)) continue;
+    pw_dispatch_allocate_outputs(op);
+    pw_atomic_store_u32_release(&op->inputs_ready, 1);
+  }
 
   /* Link into the slice sequences, one append per run of same-slice ops;
    * with a scheduler window, queue them for admission instead. */
@@ -1311,7 +1465,9 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
   }
   /* Drop the submit guards, in topological order. */
-  for (uint32_t i = 0; i < plan->op_count; ++i) pw_dispatch_dep_done(&exec->ops[i]);
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    if (pw_op_guarded(rt, exec->ops[i].plan)) pw_dispatch_dep_done(&exec->ops[i]);
+  }
   if (plan->op_count == 0) {
     pw_execution_complete(exec);
   } else {
