@@ -166,17 +166,21 @@ static int run(bool gang_order, bool spanning) {
     uint64_t* first = calloc(total, sizeof(uint64_t));
     uint64_t* other = calloc(total, sizeof(uint64_t));
     size_t n0 = pw_double_backend_launch_order(w.dbl, 0, first, total);
-    result = 0;
+    bool same = true;
     for (uint32_t d = 1; d < DEVICES; ++d) {
       size_t n = pw_double_backend_launch_order(w.dbl, d, other, total);
-      if (n != n0 || memcmp(first, other, n * sizeof(uint64_t)) != 0) result = -1;
+      if (n != n0 || memcmp(first, other, n * sizeof(uint64_t)) != 0) same = false;
     }
+    /* With gang order the orders must match. Without it they may differ
+     * and still complete (this round's races happened not to cross in a
+     * collective): not the deadlock, not an error either. */
+    result = same || !gang_order ? 0 : -1;
     free(first);
     free(other);
     printf("gang_order_demo: %s, gang order %s: all %zu executions completed; per-device "
            "order %s\n",
            spanning ? "2 slices" : "1 slice", gang_order ? "on" : "off", total,
-           result == 0 ? "identical" : "DIFFERS");
+           same ? "identical" : "DIFFERS");
   }
 done:
   for (size_t i = 0; w.done && i < (size_t)THREADS * g_per_thread; ++i) {
