@@ -58,7 +58,6 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   pw__handle_table_init(&client->handles);
   for (uint32_t s = 0; s < PW_THREAD_STRIPES; ++s) {
     pw_atomic_init_u64(&client->stripes[s].counts, 0);
-    pw_atomic_init_u32(&client->stripes[s].gang_lock, 0);
   }
   pw_atomic_init_u32(&client->refs, 1);
   pw_atomic_init_u32(&client->idle_waiters, 0);

@@ -145,6 +145,9 @@ struct pw_runtime_s {
   uint32_t next_client_tag;
   /* Taken by every submission: on a line of its own, so that it does not
    * evict the fields every launch reads from other threads' caches. */
+  /* Unique per runtime created in this process (never 0): keys the gang-id
+   * ranges threads keep (lib/sched/dispatch.c). */
+  uint64_t serial;
   _Alignas(PW_CACHE_LINE) pw_atomic_u64_t next_gang_id;
   _Alignas(PW_CACHE_LINE) pw_sched_policy_t sched_policy;
   uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
@@ -243,9 +246,6 @@ typedef struct pw_graph_memo_s {
 /* One stripe of a client's per-submission state (see pw_client_s). */
 typedef struct pw_client_stripe_s {
   _Alignas(PW_CACHE_LINE) pw_atomic_u64_t counts;
-  pw_atomic_u32_t gang_lock;
-  uint64_t gang_next;
-  uint64_t gang_end;
 } pw_client_stripe_t;
 
 struct pw_client_s {
@@ -268,8 +268,6 @@ struct pw_client_s {
    *           bit 63       PW_CLIENT_FOLDED: pw_client_destroy moved the
    *                        stripe's references to |refs|; a release that
    *                        finds it set drops one there instead.
-   *   gang_*  a range of gang ids taken from the runtime's counter
-   *           (without a scheduler window), under the gang_lock spinlock.
    * An execution uses the stripe of the thread that submitted it, even
    * when another thread completes it. */
   pw_client_stripe_t stripes[PW_THREAD_STRIPES];

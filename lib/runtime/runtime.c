@@ -156,6 +156,8 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->sched_charge = rt->sched_window != 0 && rt->sched_policy.vtable->wants_charge;
   pthread_mutex_init(&rt->lock, NULL);
   pw_atomic_init_u64(&rt->next_gang_id, 1);
+  static pw_atomic_u64_t serials; /* zero-initialised: the first runtime gets 1 */
+  rt->serial = pw_atomic_fetch_add_u64(&serials, 1) + 1;
   rt->next_client_tag = 1;
   status = pw_allocator_calloc_array(allocator, options->backend_count,
                                      sizeof(pw_backend_t), 0, (void**)&rt->backends);

@@ -1285,22 +1285,28 @@ static pw_status_t pw_execution_relay(pw_execution_t* exec, const pw_plan_t* pla
 /* |n| consecutive gang ids. With a scheduler window they come straight
  * from the runtime's counter, in submission order across clients (FIFO
  * policies compare them); without one they only need to be unique, and a
- * thread takes them from a range its client stripe keeps, refilled from
- * the runtime's counter 4096 at a time, so threads submitting at once do
- * not share that word. */
-static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t stripe, uint32_t n) {
+ * thread takes them from a range it keeps for the runtime it last
+ * submitted to, refilled from the runtime's counter 4096 at a time, so
+ * threads submitting at once do not share that word. The range is the
+ * thread's (not its CPU's): one submitting thread gets the same ids run
+ * after run, which the sim backend's deterministic traces rely on. */
+static _Thread_local struct {
+  uint64_t runtime_serial; /* 0: none */
+  uint64_t next;
+  uint64_t end;
+} pw_gang_range;
+
+static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t n) {
   pw_runtime_t* rt = client->runtime;
   if (rt->sched_window != 0) return pw_atomic_fetch_add_u64(&rt->next_gang_id, n);
-  pw_client_stripe_t* s = &client->stripes[stripe];
-  while (pw_atomic_exchange_u32(&s->gang_lock, 1) != 0) pw_atomic_cpu_relax();
-  if (s->gang_end - s->gang_next < n) {
+  if (pw_gang_range.runtime_serial != rt->serial || pw_gang_range.end - pw_gang_range.next < n) {
     uint64_t take = n > 4096 ? n : 4096;
-    s->gang_next = pw_atomic_fetch_add_u64(&rt->next_gang_id, take);
-    s->gang_end = s->gang_next + take;
+    pw_gang_range.runtime_serial = rt->serial;
+    pw_gang_range.next = pw_atomic_fetch_add_u64(&rt->next_gang_id, take);
+    pw_gang_range.end = pw_gang_range.next + take;
   }
-  uint64_t base = s->gang_next;
-  s->gang_next += n;
-  pw_atomic_store_u32_release(&s->gang_lock, 0);
+  uint64_t base = pw_gang_range.next;
+  pw_gang_range.next += n;
   return base;
 }
 
@@ -1351,7 +1357,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     exec->args[i] = args[i];
     pw__object_retain(&args[i]->header);
   }
-  uint64_t gang_base = pw_dispatch_gang_ids(client, stripe, plan->op_count);
+  uint64_t gang_base = pw_dispatch_gang_ids(client, plan->op_count);
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_op_t* op = &exec->ops[i];
