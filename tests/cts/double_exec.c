@@ -41,15 +41,41 @@ static void pw_double_finish_chain(pw_double_backend_t* d, pw_double_job_t* head
 
 /* --- Collective rendezvous. Called with gang_mutex held. --- */
 
+static uint32_t pw_double_poison_hash(uint64_t gang_id) {
+  gang_id ^= gang_id >> 33;
+  gang_id *= 0xff51afd7ed558ccdULL;
+  gang_id ^= gang_id >> 33;
+  return (uint32_t)gang_id & (PW_DOUBLE_POISON_TABLE - 1);
+}
+
+static void pw_double_poison_table_add(pw_double_backend_t* d, uint64_t gang_id) {
+  if (gang_id == 0) return; /* 0 marks an empty slot; gang id 0 is never poisoned */
+  uint32_t i = pw_double_poison_hash(gang_id);
+  while (d->poison_table[i] != 0 && d->poison_table[i] != gang_id) {
+    i = (i + 1) & (PW_DOUBLE_POISON_TABLE - 1);
+  }
+  d->poison_table[i] = gang_id;
+}
+
 static void pw_double_poison_locked(pw_double_backend_t* d, uint64_t gang_id) {
   d->poisoned[d->poisoned_next] = gang_id;
   d->poisoned_next = (d->poisoned_next + 1) % PW_DOUBLE_POISON_SLOTS;
   if (d->poisoned_used < PW_DOUBLE_POISON_SLOTS) d->poisoned_used++;
+  if (++d->poison_inserts > PW_DOUBLE_POISON_SLOTS / 2) {
+    /* Forget what fell out of the ring: rebuild from it. */
+    memset(d->poison_table, 0, sizeof(d->poison_table));
+    for (uint32_t i = 0; i < d->poisoned_used; ++i) pw_double_poison_table_add(d, d->poisoned[i]);
+    d->poison_inserts = 0;
+    return;
+  }
+  pw_double_poison_table_add(d, gang_id);
 }
 
 static bool pw_double_is_poisoned_locked(const pw_double_backend_t* d, uint64_t gang_id) {
-  for (uint32_t i = 0; i < d->poisoned_used; ++i) {
-    if (d->poisoned[i] == gang_id) return true;
+  uint32_t i = pw_double_poison_hash(gang_id);
+  while (d->poison_table[i] != 0) {
+    if (d->poison_table[i] == gang_id) return true;
+    i = (i + 1) & (PW_DOUBLE_POISON_TABLE - 1);
   }
   return false;
 }

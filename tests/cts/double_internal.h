@@ -12,7 +12,14 @@
 #define PW_DOUBLE_BACKEND_MAGIC 0x4B424450u /* "PDBK" */
 #define PW_DOUBLE_EXECUTABLE_MAGIC 0x58454450u /* "PDEX" */
 #define PW_DOUBLE_MEMORY_MAGIC 0x4D454450u /* "PDEM" */
-#define PW_DOUBLE_POISON_SLOTS 1024
+/* Poisoned gang ids remembered: the newest PW_DOUBLE_POISON_SLOTS (a ring),
+ * looked up through an open-addressing table of 4x as many slots rebuilt
+ * from the ring every PW_DOUBLE_POISON_SLOTS / 2 insertions (so it also
+ * holds some older ids until then: a poisoned gang never un-poisons
+ * early). Large enough that a part whose thread was descheduled for a long
+ * while still finds its gang poisoned under heavy fault injection. */
+#define PW_DOUBLE_POISON_SLOTS 16384
+#define PW_DOUBLE_POISON_TABLE (4 * PW_DOUBLE_POISON_SLOTS)
 /* Longest program or options text compile accepts. */
 #define PW_DOUBLE_MAX_TEXT (64u * 1024u)
 
@@ -124,6 +131,8 @@ struct pw_double_backend_s {
   uint64_t poisoned[PW_DOUBLE_POISON_SLOTS];
   uint32_t poisoned_next;
   uint32_t poisoned_used;
+  uint64_t poison_table[PW_DOUBLE_POISON_TABLE]; /* 0: empty */
+  uint32_t poison_inserts;                       /* since the last rebuild */
 
   _Atomic size_t live_allocations;
   _Atomic size_t live_executables;
