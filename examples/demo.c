@@ -26,26 +26,11 @@
 #include "logreg_common.h"
 #include "pathways/pathways.h"
 
+#define PW_EXAMPLE_NAME "pathways-demo"
+#include "example_check.h"
+
 enum { kN = 256, kD = 8, kDevices = 8, kSteps = 30 };
 static const double kLearningRate = 0.5;
-
-#define CHECK(expr)                                                   \
-  do {                                                                \
-    pw_status_t status_ = (expr);                                     \
-    if (status_ != NULL) {                                            \
-      char text_[512];                                                \
-      pw_status_format(status_, text_, sizeof(text_));                \
-      fprintf(stderr, "pathways-demo: %s\n  at %s\n", text_, #expr);  \
-      pw_status_free(status_);                                        \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
-
-static pw_executable_t compile(pw_client_t* client, pw_vslice_t vs, const char* text) {
-  pw_executable_t exe;
-  CHECK(pw_executable_compile(client, vs, text, strlen(text), NULL, &exe));
-  return exe;
-}
 
 int main(void) {
   printf("libpathways %s: data-parallel logistic regression on one 2x4 CPU slice\n",
@@ -82,13 +67,13 @@ int main(void) {
    * logreg_common.h for the gradient step's). */
   pw_example_logreg_programs_t prog;
   CHECK(pw_example_logreg_compile(client, vs, kN, kD, 8, kN, kLearningRate, &prog));
-  pw_executable_t loss = compile(client, vs,
+  pw_executable_t loss = pw_example_compile_text(client, vs,
       "kernel logistic_loss\ninput f32[256,1] split(0,all)\ninput f32[256,1] split(0,all)\n"
       "output f32[256,1] split(0,all)\n");
-  pw_executable_t loss_mean = compile(client, vs,
+  pw_executable_t loss_mean = pw_example_compile_text(client, vs,
       "kernel reduce_mean\ninput f32[256,1] split(0,all)\noutput f32[8,1] split(0,all)\n"
       "attr axis 0\n");
-  pw_executable_t allreduce_l = compile(client, vs,
+  pw_executable_t allreduce_l = pw_example_compile_text(client, vs,
       "kernel all_reduce_sum\ninput f32[8,1] split(0,all)\noutput f32[1] replicated\n");
 
   /* One training step as a graph: parameters X, y, w. */

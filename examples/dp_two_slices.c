@@ -24,26 +24,11 @@
 #include "logreg_common.h"
 #include "pathways/pathways.h"
 
+#define PW_EXAMPLE_NAME "pathways-dp-two-slices"
+#include "example_check.h"
+
 enum { kN = 256, kHalf = kN / 2, kD = 8, kSteps = 30 };
 static const double kLearningRate = 0.5;
-
-#define CHECK(expr)                                                           \
-  do {                                                                        \
-    pw_status_t status_ = (expr);                                             \
-    if (status_ != NULL) {                                                    \
-      char text_[512];                                                        \
-      pw_status_format(status_, text_, sizeof(text_));                        \
-      fprintf(stderr, "pathways-dp-two-slices: %s\n  at %s\n", text_, #expr); \
-      pw_status_free(status_);                                                \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
-
-static pw_executable_t compile(pw_client_t* client, pw_vslice_t vs, const char* text) {
-  pw_executable_t exe;
-  CHECK(pw_executable_compile(client, vs, text, strlen(text), NULL, &exe));
-  return exe;
-}
 
 /* The whole step on a virtual slice spanning both physical slices; returns
  * the final weights in |w|. */
@@ -122,7 +107,7 @@ int main(void) {
   pw_executable_t add[2];
   for (int s = 0; s < 2; ++s) {
     CHECK(pw_example_logreg_compile(client, vs[s], kHalf, kD, 8, kN, kLearningRate, &prog[s]));
-    add[s] = compile(client, vs[s],
+    add[s] = pw_example_compile_text(client, vs[s],
                      "kernel add\ninput f32[8,1] replicated\ninput f32[8,1] replicated\n"
                      "output f32[8,1] replicated\n");
   }

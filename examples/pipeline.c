@@ -21,20 +21,11 @@
 
 #include "pathways/pathways.h"
 
+#define PW_EXAMPLE_NAME "pathways-pipeline"
+#include "example_check.h"
+
 enum { S = 4, M = 4, B = 8, H = 8 };
 static const double kLearningRate = 0.1;
-
-#define CHECK(expr)                                                      \
-  do {                                                                   \
-    pw_status_t status_ = (expr);                                        \
-    if (status_ != NULL) {                                               \
-      char text_[512];                                                   \
-      pw_status_format(status_, text_, sizeof(text_));                   \
-      fprintf(stderr, "pathways-pipeline: %s\n  at %s\n", text_, #expr); \
-      pw_status_free(status_);                                           \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
 
 typedef struct programs_t {
   pw_executable_t mm, mm_ta, mm_tb, relu, relu_grad, sub, scale, add, sgd;
