@@ -202,7 +202,7 @@ static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
 
 /* |op|'s link in the sequence of physical slice |part|. */
 static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
-  return op->links ? &op->links[pw_span_position(op->slice, part)] : &op->slice_next;
+  return pw_op_link_at(op, pw_span_position(op->slice, part));
 }
 
 /* Index of device |d| in |op|'s mesh (and in its buffers' shard arrays). */
@@ -1026,6 +1026,16 @@ static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op
   }
 }
 
+/* Unblocks the clients whose spanning head another part has appended
+ * meanwhile: drops it from their queues here (holder only). */
+static void pw_sched_drop_appended(pw_slice_t* slice) {
+  for (pw_sched_entry_t* e = slice->sched_active; e;) {
+    pw_sched_entry_t* next = e->active_next; /* popping may deactivate |e| */
+    if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) pw_sched_pop(slice, e);
+    e = next;
+  }
+}
+
 /* Admits ops while the window has room (holder only). */
 static void pw_sched_admit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
@@ -1038,20 +1048,13 @@ static void pw_sched_admit(pw_slice_t* slice) {
     pw_sched_candidate_t cands[PW_SCHED_MAX_CANDIDATES];
     pw_sched_entry_t* entries[PW_SCHED_MAX_CANDIDATES];
     uint32_t n = 0;
-    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;) {
-      pw_sched_entry_t* next = e->active_next;
-      if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) {
-        pw_sched_pop(slice, e); /* another part appended it */
-        if (!e->active) {
-          e = next;
-          continue;
-        }
-      }
+    pw_sched_drop_appended(slice);
+    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;
+         e = e->active_next) {
       if (!e->blocked && pw_sched_in_order(e)) {
         entries[n] = e;
         cands[n++] = pw_sched_candidate(e);
       }
-      e = next;
     }
     if (n == 0) break; /* every backlogged client waits for another slice */
     uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, cands, n);
@@ -1068,12 +1071,7 @@ static void pw_sched_admit(pw_slice_t* slice) {
     pw_dispatch_append(slice, op->exec, op, op + 1);
     pw_sched_admitted_in_order(client);
   }
-  /* Blocked clients whose spanning op another part appended meanwhile. */
-  for (pw_sched_entry_t* e = slice->sched_active; e;) {
-    pw_sched_entry_t* next = e->active_next;
-    if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) pw_sched_pop(slice, e);
-    e = next;
-  }
+  pw_sched_drop_appended(slice);
 }
 
 static void pw_sched_kick(pw_slice_t* slice) {
