@@ -86,6 +86,12 @@ static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
   if (plan->values) {
     pw_allocator_free(a, plan->values, PW_NZ(plan->output_total) * sizeof(pw_plan_value_t));
   }
+  if (plan->roots) {
+    pw_allocator_free(a, plan->roots,
+                      PW_NZ(plan->root_count + plan->guarded_count + plan->rebind_count +
+                            plan->run_count) *
+                          sizeof(uint32_t));
+  }
   memset(plan, 0, sizeof(*plan));
 }
 

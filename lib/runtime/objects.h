@@ -484,6 +484,21 @@ typedef struct pw_plan_s {
    * when they have several: ops_completed is then counted per op. */
   uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
+  /* Op indices, in op order, that a submission visits instead of walking
+   * every op: roots (ready at submission), guarded ops (a submit guard in
+   * pending: parameter inputs, or every op of the debug mode without gang
+   * order), ops with per-run inputs, and the first op of each run of
+   * consecutive ops on one slice (appended together). One allocation of
+   * root_count + guarded_count + rebind_count + run_count (at least 1),
+   * at |roots|. */
+  uint32_t* roots;
+  uint32_t* guarded;
+  uint32_t* rebind;
+  uint32_t* runs;
+  uint32_t root_count;
+  uint32_t guarded_count;
+  uint32_t rebind_count;
+  uint32_t run_count;
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is

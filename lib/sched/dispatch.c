@@ -79,20 +79,50 @@ enum {
   PW_WORK_DONE = 2,
 };
 
+/* Op flags (pw_op_t.flags), fixed when a block is laid out. */
+enum {
+  PW_OP_TRANSFER = 1u,     /* a transfer op (else compute) */
+  PW_OP_GUARDED = 2u,      /* pending has a submit guard: pw_op_guarded */
+  PW_OP_READY_ON_ONE = 4u, /* one producing op and no guard: its completion
+                            * makes the inputs ready, no counter needed */
+};
+
+/* An op record in an execution block. The first line holds what the
+ * launch path reads and the per-run counters, the second what completion
+ * reads; both are filled from the plan when the block is laid out, so the
+ * hot path never touches the (large) plan op. The per-run state is armed
+ * at layout and re-armed by the op's own completion (pw_op_rearm), while
+ * its lines are hot: resubmitting a cached block does not walk its ops. */
 typedef struct pw_op_s {
+  /* -- launch -- */
   pw_atomic_u32_t pending;
   pw_atomic_u32_t inputs_ready;
   pw_atomic_u32_t devices_remaining;
+  uint8_t input_count;
+  uint8_t output_count;
+  uint8_t flags;
+  uint8_t unused;
+  pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
+  struct pw_execution_s* exec;
+  pw_slice_t* slice;
+  pw_buffer_obj_t** inputs;    /* input_count, into the exec block */
+  pw_buffer_obj_t** outputs;   /* output_count, into the exec block */
+  pw_backend_executable_t loaded; /* compute ops: the loaded executable */
+  /* -- completion -- */
+  const uint32_t* successors;  /* the plan's, op indices */
+  uint32_t successor_count;
+  uint32_t external_outputs;   /* the plan's bits: graph outputs */
   pw_atomic_ptr_t status;      /* first device error (owned) */
   pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
-  pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
-  pw_atomic_ptr_t* links;      /* spanning ops: next op per part; else NULL */
-  struct pw_execution_s* exec;
   const pw_plan_op_t* plan;
-  pw_slice_t* slice;
-  uint64_t gang_id;
-  pw_buffer_obj_t** inputs;    /* plan->input_count, into the exec block */
-  pw_buffer_obj_t** outputs;   /* plan->output_count, into the exec block */
+  uint32_t index;              /* in the plan; gang id = exec->gang_base + index */
+  uint32_t init_pending;       /* pending when armed */
+  pw_atomic_ptr_t* links;      /* spanning ops: next op per part; else NULL */
+  /* One callback node per parameter input (in input order among the
+   * parameter inputs), in the execution block: waits for arguments that
+   * are not ready yet. NULL for ops without parameter inputs. */
+  pw__event_node_t* arg_waits;
+  /* -- scheduler window, spanning, charging, debug mode -- */
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
   /* Spanning ops under a scheduler window: one queue link per part (else
    * NULL: sched_next is the link), how many parts' schedulers picked the
@@ -103,10 +133,6 @@ typedef struct pw_op_s {
   uint64_t client_seq;         /* scheduler window: client submission order */
   pw_device_t* slots;          /* debug mode without gang order only */
   pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
-  /* One callback node per parameter input (in input order among the
-   * parameter inputs), in the execution block: waits for arguments that
-   * are not ready yet. NULL for ops without parameter inputs. */
-  pw__event_node_t* arg_waits;
 } pw_op_t;
 
 typedef struct pw_execution_s {
@@ -123,6 +149,7 @@ typedef struct pw_execution_s {
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   uint32_t stripe;             /* the submitting thread's client stripe */
+  uint64_t gang_base;          /* gang id of op 0 */
   size_t block_size;
   /* The plan this block is laid out for (pw_plan_t.id), set once its
    * layout is complete; 0: none (a failed submission, the debug mode). */
@@ -212,6 +239,10 @@ static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d)
   return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
 }
 
+static inline uint64_t pw_op_gang_id(const pw_op_t* op) {
+  return op->exec->gang_base + op->index;
+}
+
 static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
   void* expected = pw_cursor(op, PW_CURSOR_WAITING);
   if (pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(op, PW_CURSOR_RUNNING))) {
@@ -262,7 +293,7 @@ static void pw_dispatch_launch_unordered(pw_op_t* op) {
   pw_slice_t* slice = op->slice;
   uint32_t per = slice->device_count / slice->span_count;
   for (uint32_t k = 0; k < slice->device_count; ++k) {
-    uint32_t i = (op->gang_id & 1) ? slice->device_count - 1 - k : k;
+    uint32_t i = (pw_op_gang_id(op) & 1) ? slice->device_count - 1 - k : k;
     pw_device_t* slot = &op->slots[i];
     slot->slice = slice->span[i / per];
     slot->mesh_index = i % per;
@@ -286,10 +317,9 @@ static void pw_dispatch_fail_dep(pw_op_t* op, pw_status_t status) {
  * already in a collective would wait forever for one that could not
  * launch. A failure fails the op on every device, like a failed input. */
 static void pw_dispatch_allocate_outputs(pw_op_t* op) {
-  const pw_plan_op_t* p = op->plan;
-  if (p->kind != PW_PLAN_COMPUTE || pw_atomic_load_ptr_acquire(&op->dep_status) != NULL) return;
+  if ((op->flags & PW_OP_TRANSFER) || pw_atomic_load_ptr_acquire(&op->dep_status) != NULL) return;
   pw_slice_t* slice = op->slice;
-  for (uint32_t k = 0; k < p->output_count; ++k) {
+  for (uint32_t k = 0; k < op->output_count; ++k) {
     pw_buffer_obj_t* out = op->outputs[k];
     for (uint32_t m = 0; m < slice->device_count; ++m) {
       if (out->shards[m] != NULL) continue;
@@ -298,7 +328,7 @@ static void pw_dispatch_allocate_outputs(pw_op_t* op) {
       if (status != NULL) {
         pw_dispatch_fail_dep(op, pw_status_annotate(status,
                                                     "node %u (\"%s\") on slice '%s': output %u "
-                                                    "on device %u", p->node, p->name,
+                                                    "on device %u", op->plan->node, op->plan->name,
                                                     slice->name, k, m));
         return;
       }
@@ -324,6 +354,16 @@ static void pw_dispatch_inputs_ready(pw_op_t* op) {
   }
 }
 
+/* |op|'s inputs are complete, and device |by| made them so while its
+ * cursor is at another op (pw_dispatch_device_done) and it is the only
+ * device that follows |op|: no device can be waiting at |op|, and |by|
+ * will read the flag on this thread when it gets there, so a plain store
+ * does, without the scan or a locked instruction. */
+static void pw_dispatch_inputs_ready_quiet(pw_op_t* op) {
+  pw_dispatch_allocate_outputs(op);
+  pw_atomic_store_u32_release(&op->inputs_ready, 1);
+}
+
 static void pw_dispatch_dep_done(pw_op_t* op) {
   if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
@@ -347,6 +387,9 @@ static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
 /* ---- execution blocks --------------------------------------------------- */
 
 static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Element count of an allocation that may hold none (at least 1). */
+static size_t pw_nz(uint32_t n) { return n ? n : 1; }
 
 /* Bytes of one internal value in the block: its buffer object and its
  * shard array. */
@@ -472,10 +515,7 @@ static bool pw_execution_unref(pw_execution_t* exec) {
   if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
   pw_atomic_fence_acquire();
   pw_client_t* client = exec->client;
-  for (uint32_t i = 0; i < exec->op_count; ++i) {
-    pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].status));
-    pw_status_free(pw_atomic_load_ptr_relaxed(&exec->ops[i].dep_status));
-  }
+  /* The ops' statuses were freed by their completions (pw_op_rearm). */
   pw__object_release(exec->graph);
   pw_block_put(client, exec);
   return true;
@@ -516,8 +556,11 @@ static void pw_execution_complete(pw_execution_t* exec) {
   for (uint32_t i = 0; i < exec->plan->param_count; ++i) {
     pw__object_release(&exec->args[i]->header);
   }
-  for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw_execution_drop_output(&exec->outputs[i]);
+  for (uint32_t o = 0; o < plan->output_count; ++o) {
+    const pw_plan_output_t* po = &plan->outputs[o];
+    if (po->param < 0) {
+      pw_execution_drop_output(&exec->outputs[plan->ops[po->op].output_base + po->output]);
+    }
   }
   /* Nothing reads the plan once every op has completed: drop the graph
    * now, so a slice whose tail is this execution keeps only the block. */
@@ -534,48 +577,87 @@ static void pw_execution_complete(pw_execution_t* exec) {
   if (last) pw__client_release_stripe(client, stripe); /* may free it: touch nothing after */
 }
 
-static void pw_dispatch_op_complete(pw_op_t* op) {
-  pw_execution_t* exec = op->exec;
-  const pw_plan_op_t* p = op->plan;
-  pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
-  for (uint32_t k = 0; k < p->output_count; ++k) {
-    pw_event_t* ready = op->outputs[k]->ready;
-    if (ready != NULL) pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
+/* Arms |op|'s per-run counters for its next run: at layout, then at the
+ * end of each run's completion of |op|, when nothing of the run reads them
+ * any more (every producer counted itself down before |op| could launch,
+ * every device counted itself out). The block reaches the next submitter
+ * through the client's cache, after the execution's last locked count, so
+ * relaxed stores do. The scheduler window's fields are reset at submission
+ * instead (another part's scheduler may still look at a spanning op it
+ * has not dropped yet). */
+static void pw_op_rearm(pw_op_t* op) {
+  pw_atomic_store_u32_relaxed(&op->pending, op->init_pending);
+  pw_atomic_store_u32_relaxed(&op->inputs_ready, 0);
+  pw_atomic_store_u32_relaxed(&op->devices_remaining, op->slice->device_count);
+  pw_atomic_store_u64_relaxed(&op->device_ns, 0);
+}
+
+/* One of |succ|'s producers completed (or was all it waited for). |quiet|:
+ * see pw_dispatch_inputs_ready_quiet. */
+static void pw_dispatch_producer_done(pw_op_t* succ, bool quiet) {
+  if (!(succ->flags & PW_OP_READY_ON_ONE) && pw_atomic_fetch_sub_u32(&succ->pending, 1) != 1) {
+    return;
   }
-  for (uint32_t s = 0; s < p->successor_count; ++s) {
-    pw_op_t* succ = &exec->ops[p->successors[s]];
+  if (quiet) {
+    pw_dispatch_inputs_ready_quiet(succ);
+  } else {
+    pw_dispatch_inputs_ready(succ);
+  }
+}
+
+/* Every device of |op| is done. |by|: the device that finished last, if
+ * its cursor still names |op| (pw_dispatch_device_done), else NULL. */
+static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
+  pw_execution_t* exec = op->exec;
+  pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
+  for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
+    pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
+    pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
+  }
+  /* Successors on |by|'s slice, when it has no other device, are made
+   * ready quietly: |by| is the only device that can wait at them. */
+  pw_slice_t* quiet_slice = by != NULL && by->slice->device_count == 1 ? by->slice : NULL;
+  for (uint32_t s = 0; s < op->successor_count; ++s) {
+    pw_op_t* succ = &exec->ops[op->successors[s]];
     if (failure) {
       pw_dispatch_fail_dep(succ, pw_status_make(pw_status_code(failure),
                                                 "input node %u (\"%s\") failed: %s",
-                                                p->node, p->name,
+                                                op->plan->node, op->plan->name,
                                                 pw_status_message(failure)));
     }
-    if (succ->plan->static_deps == 1 && !pw_op_guarded(op->slice->runtime, succ->plan)) {
-      pw_dispatch_inputs_ready(succ); /* |op| was all it waited for */
-    } else {
-      pw_dispatch_dep_done(succ);
-    }
+    pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
   }
   if (failure) {
     void* expected = NULL;
     pw_status_t copy = pw_status_clone(failure);
     if (!pw_atomic_cas_ptr(&exec->status, &expected, copy)) pw_status_free(copy);
+    pw_atomic_store_ptr_relaxed(&op->status, NULL);
+    pw_status_free(failure);
+  }
+  pw_status_t dep = pw_atomic_load_ptr_relaxed(&op->dep_status);
+  if (dep != NULL) {
+    pw_atomic_store_ptr_relaxed(&op->dep_status, NULL);
+    pw_status_free(dep);
   }
   pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
-  pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
-  if (exec->plan->home_slice == UINT32_MAX) pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
-  if (slice->runtime->sched_charge) {
-    uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
-    pw_atomic_fetch_add_u64(&entry->device_ns, ns);
-    pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
+  pw_runtime_t* rt = slice->runtime;
+  if (exec->plan->home_slice == UINT32_MAX || rt->sched_charge) {
+    pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
+    if (exec->plan->home_slice == UINT32_MAX) pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
+    if (rt->sched_charge) {
+      uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
+      pw_atomic_fetch_add_u64(&entry->device_ns, ns);
+      pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
+    }
   }
-  if (slice->runtime->sched_window != 0) {
+  if (rt->sched_window != 0) {
     /* A spanning op took a window slot on each of its slices. */
     for (uint32_t k = 0; k < op->slice->span_count; ++k) {
       pw_atomic_fetch_sub_u32(&op->slice->span[k]->sched_admitted, 1);
       pw_sched_kick(op->slice->span[k]);
     }
   }
+  pw_op_rearm(op);
   if (exec->op_count == 1 || pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) {
     pw_execution_complete(exec);
   }
@@ -640,7 +722,7 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
     copy.done_user = d;
-    copy.tag = op->gang_id;
+    copy.tag = pw_op_gang_id(op);
     pw_status_t status = pw__transport_copy(&rt->transport, &copy);
     if (status != NULL) pw_dispatch_copy_finished(d, status);
   }
@@ -657,35 +739,29 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     pw_dispatch_device_done(d);
     return;
   }
-  const pw_plan_op_t* p = op->plan;
-  if (p->kind == PW_PLAN_TRANSFER) {
-    if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+  pw_slice_t* slice = op->slice;
+  if (op->flags & PW_OP_TRANSFER) {
+    if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
     pw_dispatch_transfer_launch(d, op);
     return;
   }
-  const pw_backend_t* backend = op->slice->backend;
-  pw_status_t status = NULL;
   uint32_t m = pw_op_mesh_index(op, d);
-  for (uint32_t k = 0; k < p->input_count; ++k) {
-    d->inputs[k] = op->inputs[k]->shards[m];
-  }
+  for (uint32_t k = 0; k < op->input_count; ++k) d->inputs[k] = op->inputs[k]->shards[m];
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
-  for (uint32_t k = 0; k < p->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
-  if (status == NULL) {
-    /* The per-device fields (size, device, argument arrays, callback) are
-     * set once: pw_dispatch_launch_init. */
-    pw_backend_launch_t* l = &d->launch;
-    l->executable = p->executable->loaded;
-    l->mesh_index = m;
-    l->group_devices = op->slice->group_devices;
-    l->group_size = op->slice->device_count;
-    l->gang_id = op->gang_id;
-    l->input_count = p->input_count;
-    l->output_count = p->output_count;
-    if (op->slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
-    status = pw__backend_launch(backend, l);
-    if (status == NULL) return; /* |d| now belongs to the backend until done */
-  }
+  for (uint32_t k = 0; k < op->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
+  /* The per-device fields (size, device, argument arrays, callback) are
+   * set once: pw_dispatch_launch_init. */
+  pw_backend_launch_t* l = &d->launch;
+  l->executable = op->loaded;
+  l->mesh_index = m;
+  l->group_devices = slice->group_devices;
+  l->group_size = slice->device_count;
+  l->gang_id = pw_op_gang_id(op);
+  l->input_count = op->input_count;
+  l->output_count = op->output_count;
+  if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+  pw_status_t status = pw__backend_launch(slice->backend, l);
+  if (status == NULL) return; /* |d| now belongs to the backend until done */
   d->done_status = status;
   pw_dispatch_device_done(d);
 }
@@ -708,26 +784,38 @@ static void pw_dispatch_device_done(pw_device_t* d) {
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
   }
-  /* Advance the cursor before resolving |op|: |op| stays alive while this
-   * device has not counted itself out of it. */
-  pw_atomic_ptr_t* link = d->is_slot ? NULL : pw_op_link(op, d->slice);
-  pw_op_t* next = d->is_slot ? NULL : pw_atomic_load_ptr_acquire(link);
   if (d->is_slot) {
     /* Debug mode without gang order: no cursor to advance. */
-  } else if (next != NULL) {
-    pw_dispatch_arrive(d, next);
-  } else {
-    pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
-    next = pw_atomic_load_ptr_acquire(link);
-    void* expected = pw_cursor(op, PW_CURSOR_IDLE);
-    if (next != NULL &&
-        pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
-      pw_dispatch_arrived(d, next);
+    if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
+    return;
+  }
+  pw_atomic_ptr_t* link = pw_op_link(op, d->slice);
+  pw_op_t* next = pw_atomic_load_ptr_acquire(link);
+  if (next != NULL) {
+    /* Count out of |op| before moving on, while the cursor still names
+     * it: its completion can then make |next|'s inputs ready without any
+     * device waiting there (quietly, if |d| is its slice's only device),
+     * and |d| arrives on the fast path. |next| stays alive: |d| has not
+     * passed it, so its execution cannot complete. */
+    if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+      pw_dispatch_op_complete(op, d);
     }
+    pw_dispatch_arrive(d, next);
+    return;
+  }
+  /* |op| is the tail: go idle after it, then count out (|op| stays alive,
+   * and so the tail's link, while this device has not counted itself out
+   * of it). */
+  pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_IDLE));
+  next = pw_atomic_load_ptr_acquire(link);
+  void* expected = pw_cursor(op, PW_CURSOR_IDLE);
+  if (next != NULL &&
+      pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
+    pw_dispatch_arrived(d, next);
   }
   /* A one-device op has no other device to count out. */
   if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
-    pw_dispatch_op_complete(op);
+    pw_dispatch_op_complete(op, NULL);
   }
 }
 
@@ -792,9 +880,11 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
 static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execution_t* exec,
                                          pw_op_t* first, pw_op_t* last) {
   pw_op_t* prev = slice->tail;
-  for (pw_op_t* op = first; op + 1 < last; ++op) {
-    pw_atomic_store_ptr_release(pw_op_link_at(op, p), op + 1);
-  }
+  /* Links inside the run were set when the block was laid out (with a
+   * scheduler window, runs are single ops); the last op's may still name
+   * what followed it in an earlier run of the block. The exchange below
+   * publishes it. */
+  pw_atomic_store_ptr_relaxed(pw_op_link_at(last - 1, p), NULL);
   pw_execution_t* old_exec = slice->tail_exec;
   pw_atomic_fetch_add_u32(&exec->refs, 1);
   slice->tail = last - 1;
@@ -911,7 +1001,7 @@ static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
   c.client = e->client->tag;
   c.weight = e->client->weight;
   c.priority = e->client->priority;
-  c.head_sequence = e->head ? e->head->gang_id : UINT64_MAX;
+  c.head_sequence = e->head ? pw_op_gang_id(e->head) : UINT64_MAX;
   c.queued = e->queued;
   c.scratch = e->scratch;
   return c;
@@ -1144,7 +1234,7 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     }
   }
   pw_plan_value_t* values = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, output_total ? output_total : 1,
+  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, pw_nz(output_total),
                                                sizeof(pw_plan_value_t), 0, (void**)&values));
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
@@ -1155,6 +1245,35 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
       v->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
       v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
     }
+  }
+  uint32_t counts[4] = {0, 0, 0, 0};
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    counts[0] += pw_op_is_root(rt, p);
+    counts[1] += pw_op_guarded(rt, p);
+    counts[2] += p->per_run_inputs != 0;
+    counts[3] += i == 0 || p->vslice->slice != p[-1].vslice->slice;
+  }
+  uint32_t* lists = NULL;
+  pw_status_t status = pw_allocator_calloc_array(rt->allocator,
+                                                 pw_nz(counts[0] + counts[1] + counts[2] +
+                                                       counts[3]),
+                                                 sizeof(uint32_t), 0, (void**)&lists);
+  if (status != NULL) {
+    pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
+    return status;
+  }
+  plan->roots = lists;
+  plan->guarded = lists + counts[0];
+  plan->rebind = plan->guarded + counts[1];
+  plan->runs = plan->rebind + counts[2];
+  plan->root_count = plan->guarded_count = plan->rebind_count = plan->run_count = 0;
+  for (uint32_t i = 0; i < plan->op_count; ++i) {
+    const pw_plan_op_t* p = &plan->ops[i];
+    if (pw_op_is_root(rt, p)) plan->roots[plan->root_count++] = i;
+    if (pw_op_guarded(rt, p)) plan->guarded[plan->guarded_count++] = i;
+    if (p->per_run_inputs != 0) plan->rebind[plan->rebind_count++] = i;
+    if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[plan->run_count++] = i;
   }
   plan->values = values;
   plan->input_total = input_total;
@@ -1220,6 +1339,17 @@ static pw_status_t pw_execution_lay_out(pw_execution_t* exec, const pw_plan_t* p
     op->exec = exec;
     op->plan = p;
     op->slice = p->vslice->slice;
+    op->index = i;
+    op->input_count = (uint8_t)p->input_count;
+    op->output_count = (uint8_t)p->output_count;
+    op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
+                          (pw_op_guarded(rt, p) ? PW_OP_GUARDED : 0) |
+                          (p->static_deps == 1 && !pw_op_guarded(rt, p) ? PW_OP_READY_ON_ONE : 0));
+    op->loaded = p->kind == PW_PLAN_TRANSFER ? NULL : p->executable->loaded;
+    op->successors = p->successors;
+    op->successor_count = p->successor_count;
+    op->external_outputs = p->external_outputs;
+    op->init_pending = p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0);
     op->outputs = &exec->outputs[out_cursor];
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
       const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
@@ -1260,6 +1390,19 @@ static pw_status_t pw_execution_lay_out(pw_execution_t* exec, const pw_plan_t* p
       links += op->slice->span_count;
       op->sched_links = queue_links;
       queue_links += op->slice->span_count;
+    }
+    pw_op_rearm(op);
+  }
+  if (status == NULL && rt->sched_window == 0) {
+    /* The links inside each run of same-slice ops stay the same from run
+     * to run: appends only link a run's first op and clear its last
+     * op's link (pw_dispatch_append_exclusive). */
+    for (uint32_t i = 0; i + 1 < plan->op_count; ++i) {
+      pw_op_t* op = &exec->ops[i];
+      if (op[1].slice != op->slice) continue;
+      for (uint32_t k = 0; k < op->slice->span_count; ++k) {
+        pw_atomic_init_ptr(pw_op_link_at(op, k), op + 1);
+      }
     }
   }
   return status;
@@ -1355,33 +1498,37 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     exec->args[i] = args[i];
     pw__object_retain(&args[i]->header);
   }
-  uint64_t gang_base = pw_dispatch_gang_ids(client, plan->op_count);
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    pw_op_t* op = &exec->ops[i];
-    pw_atomic_init_u32(&op->pending, p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0));
-    pw_atomic_init_u32(&op->inputs_ready, 0);
-    pw_atomic_init_u32(&op->devices_remaining, op->slice->device_count);
-    pw_atomic_init_ptr(&op->status, NULL);
-    pw_atomic_init_ptr(&op->dep_status, NULL);
-    pw_atomic_init_ptr(&op->slice_next, NULL);
-    pw_atomic_init_u64(&op->device_ns, 0);
-    op->sched_next = NULL;
-    op->gang_id = gang_base + i;
-    if (op->links != NULL) {
-      for (uint32_t k = 0; k < op->slice->span_count; ++k) {
-        pw_atomic_init_ptr(&op->links[k], NULL);
-        op->sched_links[k] = NULL;
-      }
-      pw_atomic_init_u32(&op->parts_picked, 0);
-      pw_atomic_init_u32(&op->appended, 0);
-    }
+  /* The ops' counters are armed (at layout, then by each op's previous
+   * completion: pw_op_rearm), and the links inside runs are set. What
+   * changes per run: */
+  exec->gang_base = pw_dispatch_gang_ids(client, plan->op_count);
+  for (uint32_t r = 0; r < plan->rebind_count; ++r) {
     /* A reused block still points at the last run's parameters and graph
      * outputs. */
+    const pw_plan_op_t* p = &plan->ops[plan->rebind[r]];
+    pw_op_t* op = &exec->ops[plan->rebind[r]];
     for (uint32_t bits = p->per_run_inputs; bits != 0; bits &= bits - 1) {
       uint32_t k = (uint32_t)__builtin_ctz(bits);
       const pw_plan_input_t* in = &p->inputs[k];
       op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
+    }
+  }
+  if (rt->sched_window != 0) {
+    /* Ops enter the sequences one by one, so every link may be stale. */
+    uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      pw_op_t* op = &exec->ops[i];
+      op->client_seq = seq + i;
+      op->sched_next = NULL;
+      pw_atomic_init_ptr(&op->slice_next, NULL);
+      if (op->links != NULL) {
+        for (uint32_t k = 0; k < op->slice->span_count; ++k) {
+          pw_atomic_init_ptr(&op->links[k], NULL);
+          op->sched_links[k] = NULL;
+        }
+        pw_atomic_init_u32(&op->parts_picked, 0);
+        pw_atomic_init_u32(&op->appended, 0);
+      }
     }
   }
   for (uint32_t o = 0; o < plan->output_count; ++o) {
@@ -1398,10 +1545,6 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
   exec->stripe = stripe;
   pw__client_begin(client, stripe);
-  if (rt->sched_window != 0) {
-    uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
-    for (uint32_t i = 0; i < plan->op_count; ++i) exec->ops[i].client_seq = seq + i;
-  }
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
@@ -1413,18 +1556,17 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
    * they enter any sequence: no device can be at them yet, so a plain
    * release store does, and the append (or a device arriving) claims
    * their launches at once. */
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    pw_op_t* op = &exec->ops[i];
-    if (!pw_op_is_root(rt, op->plan)) continue;
+  for (uint32_t r = 0; r < plan->root_count; ++r) {
+    pw_op_t* op = &exec->ops[plan->roots[r]];
     pw_dispatch_allocate_outputs(op);
     pw_atomic_store_u32_release(&op->inputs_ready, 1);
   }
 
   /* Link into the slice sequences, one append per run of same-slice ops;
    * with a scheduler window, queue them for admission instead. */
-  for (uint32_t i = 0; i < plan->op_count;) {
-    uint32_t j = i + 1;
-    while (j < plan->op_count && exec->ops[j].slice == exec->ops[i].slice) ++j;
+  for (uint32_t r = 0; r < plan->run_count; ++r) {
+    uint32_t i = plan->runs[r];
+    uint32_t j = r + 1 < plan->run_count ? plan->runs[r + 1] : plan->op_count;
     if (rt->no_gang_order) {
       /* Debug mode: no slice sequence at all. */
     } else if (rt->sched_window == 0) {
@@ -1439,12 +1581,11 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
       }
       for (uint32_t p = 0; p < slice->span_count; ++p) pw_sched_kick(slice->span[p]);
     }
-    i = j;
   }
   /* Arguments not ready yet (outputs of earlier executions) add a
    * dependency; a failed one fails the op. */
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    pw_op_t* op = &exec->ops[i];
+  for (uint32_t g = 0; g < plan->guarded_count; ++g) {
+    pw_op_t* op = &exec->ops[plan->guarded[g]];
     if (op->plan->param_inputs == 0) continue;
     uint32_t param_index = 0;
     for (uint32_t k = 0; k < op->plan->input_count; ++k) {
@@ -1469,8 +1610,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     }
   }
   /* Drop the submit guards, in topological order. */
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    if (pw_op_guarded(rt, exec->ops[i].plan)) pw_dispatch_dep_done(&exec->ops[i]);
+  for (uint32_t g = 0; g < plan->guarded_count; ++g) {
+    pw_dispatch_dep_done(&exec->ops[plan->guarded[g]]);
   }
   if (plan->op_count == 0) {
     pw_execution_complete(exec);

@@ -250,3 +250,113 @@ Test(dispatch, host_transfers_split_and_gather_every_sharding) {
   free(back);
   pw_fixture_deinit(&f);
 }
+
+/* A resubmitted graph reuses its execution block: every op's counters and
+ * statuses are re-armed by its own completion, failed or not. One-device
+ * slices take the quiet path (an op's completion readies its successor on
+ * the same device without a locked instruction). Run: a clean run, a run
+ * whose argument failed (every op fails, naming the argument), then clean
+ * runs again, on the inline and threaded doubles; the values and launch
+ * counts must be those of the clean runs only. */
+static void run_rerun_after_failure(pw_fixture_backend_t kind) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, kind, 2, "1", pw_allocator_system()));
+  pw_vslice_t vs, other;
+  OK(pw_fixture_vslice(&f, "1", &vs));
+  OK(pw_fixture_vslice(&f, "1", &other));
+  pw_executable_t copy, fail;
+  const char* copy8 = "copy\ninput f32[8] replicated\noutput f32[8] replicated\n";
+  OK(pw_fixture_compile(&f, vs, copy8, &copy));
+  OK(pw_fixture_compile(&f, vs, "fail 14\ninput f32[8] replicated\noutput f32[8] replicated\n",
+                        &fail));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_replicated());
+  /* The chain: p -> c0 -> c1 -> ... -> c7 (one producer each), then j =
+   * noop(c7, c3) (two producers: the counted path), then j -> k. Outputs:
+   * c7 (its values are checked) and k. */
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t p, prev, c3 = 0;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
+  prev = p;
+  for (uint32_t i = 0; i < 8; ++i) {
+    pw_value_t in = pw_value(prev, 0);
+    OK(pw_graph_add_compute(f.client, g, "c", copy, vs, &in, 1, &prev));
+    if (i == 3) c3 = prev;
+  }
+  const char* copy_two =
+      "noop\ninput f32[8] replicated\ninput f32[8] replicated\noutput f32[8] replicated\n";
+  pw_executable_t copy2;
+  OK(pw_fixture_compile(&f, vs, copy_two, &copy2));
+  uint32_t j, k;
+  pw_value_t ins[2] = {pw_value(prev, 0), pw_value(c3, 0)};
+  OK(pw_graph_add_compute(f.client, g, "join", copy2, vs, ins, 2, &j));
+  pw_value_t in = pw_value(j, 0);
+  OK(pw_graph_add_compute(f.client, g, "k", copy, vs, &in, 1, &k));
+  OK(pw_graph_add_output(f.client, g, pw_value(prev, 0)));
+  OK(pw_graph_add_output(f.client, g, pw_value(k, 0)));
+  /* A failed buffer: the output of a graph whose only op fails. */
+  pw_graph_t bad;
+  OK(pw_graph_create(f.client, &bad));
+  uint32_t bp, bf;
+  OK(pw_graph_add_parameter(f.client, bad, vs, &spec, &bp));
+  in = pw_value(bp, 0);
+  OK(pw_graph_add_compute(f.client, bad, "broken", fail, vs, &in, 1, &bf));
+  OK(pw_graph_add_output(f.client, bad, pw_value(bf, 0)));
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  pw_buffer_t arg, failed;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_replicated(), data, &arg));
+  pw_event_t* done = NULL;
+  OK(pw_graph_submit(f.client, bad, &arg, 1, NULL, &failed, 1, &done));
+  pw_status_t s = pw_fixture_wait(done);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE);
+  pw_status_free(s);
+  for (int run = 0; run < 6; ++run) {
+    bool failing = run == 1 || run == 3;
+    float want[8];
+    for (int e = 0; e < 8; ++e) want[e] = data[e] + (float)run;
+    pw_buffer_t x = failed, outs[2];
+    if (!failing) OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_replicated(), want, &x));
+    uint64_t before = f.dbl ? pw_double_backend_launch_count(f.dbl, 0) : 0;
+    OK(pw_graph_submit(f.client, g, &x, 1, NULL, outs, 2, &done));
+    s = pw_fixture_wait(done);
+    float back[8] = {0};
+    pw_status_t read = pw_buffer_to_host(f.client, outs[0], back, sizeof(back), PW_INFINITE_FUTURE);
+    pw_event_t* k_ready = NULL;
+    OK(pw_buffer_ready_event(f.client, outs[1], &k_ready));
+    pw_status_t k_status = pw_fixture_wait(k_ready);
+    if (failing) {
+      cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE, "run %d", run);
+      cr_assert(strstr(pw_status_message(s), "argument of node 1 (\"c\") failed"), "run %d: %s",
+                run, pw_status_message(s));
+      cr_assert_eq(pw_status_code(read), PW_STATUS_UNAVAILABLE, "run %d", run);
+      cr_assert_eq(pw_status_code(k_status), PW_STATUS_UNAVAILABLE, "run %d", run);
+      cr_assert(strstr(pw_status_message(k_status), "input node 9 (\"join\") failed"), "%s",
+                pw_status_message(k_status));
+      pw_status_free(s);
+      pw_status_free(read);
+      pw_status_free(k_status);
+      /* Nothing launched: every op failed before launch. */
+      cr_assert_eq(pw_double_backend_launch_count(f.dbl, 0), before, "run %d", run);
+    } else {
+      cr_assert_null(s, "run %d: %s", run, pw_status_message(s));
+      cr_assert_null(read);
+      cr_assert_null(k_status);
+      cr_assert_eq(memcmp(back, want, sizeof(want)), 0, "run %d", run);
+      cr_assert_eq(pw_double_backend_launch_count(f.dbl, 0), before + 10, "run %d", run);
+      OK(pw_buffer_release(f.client, x));
+    }
+    OK(pw_buffer_release(f.client, outs[0]));
+    OK(pw_buffer_release(f.client, outs[1]));
+  }
+  OK(pw_buffer_release(f.client, failed));
+  OK(pw_buffer_release(f.client, arg));
+  pw_fixture_deinit(&f);
+}
+
+Test(dispatch, reruns_after_a_failed_run_on_one_device_slices_inline) {
+  run_rerun_after_failure(PW_FIXTURE_DOUBLE_INLINE);
+}
+Test(dispatch, reruns_after_a_failed_run_on_one_device_slices_threaded) {
+  run_rerun_after_failure(PW_FIXTURE_DOUBLE_THREADED);
+}
