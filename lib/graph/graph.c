@@ -83,15 +83,7 @@ static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
     pw_allocator_free(a, plan->param_vslices,
                       PW_NZ(plan->param_count) * sizeof(pw_vslice_obj_t*));
   }
-  if (plan->values) {
-    pw_allocator_free(a, plan->values, PW_NZ(plan->output_total) * sizeof(pw_plan_value_t));
-  }
-  if (plan->roots) {
-    pw_allocator_free(a, plan->roots,
-                      PW_NZ(plan->root_count + plan->guarded_count + plan->rebind_count +
-                            plan->run_count) *
-                          sizeof(uint32_t));
-  }
+  pw__dispatch_plan_release(rt, plan);
   memset(plan, 0, sizeof(*plan));
 }
 

@@ -484,21 +484,24 @@ typedef struct pw_plan_s {
    * when they have several: ops_completed is then counted per op. */
   uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
-  /* Op indices, in op order, that a submission visits instead of walking
-   * every op: roots (ready at submission), guarded ops (a submit guard in
+  /* Op indices that a submission visits instead of walking every op, in
+   * op order: roots (ready at submission), guarded ops (a submit guard in
    * pending: parameter inputs, or every op of the debug mode without gang
-   * order), ops with per-run inputs, and the first op of each run of
-   * consecutive ops on one slice (appended together). One allocation of
-   * root_count + guarded_count + rebind_count + run_count (at least 1),
-   * at |roots|. */
+   * order) and ops with per-run inputs. Append groups: |append_order|
+   * lists every op, group after group; group g is
+   * append_order[runs[g] .. runs[g + 1]) (the last ends at op_count), ops
+   * of one slice in op order, appended to its sequence at once. One
+   * allocation of |list_total| indices at |roots| (pw__dispatch_plan_release). */
   uint32_t* roots;
   uint32_t* guarded;
   uint32_t* rebind;
   uint32_t* runs;
+  uint32_t* append_order;
   uint32_t root_count;
   uint32_t guarded_count;
   uint32_t rebind_count;
   uint32_t run_count;
+  size_t list_total;
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is
@@ -508,6 +511,9 @@ pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
                            const pw_plan_t** out_plan);
 
 /* ---- dispatch (lib/sched) ----------------------------------------------- */
+
+/* Frees what pw__dispatch_plan_prepare added to |plan|. */
+void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan);
 
 /* Instantiates |plan| with |args| (already validated, references owned by
  * the caller) and enqueues it. Fills |outputs| with new buffer objects (one

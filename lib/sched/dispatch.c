@@ -872,8 +872,8 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   slice->group_devices = NULL;
 }
 
-/* Appends ops[first..last) (all of |exec|, on one slice whose |p|-th part
- * is |slice|) to |slice|'s sequence. The caller holds |slice|'s
+/* Appends the group |first| .. |last| (ops of |exec| on one slice whose
+ * |p|-th part is |slice|, linked to each other) to |slice|'s sequence. The caller holds |slice|'s
  * append_lock. Devices idle after the old tail move to |first|; if
  * |first|'s inputs are already complete (an op admitted late by the
  * scheduler) they claim it at once. */
@@ -884,10 +884,10 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execu
    * scheduler window, runs are single ops); the last op's may still name
    * what followed it in an earlier run of the block. The exchange below
    * publishes it. */
-  pw_atomic_store_ptr_relaxed(pw_op_link_at(last - 1, p), NULL);
+  pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
   pw_execution_t* old_exec = slice->tail_exec;
   pw_atomic_fetch_add_u32(&exec->refs, 1);
-  slice->tail = last - 1;
+  slice->tail = last;
   slice->tail_exec = exec;
   if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
   /* Devices idle after the old tail move to |first|. Inputs already
@@ -913,8 +913,8 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execu
   if (old_exec) pw_execution_release(old_exec);
 }
 
-/* Appends ops[first..last) (all of |exec|, all on |slice|) to the sequence
- * of every part of |slice| at once: the parts' append locks are taken in
+/* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
+ * sequence of every part of |slice| at once: the parts' append locks are taken in
  * ascending slice index (span order), so appends that share parts are
  * mutually exclusive and never deadlock. */
 static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
@@ -1108,7 +1108,7 @@ static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op
   pw_atomic_store_u32_release(&op->appended, 1);
   pw_client_t* client = e->client;
   pw_sched_pop(slice, e);
-  pw_dispatch_append(span, op->exec, op, op + 1);
+  pw_dispatch_append(span, op->exec, op, op);
   pw_sched_admitted_in_order(client);
   /* The other parts drop it from their queues and unblock the client. */
   for (uint32_t p = 0; p < span->span_count; ++p) {
@@ -1158,7 +1158,7 @@ static void pw_sched_admit(pw_slice_t* slice) {
     pw_client_t* client = e->client;
     pw_sched_pop(slice, e);
     pw_atomic_fetch_add_u32(&slice->sched_admitted, 1);
-    pw_dispatch_append(slice, op->exec, op, op + 1);
+    pw_dispatch_append(slice, op->exec, op, op);
     pw_sched_admitted_in_order(client);
   }
   pw_sched_drop_appended(slice);
@@ -1246,6 +1246,14 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
       v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
     }
   }
+  /* Append groups. Without spanning ops (and without a scheduler window,
+   * which admits op by op) every slice's ops form one group, in op order:
+   * a slice's sequence then gets them in an order consistent with their
+   * dependencies (op order is topological), and as every slice's order
+   * comes from the same topological order, no cycle of waits can form
+   * between slices. With spanning ops a plain op and a spanning op can
+   * share devices, so groups stay runs of consecutive ops on one slice. */
+  bool by_slice = link_total == 0 && rt->sched_window == 0 && !rt->no_gang_order;
   uint32_t counts[4] = {0, 0, 0, 0};
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
@@ -1254,26 +1262,60 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     counts[2] += p->per_run_inputs != 0;
     counts[3] += i == 0 || p->vslice->slice != p[-1].vslice->slice;
   }
+  /* group_of[slice index]: the group of that slice's ops + 1 (by_slice). */
+  uint32_t* group_of = NULL;
+  size_t total = (size_t)counts[0] + counts[1] + counts[2] + counts[3] + plan->op_count;
   uint32_t* lists = NULL;
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator,
-                                                 pw_nz(counts[0] + counts[1] + counts[2] +
-                                                       counts[3]),
+  pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz((uint32_t)total),
                                                  sizeof(uint32_t), 0, (void**)&lists);
+  if (status == NULL && by_slice) {
+    status = pw_allocator_calloc_array(rt->allocator, pw_nz(rt->slice_count), sizeof(uint32_t),
+                                       0, (void**)&group_of);
+    if (status != NULL) {
+      pw_allocator_free(rt->allocator, lists, pw_nz((uint32_t)total) * sizeof(uint32_t));
+    }
+  }
   if (status != NULL) {
     pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
     return status;
   }
+  plan->list_total = total;
   plan->roots = lists;
   plan->guarded = lists + counts[0];
   plan->rebind = plan->guarded + counts[1];
   plan->runs = plan->rebind + counts[2];
+  plan->append_order = plan->runs + counts[3];
   plan->root_count = plan->guarded_count = plan->rebind_count = plan->run_count = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     if (pw_op_is_root(rt, p)) plan->roots[plan->root_count++] = i;
     if (pw_op_guarded(rt, p)) plan->guarded[plan->guarded_count++] = i;
     if (p->per_run_inputs != 0) plan->rebind[plan->rebind_count++] = i;
-    if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[plan->run_count++] = i;
+    if (by_slice) {
+      uint32_t* g = &group_of[p->vslice->slice->index];
+      if (*g == 0) *g = ++plan->run_count;
+      plan->runs[*g - 1]++; /* its size, for now */
+    } else {
+      if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[plan->run_count++] = i;
+      plan->append_order[i] = i;
+    }
+  }
+  if (by_slice) {
+    /* Sizes to starts, then place every op after its group's earlier ops. */
+    uint32_t start = 0;
+    for (uint32_t g = 0; g < plan->run_count; ++g) {
+      uint32_t size = plan->runs[g];
+      plan->runs[g] = start;
+      start += size;
+    }
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      uint32_t g = group_of[plan->ops[i].vslice->slice->index] - 1;
+      plan->append_order[plan->runs[g]++] = i;
+    }
+    for (uint32_t g = plan->run_count; g-- > 0;) {
+      plan->runs[g] = g == 0 ? 0 : plan->runs[g - 1];
+    }
+    pw_allocator_free(rt->allocator, group_of, pw_nz(rt->slice_count) * sizeof(uint32_t));
   }
   plan->values = values;
   plan->input_total = input_total;
@@ -1284,6 +1326,17 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->home_slice = home;
   plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
   return NULL;
+}
+
+void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan) {
+  if (plan->values != NULL) {
+    pw_allocator_free(rt->allocator, plan->values, pw_nz(plan->output_total) * sizeof(pw_plan_value_t));
+    plan->values = NULL;
+  }
+  if (plan->roots != NULL) {
+    pw_allocator_free(rt->allocator, plan->roots, pw_nz((uint32_t)plan->list_total) * sizeof(uint32_t));
+    plan->roots = NULL;
+  }
 }
 
 /* One block: header | ops | args | outputs | op input pointers | debug
@@ -1394,14 +1447,16 @@ static pw_status_t pw_execution_lay_out(pw_execution_t* exec, const pw_plan_t* p
     pw_op_rearm(op);
   }
   if (status == NULL && rt->sched_window == 0) {
-    /* The links inside each run of same-slice ops stay the same from run
-     * to run: appends only link a run's first op and clear its last
-     * op's link (pw_dispatch_append_exclusive). */
-    for (uint32_t i = 0; i + 1 < plan->op_count; ++i) {
-      pw_op_t* op = &exec->ops[i];
-      if (op[1].slice != op->slice) continue;
-      for (uint32_t k = 0; k < op->slice->span_count; ++k) {
-        pw_atomic_init_ptr(pw_op_link_at(op, k), op + 1);
+    /* The links inside each append group stay the same from run to run:
+     * appends only link a group's first op and clear its last op's link
+     * (pw_dispatch_append_exclusive). */
+    for (uint32_t g = 0; g < plan->run_count; ++g) {
+      uint32_t end = g + 1 < plan->run_count ? plan->runs[g + 1] : plan->op_count;
+      for (uint32_t k = plan->runs[g]; k + 1 < end; ++k) {
+        pw_op_t* op = &exec->ops[plan->append_order[k]];
+        for (uint32_t p = 0; p < op->slice->span_count; ++p) {
+          pw_atomic_init_ptr(pw_op_link_at(op, p), &exec->ops[plan->append_order[k + 1]]);
+        }
       }
     }
   }
@@ -1562,17 +1617,21 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw_atomic_store_u32_release(&op->inputs_ready, 1);
   }
 
-  /* Link into the slice sequences, one append per run of same-slice ops;
-   * with a scheduler window, queue them for admission instead. */
+  /* Link into the slice sequences, one append per group (a slice's ops,
+   * or a run of them: pw__dispatch_plan_prepare); with a scheduler window
+   * (groups are then runs, in op order), queue them for admission
+   * instead. */
   for (uint32_t r = 0; r < plan->run_count; ++r) {
     uint32_t i = plan->runs[r];
     uint32_t j = r + 1 < plan->run_count ? plan->runs[r + 1] : plan->op_count;
+    pw_op_t* first = &exec->ops[plan->append_order[i]];
+    pw_op_t* last = &exec->ops[plan->append_order[j - 1]];
     if (rt->no_gang_order) {
       /* Debug mode: no slice sequence at all. */
     } else if (rt->sched_window == 0) {
-      pw_dispatch_append(exec->ops[i].slice, exec, &exec->ops[i], &exec->ops[j]);
+      pw_dispatch_append(first->slice, exec, first, last);
     } else {
-      pw_slice_t* slice = exec->ops[i].slice;
+      pw_slice_t* slice = first->slice;
       /* A queued spanning op keeps its execution alive until every part's
        * queue has dropped it (pw_sched_pop). */
       if (slice->span_count > 1) pw_atomic_fetch_add_u32(&exec->refs, slice->span_count * (j - i));
