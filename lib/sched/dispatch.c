@@ -35,6 +35,20 @@
  * inputs ready, possibly before the op is appended; the append then claims
  * it. Root ops (nothing to wait for) are marked ready before their append.
  *
+ * A device that finishes op X whose link already names Y counts out of X
+ * first (completing it if it was X's last device), then arrives at Y: X's
+ * completion usually made Y ready, so the arrival takes the fast path. On
+ * a one-device slice that completion readies the successors there with a
+ * plain store (pw_dispatch_inputs_ready_quiet): the only device that can
+ * wait at them is this one, and its cursor still names X. When X is the
+ * tail the device goes idle first and counts out after: an append may
+ * then move it to a successor, so the quiet path is not taken there.
+ *
+ * Per-run state is armed when a block is laid out and re-armed by each
+ * op's own completion (pw_op_rearm), so a resubmitted block is not walked:
+ * submission visits the plan's lists (roots, guarded ops, rebound inputs,
+ * append groups) only.
+ *
  * Completion never recurses: launches and device completions are work
  * items (the device struct itself, which is in at most one state at a time)
  * queued on a thread-local list and drained by the outermost dispatch frame
@@ -54,9 +68,9 @@
  * their slice's append lock too, so the two kinds of appender never race.
  *
  * Lifetime: ops live in their execution's block. An execution is freed
- * when (1) all its ops completed, (2) the submitter returned and (3) no
- * slice has one of its ops as tail (a tail may still be named by an IDLE
- * cursor). Freeing returns the block to its client's cache, where the next
+ * when (1) all its ops completed and (2) no slice has one of its ops as
+ * tail (a tail may still be named by an IDLE cursor). The submitter holds
+ * no reference (see pw__dispatch_submit). Freeing returns the block to its client's cache, where the next
  * submission of the same graph finds it laid out, internal values' device
  * memory included (see "execution blocks").
  */
@@ -1596,16 +1610,21 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   pw_event_retain(exec->done);
   *out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
-  /* refs: the submitter, plus the ops collectively (dropped at completion). */
-  pw_atomic_init_u32(&exec->refs, plan->op_count ? 2 : 1);
+  /* refs: the ops collectively (dropped at completion), plus one per slice
+   * whose tail is one of them (pw_dispatch_append_exclusive). The
+   * submitter holds none: from the first append on it only touches ops
+   * that cannot have completed (not yet appended or queued, or held by
+   * their submit guard), and the append it is inside holds a tail
+   * reference and the append lock. */
+  pw_atomic_init_u32(&exec->refs, 1);
   exec->stripe = stripe;
   pw__client_begin(client, stripe);
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
   pw_dispatch_frame_t local = {NULL, NULL};
-  bool own_frame = pw_dispatch_current == NULL;
-  if (own_frame) pw_dispatch_current = &local;
+  pw_dispatch_frame_t* outer = pw_dispatch_current;
+  if (outer == NULL) pw_dispatch_current = &local;
 
   /* Root ops (no producing op, no argument to wait for) are ready before
    * they enter any sequence: no device can be at them yet, so a plain
@@ -1672,14 +1691,8 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   for (uint32_t g = 0; g < plan->guarded_count; ++g) {
     pw_dispatch_dep_done(&exec->ops[plan->guarded[g]]);
   }
-  if (plan->op_count == 0) {
-    pw_execution_complete(exec);
-  } else {
-    pw_execution_release(exec);
-  }
-  if (own_frame) {
-    pw_dispatch_drain(&local);
-    pw_dispatch_current = NULL;
-  }
+  if (plan->op_count == 0) pw_execution_complete(exec);
+  if (outer == NULL) pw_dispatch_drain(&local);
+  pw_dispatch_current = outer;
   return NULL;
 }
