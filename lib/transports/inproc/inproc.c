@@ -26,6 +26,10 @@
 typedef struct pw_inproc_task_s {
   struct pw_inproc_task_s* next;
   pw_transport_copy_t copy;   /* the caller's descriptor, copied */
+  /* Host pointers of the two memories (NULL: not host accessible), asked
+   * once when the copy is accepted. */
+  unsigned char* src_host;
+  unsigned char* dst_host;
   unsigned char* staging;     /* NULL unless neither side is host accessible */
   size_t staging_size;
   bool staging_on_stack;      /* |staging| is the inline caller's buffer */
@@ -160,8 +164,8 @@ static pw_status_t pw_inproc_execute(const pw_inproc_task_t* task) {
                            "inproc copy (tag %llu)", (unsigned long long)c->tag);
   }
   if (c->size == 0) return NULL;
-  unsigned char* sp = pw_inproc_host_pointer(&c->src);
-  unsigned char* dp = pw_inproc_host_pointer(&c->dst);
+  unsigned char* sp = task->src_host;
+  unsigned char* dp = task->dst_host;
   if (sp != NULL && dp != NULL) {
     memmove(dp + c->dst.offset, sp + c->src.offset, c->size);
     return NULL;
@@ -250,8 +254,7 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   }
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->src, c->size, "source"));
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, c->size, "destination"));
-  pw_inproc_task_t local;
-  memset(&local, 0, sizeof(local));
+  pw_inproc_task_t local = {0};
   _Alignas(64) unsigned char stack_staging[PW_INPROC_STACK_STAGING];
   pw_inproc_task_t* task = &local;
   if (t->worker_count > 0) {
@@ -265,8 +268,11 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   }
   memcpy(&task->copy, c, PW_TRANSPORT_COPY_SIZE_V1);
   task->copy.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
-  bool staged = c->size > 0 && pw_inproc_host_pointer(&c->src) == NULL &&
-                pw_inproc_host_pointer(&c->dst) == NULL;
+  if (c->size > 0) {
+    task->src_host = pw_inproc_host_pointer(&c->src);
+    task->dst_host = pw_inproc_host_pointer(&c->dst);
+  }
+  bool staged = c->size > 0 && task->src_host == NULL && task->dst_host == NULL;
   if (staged && t->worker_count == 0 && c->size <= sizeof(stack_staging)) {
     task->staging = stack_staging;
     task->staging_size = c->size;
