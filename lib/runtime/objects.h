@@ -428,7 +428,10 @@ typedef struct pw_plan_op_s {
   pw_executable_obj_t* executable; /* retained by the graph */
   pw_vslice_obj_t* vslice;         /* retained by the graph */
   uint32_t input_count;
-  pw_plan_input_t inputs[PW_BACKEND_MAX_PARAMS];
+  /* input_count entries, in the plan's storage (one array for all ops:
+   * an inline array of PW_BACKEND_MAX_PARAMS made every op 200 bytes
+   * bigger, and big graphs' build time was page faults). */
+  const pw_plan_input_t* inputs;
   uint32_t output_count;
   /* Bit k: output k is a graph output (it gets a buffer object with a
    * ready event and a handle); other outputs are internal values that live
@@ -436,7 +439,8 @@ typedef struct pw_plan_op_s {
   uint32_t external_outputs;
   uint32_t static_deps;            /* distinct producing ops among inputs */
   uint32_t successor_count;
-  uint32_t* successors;            /* op indices, one per distinct consumer */
+  uint32_t* successors;            /* op indices, one per distinct consumer
+                                      (in the plan's storage) */
   /* PW_PLAN_TRANSFER only (executable is NULL). */
   pw_array_spec_t transfer_spec;   /* the output, on |vslice| */
   pw_plan_copy_t* copies;
@@ -484,6 +488,10 @@ typedef struct pw_plan_s {
    * when they have several: ops_completed is then counted per op. */
   uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
+  /* The one allocation that holds ops, their inputs and successors,
+   * outputs, param_specs and param_vslices (lib/graph/graph.c). */
+  void* storage;
+  size_t storage_size;
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is
