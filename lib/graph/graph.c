@@ -10,10 +10,13 @@
  *
  * Storage is compact, since a graph of 10^5 nodes is built at a few
  * hundred nanoseconds per node and fresh pages cost more than the work: a
- * node is 40 bytes; its inputs live in one array shared by all nodes, what
+ * node is 40 bytes; its inputs live in arrays shared by all nodes, what
  * only parameters and transfers have (specs, the destination sharding) in
  * side arrays, and names are pointers (an executable's own name, a
- * literal, or a copy in the graph's name chunks). The plan is one block. */
+ * literal, or a copy in the graph's name chunks). Nodes and inputs are
+ * kept in fixed-size chunks that never move: a growing array would copy
+ * everything on each doubling and touch twice the memory. The plan is one
+ * block. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +37,7 @@ static bool pw_graph_is_op(pw_graph_node_kind_t kind) {
 typedef struct pw_graph_node_s {
   pw_graph_node_kind_t kind;
   uint32_t input_count;
-  uint32_t input_start;             /* first input in pw_graph_obj_t.inputs */
+  uint32_t input_start;             /* first input (pw_graph_inputs) */
   uint32_t extra;                   /* parameter: its index; transfer: its
                                        entry in pw_graph_obj_t.transfers */
   const char* name;                 /* NUL-terminated, at most 63 bytes;
@@ -59,6 +62,18 @@ typedef struct pw_graph_name_chunk_s {
 } pw_graph_name_chunk_t;
 
 #define PW_GRAPH_NAME_CHUNK_BYTES 4096u
+
+/* Fixed-size chunks of nodes or inputs, indexed by a directory. */
+typedef struct pw_graph_chunks_s {
+  void** chunks;
+  uint32_t count;
+  uint32_t capacity;                /* of |chunks| */
+} pw_graph_chunks_t;
+
+#define PW_GRAPH_NODE_SHIFT 10u     /* 1024 nodes (40 KiB) a chunk */
+#define PW_GRAPH_NODE_CHUNK (1u << PW_GRAPH_NODE_SHIFT)
+#define PW_GRAPH_INPUT_SHIFT 12u    /* 4096 inputs (32 KiB) a chunk */
+#define PW_GRAPH_INPUT_CHUNK (1u << PW_GRAPH_INPUT_SHIFT)
 #define PW_GRAPH_NAME_MAX 63u       /* longer names are truncated */
 
 typedef struct pw_graph_obj_s {
@@ -67,12 +82,13 @@ typedef struct pw_graph_obj_s {
    * own graphs do not false-share neighbouring objects' counts. */
   _Alignas(PW_CACHE_LINE) pw_object_t header;
   pthread_mutex_t lock;
-  pw_graph_node_t* nodes;
+  pw_graph_chunks_t nodes;          /* of PW_GRAPH_NODE_CHUNK nodes */
   uint32_t node_count;
-  uint32_t node_capacity;
-  pw_value_t* inputs;               /* every node's inputs, in node order */
-  uint32_t input_count;
-  uint32_t input_capacity;
+  /* Every node's inputs, in node order; a node's are contiguous, in one
+   * chunk: |input_end| skips a chunk's tail that cannot hold them. */
+  pw_graph_chunks_t inputs;         /* of PW_GRAPH_INPUT_CHUNK values */
+  uint32_t input_count;             /* inputs of all nodes */
+  uint32_t input_end;               /* next free input index */
   pw_array_spec_t* param_specs;     /* param_count */
   uint32_t param_capacity;
   pw_graph_transfer_t* transfers;
@@ -93,8 +109,16 @@ typedef struct pw_graph_obj_s {
 #define PW_GRAPH_MAX_NODES (1u << 24)
 #define PW_GRAPH_MAX_INPUTS (PW_GRAPH_MAX_NODES * 4u)
 
-static const pw_value_t* pw_graph_inputs(const pw_graph_obj_t* g, const pw_graph_node_t* n) {
-  return g->inputs ? g->inputs + n->input_start : NULL; /* no offset on NULL */
+static inline pw_graph_node_t* pw_graph_node_at(const pw_graph_obj_t* g, uint32_t id) {
+  return (pw_graph_node_t*)g->nodes.chunks[id >> PW_GRAPH_NODE_SHIFT] +
+         (id & (PW_GRAPH_NODE_CHUNK - 1));
+}
+
+static inline const pw_value_t* pw_graph_inputs(const pw_graph_obj_t* g,
+                                                const pw_graph_node_t* n) {
+  if (n->input_count == 0) return NULL;
+  return (const pw_value_t*)g->inputs.chunks[n->input_start >> PW_GRAPH_INPUT_SHIFT] +
+         (n->input_start & (PW_GRAPH_INPUT_CHUNK - 1));
 }
 
 /* The output spec of a parameter or transfer node. */
@@ -102,6 +126,11 @@ static const pw_array_spec_t* pw_graph_node_spec(const pw_graph_obj_t* g,
                                                  const pw_graph_node_t* n) {
   return n->kind == PW_GRAPH_NODE_PARAMETER ? &g->param_specs[n->extra]
                                             : &g->transfers[n->extra].spec;
+}
+
+static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t chunk_bytes) {
+  for (uint32_t i = 0; i < c->count; ++i) pw_allocator_free(a, c->chunks[i], chunk_bytes);
+  pw_allocator_free(a, c->chunks, c->capacity * sizeof(void*));
 }
 
 static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
@@ -128,11 +157,12 @@ static void pw_graph_destroy(pw_object_t* object) {
   pw_allocator_t a = rt->allocator;
   pw_plan_free(rt, &g->plan);
   for (uint32_t i = 0; i < g->node_count; ++i) {
-    pw__object_release(g->nodes[i].vslice ? &g->nodes[i].vslice->header : NULL);
-    pw__object_release(g->nodes[i].executable ? &g->nodes[i].executable->header : NULL);
+    pw_graph_node_t* n = pw_graph_node_at(g, i);
+    pw__object_release(n->vslice ? &n->vslice->header : NULL);
+    pw__object_release(n->executable ? &n->executable->header : NULL);
   }
-  pw_allocator_free(a, g->nodes, g->node_capacity * sizeof(pw_graph_node_t));
-  pw_allocator_free(a, g->inputs, g->input_capacity * sizeof(pw_value_t));
+  pw_graph_chunks_free(a, &g->nodes, PW_GRAPH_NODE_CHUNK * sizeof(pw_graph_node_t));
+  pw_graph_chunks_free(a, &g->inputs, PW_GRAPH_INPUT_CHUNK * sizeof(pw_value_t));
   pw_allocator_free(a, g->param_specs, g->param_capacity * sizeof(pw_array_spec_t));
   pw_allocator_free(a, g->transfers, g->transfer_capacity * sizeof(pw_graph_transfer_t));
   for (pw_graph_name_chunk_t* c = g->names; c != NULL;) {
@@ -184,6 +214,17 @@ static pw_status_t pw_graph_reserve(pw_runtime_t* rt, void** array, uint32_t* ca
   pw_allocator_free(rt->allocator, *array, *capacity * size);
   *array = grown;
   *capacity = next;
+  return NULL;
+}
+
+/* Adds a chunk of |chunk_bytes| to |c|. */
+static pw_status_t pw_graph_chunks_add(pw_runtime_t* rt, pw_graph_chunks_t* c,
+                                       size_t chunk_bytes) {
+  PW_RETURN_IF_ERROR(pw_graph_reserve(rt, (void**)&c->chunks, &c->capacity, c->count, 1,
+                                      sizeof(void*), PW_GRAPH_MAX_INPUTS));
+  void* chunk = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_malloc(rt->allocator, chunk_bytes, 0, &chunk));
+  c->chunks[c->count++] = chunk;
   return NULL;
 }
 
@@ -242,11 +283,27 @@ static pw_status_t pw_graph_append(pw_graph_obj_t* g, const char* what,
   PW_RETURN_IF_ERROR(pw_graph_begin_edit(g, what));
   pw_runtime_t* rt = g->header.runtime;
   pw_graph_node_t* node = &add->node;
-  pw_status_t status = pw_graph_reserve(rt, (void**)&g->nodes, &g->node_capacity, g->node_count,
-                                        1, sizeof(pw_graph_node_t), PW_GRAPH_MAX_NODES);
+  pw_status_t status = NULL;
+  if (g->node_count >= PW_GRAPH_MAX_NODES) {
+    status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                            "graph already has %u entries (maximum %u)", g->node_count,
+                            PW_GRAPH_MAX_NODES);
+  } else if (g->node_count == g->nodes.count << PW_GRAPH_NODE_SHIFT) {
+    status = pw_graph_chunks_add(rt, &g->nodes, PW_GRAPH_NODE_CHUNK * sizeof(pw_graph_node_t));
+  }
+  uint32_t input_start = g->input_end;
   if (status == NULL && node->input_count) {
-    status = pw_graph_reserve(rt, (void**)&g->inputs, &g->input_capacity, g->input_count,
-                              node->input_count, sizeof(pw_value_t), PW_GRAPH_MAX_INPUTS);
+    if (input_start >> PW_GRAPH_INPUT_SHIFT >= g->inputs.count ||
+        (input_start & (PW_GRAPH_INPUT_CHUNK - 1)) + node->input_count > PW_GRAPH_INPUT_CHUNK) {
+      if (g->inputs.count >= PW_GRAPH_MAX_INPUTS / PW_GRAPH_INPUT_CHUNK) {
+        status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                                "graph already has %u inputs (maximum %u)", g->input_count,
+                                PW_GRAPH_MAX_INPUTS);
+      } else {
+        input_start = g->inputs.count << PW_GRAPH_INPUT_SHIFT;
+        status = pw_graph_chunks_add(rt, &g->inputs, PW_GRAPH_INPUT_CHUNK * sizeof(pw_value_t));
+      }
+    }
   }
   if (status == NULL && node->kind == PW_GRAPH_NODE_PARAMETER) {
     status = pw_graph_reserve(rt, (void**)&g->param_specs, &g->param_capacity, g->param_count,
@@ -274,12 +331,14 @@ static pw_status_t pw_graph_append(pw_graph_obj_t* g, const char* what,
       memset(&t->spec, 0, sizeof(t->spec));
       t->sharding = add->sharding;
     }
-    node->input_start = g->input_count;
+    node->input_start = input_start;
     if (node->input_count) {
-      memcpy(g->inputs + g->input_count, add->inputs, node->input_count * sizeof(pw_value_t));
+      memcpy((pw_value_t*)pw_graph_inputs(g, node), add->inputs,
+             node->input_count * sizeof(pw_value_t));
       g->input_count += node->input_count;
+      g->input_end = input_start + node->input_count;
     }
-    g->nodes[g->node_count] = *node;
+    *pw_graph_node_at(g, g->node_count) = *node;
     if (out_node) *out_node = g->node_count;
     g->node_count++;
   }
@@ -429,7 +488,7 @@ static pw_status_t pw_graph_value_spec(const pw_graph_obj_t* g, pw_value_t value
                           "%s: refers to node %u, which does not exist (%u nodes)", label,
                           value.node, g->node_count);
   }
-  const pw_graph_node_t* src = &g->nodes[value.node];
+  const pw_graph_node_t* src = pw_graph_node_at(g, value.node);
   if (src->kind == PW_GRAPH_NODE_PARAMETER) {
     if (value.output != 0) {
       pw_graph_label(label, sizeof(label), what, index);
@@ -468,7 +527,7 @@ static pw_status_t pw_graph_value_spec(const pw_graph_obj_t* g, pw_value_t value
  * usually share it, and then its checks are not repeated. */
 static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id,
                                           const void* checked[2]) {
-  const pw_graph_node_t* n = &g->nodes[id];
+  const pw_graph_node_t* n = pw_graph_node_at(g, id);
   const pw_executable_signature_t* sig = &n->executable->signature;
   if (checked[0] != n->executable || checked[1] != n->vslice) {
     if (n->executable->backend != n->vslice->slice->backend) {
@@ -554,7 +613,7 @@ static uint32_t pw_heap_pop(uint32_t* heap, uint32_t* n) {
 /* Resolves a transfer node's output spec (its input's dtype and shape,
  * the destination sharding over the destination mesh). */
 static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
-  pw_graph_node_t* n = &g->nodes[id];
+  pw_graph_node_t* n = pw_graph_node_at(g, id);
   pw_graph_transfer_t* t = &g->transfers[n->extra];
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
@@ -574,7 +633,7 @@ static uint32_t pw_graph_cycle_step(const pw_graph_obj_t* g, const pw_graph_node
   const pw_value_t* inputs = pw_graph_inputs(g, n);
   for (uint32_t k = 0; k < n->input_count; ++k) {
     uint32_t p = inputs[k].node;
-    if (pw_graph_is_op(g->nodes[p].kind) && indegree[p] != 0) return p;
+    if (pw_graph_is_op(pw_graph_node_at(g, p)->kind) && indegree[p] != 0) return p;
   }
   return UINT32_MAX;
 }
@@ -594,12 +653,12 @@ static pw_status_t pw_graph_cycle_error(const pw_graph_obj_t* g, const uint32_t*
   uint32_t seen_at_start = UINT32_MAX;
   /* First find a node that is certainly on the cycle: walk node_count steps. */
   for (uint32_t i = 0; i < g->node_count; ++i) {
-    uint32_t p = pw_graph_cycle_step(g, &g->nodes[cur], indegree);
+    uint32_t p = pw_graph_cycle_step(g, pw_graph_node_at(g, cur), indegree);
     if (p != UINT32_MAX) cur = p;
   }
   seen_at_start = cur;
   do {
-    const pw_graph_node_t* n = &g->nodes[cur];
+    const pw_graph_node_t* n = pw_graph_node_at(g, cur);
     int w = snprintf(path + len, sizeof(path) - len, "%s%u (\"%s\")", steps ? " <- " : "",
                      cur, n->name);
     if (w > 0) len = len + (size_t)w < sizeof(path) ? len + (size_t)w : sizeof(path) - 1;
@@ -655,7 +714,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   pw_status_t status = NULL;
   uint32_t ready_count = 0;
   for (uint32_t id = 0; id < node_count; ++id) {
-    const pw_graph_node_t* n = &g->nodes[id];
+    const pw_graph_node_t* n = pw_graph_node_at(g, id);
     uint32_t deg = 0;
     const pw_value_t* inputs = pw_graph_inputs(g, n);
     for (uint32_t k = 0; k < n->input_count; ++k) {
@@ -667,7 +726,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
                                 id, n->name, k, src, node_count);
         break;
       }
-      deg += pw_graph_is_op(g->nodes[src].kind);
+      deg += pw_graph_is_op(pw_graph_node_at(g, src)->kind);
       consumer_start[src + 1]++;
     }
     if (status != NULL) break;
@@ -682,7 +741,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     uint32_t* fill = op_of_node; /* a cursor per node, until the order is known */
     memcpy(fill, consumer_start, (size_t)node_count * sizeof(uint32_t));
     for (uint32_t id = 0; id < node_count; ++id) {
-      const pw_graph_node_t* n = &g->nodes[id];
+      const pw_graph_node_t* n = pw_graph_node_at(g, id);
       const pw_value_t* inputs = pw_graph_inputs(g, n);
       for (uint32_t k = 0; k < n->input_count; ++k) consumers[fill[inputs[k].node]++] = id;
     }
@@ -700,9 +759,9 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   const void* checked[2] = {NULL, NULL};
   for (uint32_t i = 0; status == NULL && i < computes; ++i) {
     uint32_t id = order[i];
-    status = g->nodes[id].kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
+    status = pw_graph_node_at(g, id)->kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
                                                           : pw_graph_check_compute(g, id, checked);
-    if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, g->nodes[id].name);
+    if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, pw_graph_node_at(g, id)->name);
   }
   for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
     const pw_array_spec_t* spec;
@@ -743,7 +802,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     }
     for (uint32_t i = 0; i < computes; ++i) op_of_node[order[i]] = i;
     for (uint32_t id = 0; id < node_count; ++id) {
-      const pw_graph_node_t* n = &g->nodes[id];
+      const pw_graph_node_t* n = pw_graph_node_at(g, id);
       if (n->kind == PW_GRAPH_NODE_PARAMETER) {
         plan->param_vslices[n->extra] = n->vslice;
         op_of_node[id] = UINT32_MAX;
@@ -751,7 +810,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     }
     for (uint32_t i = 0; status == NULL && i < computes; ++i) {
       uint32_t node_id = order[i];
-      const pw_graph_node_t* n = &g->nodes[node_id];
+      const pw_graph_node_t* n = pw_graph_node_at(g, node_id);
       pw_plan_op_t* op = &plan->ops[i];
       bool transfer = n->kind == PW_GRAPH_NODE_TRANSFER;
       *op = (pw_plan_op_t){
@@ -768,7 +827,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
       const pw_value_t* inputs = pw_graph_inputs(g, n);
       uint32_t deps_seen[PW_BACKEND_MAX_PARAMS];
       for (uint32_t k = 0; k < n->input_count; ++k) {
-        const pw_graph_node_t* src = &g->nodes[inputs[k].node];
+        const pw_graph_node_t* src = pw_graph_node_at(g, inputs[k].node);
         pw_plan_input_t* in = &input_store[k];
         in->output = inputs[k].output;
         if (src->kind == PW_GRAPH_NODE_PARAMETER) {
@@ -810,7 +869,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
       }
     }
     for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
-      const pw_graph_node_t* src = &g->nodes[g->outputs[o].node];
+      const pw_graph_node_t* src = pw_graph_node_at(g, g->outputs[o].node);
       pw_plan_output_t* out = &plan->outputs[o];
       out->output = g->outputs[o].output;
       if (src->kind == PW_GRAPH_NODE_PARAMETER) {
@@ -872,9 +931,15 @@ pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
   out_counts->parameters = g->param_count;
   out_counts->computes = g->node_count - g->param_count;
   out_counts->outputs = g->output_count;
-  for (uint32_t i = 0; i < g->input_count; ++i) {
-    uint32_t src = g->inputs[i].node;
-    if (src < g->node_count && pw_graph_is_op(g->nodes[src].kind)) out_counts->edges++;
+  for (uint32_t id = 0; id < g->node_count; ++id) {
+    const pw_graph_node_t* n = pw_graph_node_at(g, id);
+    const pw_value_t* inputs = pw_graph_inputs(g, n);
+    for (uint32_t k = 0; k < n->input_count; ++k) {
+      uint32_t src = inputs[k].node;
+      if (src < g->node_count && pw_graph_is_op(pw_graph_node_at(g, src)->kind)) {
+        out_counts->edges++;
+      }
+    }
   }
   pthread_mutex_unlock(&g->lock);
   pw__object_release(&g->header);
@@ -1026,7 +1091,7 @@ uint32_t pw__graph_param_count(const struct pw_graph_obj_s* graph) { return grap
 
 void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
                     pw__graph_node_view_t* out_view) {
-  const pw_graph_node_t* n = &graph->nodes[id];
+  const pw_graph_node_t* n = pw_graph_node_at(graph, id);
   memset(out_view, 0, sizeof(*out_view));
   out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER  ? PW__GRAPH_NODE_PARAMETER
                    : n->kind == PW_GRAPH_NODE_COMPUTE  ? PW__GRAPH_NODE_COMPUTE
