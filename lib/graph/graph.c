@@ -678,44 +678,261 @@ static size_t pw_graph_place(size_t* at, size_t count, size_t size, size_t align
   return offset;
 }
 
-/* Validates and lowers; called with g->lock held.
- *
- * Every op node's inputs come from g->inputs, so the counts the plan needs
- * are known before any pass: ops are the non-parameter nodes, op inputs
- * are all the inputs. Scratch (indegrees, order, the consumer index) is
- * one allocation and the plan another (pw_plan_t.storage): ops, their
- * inputs and successors, outputs and parameters. */
-static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
-  pw_runtime_t* rt = g->header.runtime;
-  pw_allocator_t a = rt->allocator;
+/* Allocates the plan's one block (pw_plan_t.storage): ops, their inputs
+ * and successors (|*out_inputs|, |*out_successors|: as many as the graph
+ * has inputs), outputs, parameter specs (copied) and vslices. Every op
+ * node becomes an op and every input an op input, so the sizes are known
+ * before lowering. Arrays get at least one element so that empty graphs
+ * need no special case. */
+static pw_status_t pw_graph_plan_alloc(pw_graph_obj_t* g, pw_plan_input_t** out_inputs,
+                                       uint32_t** out_successors) {
+  pw_plan_t* plan = &g->plan;
+  uint32_t computes = g->node_count - g->param_count;
+  size_t size = 0;
+  size_t ops_at = pw_graph_place(&size, computes ? computes : 1, sizeof(pw_plan_op_t),
+                                 _Alignof(pw_plan_op_t));
+  size_t inputs_at = pw_graph_place(&size, g->input_count, sizeof(pw_plan_input_t),
+                                    _Alignof(pw_plan_input_t));
+  size_t succ_at = pw_graph_place(&size, g->input_count, sizeof(uint32_t), _Alignof(uint32_t));
+  size_t outputs_at = pw_graph_place(&size, g->output_count, sizeof(pw_plan_output_t),
+                                     _Alignof(pw_plan_output_t));
+  size_t specs_at = pw_graph_place(&size, g->param_count, sizeof(pw_array_spec_t),
+                                   _Alignof(pw_array_spec_t));
+  size_t vslices_at = pw_graph_place(&size, g->param_count, sizeof(pw_vslice_obj_t*),
+                                     _Alignof(pw_vslice_obj_t*));
+  unsigned char* block = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_malloc(g->header.runtime->allocator, size, 0, (void**)&block));
+  plan->storage = block;
+  plan->storage_size = size;
+  plan->ops = (pw_plan_op_t*)(block + ops_at);
+  plan->outputs = (pw_plan_output_t*)(block + outputs_at);
+  plan->param_specs = (pw_array_spec_t*)(block + specs_at);
+  plan->param_vslices = (pw_vslice_obj_t**)(block + vslices_at);
+  plan->param_count = g->param_count;
+  plan->output_count = g->output_count;
+  plan->op_count = 0; /* ops built so far, for pw_plan_free on failure */
+  if (g->param_count) {
+    memcpy(plan->param_specs, g->param_specs, g->param_count * sizeof(pw_array_spec_t));
+  }
+  *out_inputs = (pw_plan_input_t*)(block + inputs_at);
+  *out_successors = (uint32_t*)(block + succ_at);
+  return NULL;
+}
+
+/* Writes plan op |i| for op node |id| (successors left empty, pointing at
+ * |successors|) and its inputs at |input_store|; |op_of_node| maps every
+ * op node it reads to its op. For a transfer, also its copies. */
+static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
+                                     const uint32_t* op_of_node, pw_plan_input_t* input_store,
+                                     uint32_t* successors) {
+  pw_plan_t* plan = &g->plan;
+  const pw_graph_node_t* n = pw_graph_node_at(g, id);
+  pw_plan_op_t* op = &plan->ops[i];
+  bool transfer = n->kind == PW_GRAPH_NODE_TRANSFER;
+  *op = (pw_plan_op_t){
+      .kind = transfer ? PW_PLAN_TRANSFER : PW_PLAN_COMPUTE,
+      .node = id,
+      .name = n->name,
+      .executable = n->executable,
+      .vslice = n->vslice,
+      .input_count = n->input_count,
+      .inputs = input_store,
+      .output_count = transfer ? 1 : n->executable->signature.output_count,
+      .successors = successors,
+  };
+  plan->op_count = i + 1;
+  const pw_value_t* inputs = pw_graph_inputs(g, n);
+  uint32_t deps_seen[PW_BACKEND_MAX_PARAMS];
+  for (uint32_t k = 0; k < n->input_count; ++k) {
+    const pw_graph_node_t* src = pw_graph_node_at(g, inputs[k].node);
+    pw_plan_input_t* in = &input_store[k];
+    in->output = inputs[k].output;
+    if (src->kind == PW_GRAPH_NODE_PARAMETER) {
+      in->param = (int32_t)src->extra;
+      in->op = -1;
+    } else {  /* compute or transfer: an op */
+      in->param = -1;
+      in->op = (int32_t)op_of_node[inputs[k].node];
+      bool dup = false;
+      for (uint32_t j = 0; j < op->static_deps; ++j) dup |= deps_seen[j] == (uint32_t)in->op;
+      if (!dup) deps_seen[op->static_deps++] = (uint32_t)in->op;
+      plan->edge_count++;
+    }
+  }
+  if (!transfer) return NULL;
+  const pw_graph_transfer_t* t = &g->transfers[n->extra];
+  op->transfer_spec = t->spec;
+  const pw_array_spec_t* in = NULL;
+  const pw_vslice_obj_t* src_vslice = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_value_spec(g, inputs[0], "input", UINT32_MAX, &in, &src_vslice));
+  return pw__reshard_plan(g->header.runtime->allocator, in, &src_vslice->mesh, &t->spec,
+                          &n->vslice->mesh, &op->copies, &op->copy_count, &op->copy_start);
+}
+
+/* Checks op node |id|'s specs (its producers' are resolved) and resolves a
+ * transfer's output; errors name the node. */
+static pw_status_t pw_graph_check_op(pw_graph_obj_t* g, uint32_t id, const void* checked[2]) {
+  const pw_graph_node_t* n = pw_graph_node_at(g, id);
+  pw_status_t status = n->kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
+                                                          : pw_graph_check_compute(g, id, checked);
+  if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, n->name);
+  return status;
+}
+
+/* Lowers a graph whose every input names an earlier node (the usual way to
+ * build one). Its topological order is then the order of the node ids
+ * (what the heap of pw_graph_lower_sorted yields too), there is no cycle,
+ * and one pass in id order checks every op and builds it: a consumer is
+ * appended to its producers' successor lists as it is built, and since a
+ * consumer's inputs are taken together, a repeated producer is the last
+ * successor it has. |succ_start| indexes every node's consumers. */
+static pw_status_t pw_graph_lower_forward(pw_graph_obj_t* g, const uint32_t* succ_start,
+                                          uint32_t* op_of_node) {
+  pw_plan_t* plan = &g->plan;
+  pw_plan_input_t* input_store = NULL;
+  uint32_t* succ_store = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_plan_alloc(g, &input_store, &succ_store));
+  const void* checked[2] = {NULL, NULL};
+  uint32_t ops = 0;
+  for (uint32_t id = 0; id < g->node_count; ++id) {
+    const pw_graph_node_t* n = pw_graph_node_at(g, id);
+    if (n->kind == PW_GRAPH_NODE_PARAMETER) {
+      plan->param_vslices[n->extra] = n->vslice;
+      op_of_node[id] = UINT32_MAX;
+      continue;
+    }
+    PW_RETURN_IF_ERROR(pw_graph_check_op(g, id, checked));
+    uint32_t i = ops++;
+    op_of_node[id] = i;
+    PW_RETURN_IF_ERROR(pw_graph_build_op(g, i, id, op_of_node, input_store,
+                                         succ_store + succ_start[id]));
+    for (uint32_t k = 0; k < n->input_count; ++k) {
+      int32_t p = input_store[k].op;
+      if (p < 0) continue;
+      pw_plan_op_t* producer = &plan->ops[p];
+      if (producer->successor_count == 0 ||
+          producer->successors[producer->successor_count - 1] != i) {
+        producer->successors[producer->successor_count++] = i;
+      }
+    }
+    input_store += n->input_count;
+  }
+  for (uint32_t o = 0; o < g->output_count; ++o) {
+    const pw_array_spec_t* spec;
+    const pw_vslice_obj_t* vs;
+    PW_RETURN_IF_ERROR(pw_graph_value_spec(g, g->outputs[o], "graph output", o, &spec, &vs));
+  }
+  return NULL;
+}
+
+/* Lowers any graph: a topological sort (Kahn, smallest ready id first)
+ * through a CSR consumer index (|consumer_start|, counts made prefix
+ * sums), then the specs in that order, then the ops. */
+static pw_status_t pw_graph_lower_sorted(pw_graph_obj_t* g, const uint32_t* consumer_start,
+                                         uint32_t* op_of_node) {
+  pw_allocator_t a = g->header.runtime->allocator;
   pw_plan_t* plan = &g->plan;
   const uint32_t node_count = g->node_count;
   const uint32_t computes = node_count - g->param_count;
-  const uint32_t edge_total = g->input_count;
-
-  /* Scratch: indegree, order, op_of_node, ready (node_count + 1 each),
-   * consumer_start (node_count + 2), consumers (edge_total + 1). */
-  size_t scratch_words = 4 * ((size_t)node_count + 1) + ((size_t)node_count + 2) +
-                         (size_t)edge_total + 1;
+  /* indegree, order, ready (node_count + 1 each), consumers (inputs + 1). */
+  size_t scratch_words = 3 * ((size_t)node_count + 1) + (size_t)g->input_count + 1;
   uint32_t* scratch = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_malloc(a, scratch_words * sizeof(uint32_t), 0,
                                          (void**)&scratch));
   uint32_t* indegree = scratch;
   uint32_t* order = indegree + node_count + 1;
-  uint32_t* op_of_node = order + node_count + 1;
-  uint32_t* ready = op_of_node + node_count + 1;
-  uint32_t* consumer_start = ready + node_count + 1;
-  uint32_t* consumers = consumer_start + node_count + 2;
-  memset(consumer_start, 0, ((size_t)node_count + 2) * sizeof(uint32_t));
-
-  /* One pass: structure (every reference names a node; specs are checked
-   * in topological order below, once transfer outputs can be resolved),
-   * indegrees (inputs fed by op nodes), consumer counts, roots. */
-  pw_status_t status = NULL;
+  uint32_t* ready = order + node_count + 1;
+  uint32_t* consumers = ready + node_count + 1;
+  uint32_t* fill = op_of_node; /* a cursor per node, until the order is known */
+  memcpy(fill, consumer_start, (size_t)node_count * sizeof(uint32_t));
   uint32_t ready_count = 0;
   for (uint32_t id = 0; id < node_count; ++id) {
     const pw_graph_node_t* n = pw_graph_node_at(g, id);
+    const pw_value_t* inputs = pw_graph_inputs(g, n);
     uint32_t deg = 0;
+    for (uint32_t k = 0; k < n->input_count; ++k) {
+      consumers[fill[inputs[k].node]++] = id;
+      deg += pw_graph_is_op(pw_graph_node_at(g, inputs[k].node)->kind);
+    }
+    indegree[id] = deg;
+    if (deg == 0 && pw_graph_is_op(n->kind)) ready[ready_count++] = id; /* ascending: a heap */
+  }
+  uint32_t tail = 0;
+  while (ready_count > 0) {
+    uint32_t id = pw_heap_pop(ready, &ready_count);
+    order[tail++] = id;
+    for (uint32_t c = consumer_start[id]; c < consumer_start[id + 1]; ++c) {
+      uint32_t consumer = consumers[c];
+      if (--indegree[consumer] == 0) pw_heap_push(ready, &ready_count, consumer);
+    }
+  }
+  pw_status_t status = tail != computes ? pw_graph_cycle_error(g, indegree) : NULL;
+  /* Specs, producers before consumers. */
+  const void* checked[2] = {NULL, NULL};
+  for (uint32_t i = 0; status == NULL && i < computes; ++i) {
+    status = pw_graph_check_op(g, order[i], checked);
+  }
+  for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
+    const pw_array_spec_t* spec;
+    const pw_vslice_obj_t* vs;
+    status = pw_graph_value_spec(g, g->outputs[o], "graph output", o, &spec, &vs);
+  }
+  pw_plan_input_t* input_store = NULL;
+  uint32_t* succ_store = NULL;
+  if (status == NULL) status = pw_graph_plan_alloc(g, &input_store, &succ_store);
+  if (status == NULL) {
+    for (uint32_t i = 0; i < computes; ++i) op_of_node[order[i]] = i;
+    for (uint32_t id = 0; id < node_count; ++id) {
+      const pw_graph_node_t* n = pw_graph_node_at(g, id);
+      if (n->kind == PW_GRAPH_NODE_PARAMETER) {
+        plan->param_vslices[n->extra] = n->vslice;
+        op_of_node[id] = UINT32_MAX;
+      }
+    }
+  }
+  for (uint32_t i = 0; status == NULL && i < computes; ++i) {
+    uint32_t node_id = order[i];
+    status = pw_graph_build_op(g, i, node_id, op_of_node, input_store, succ_store);
+    if (status != NULL) break;
+    input_store += plan->ops[i].input_count;
+    /* Successors: distinct consumer ops. |indegree| is all zeros once the
+     * sort succeeded: reuse it to stamp the consumers already taken for
+     * op i (linear in fan-out). */
+    uint32_t distinct = 0;
+    for (uint32_t c = consumer_start[node_id]; c < consumer_start[node_id + 1]; ++c) {
+      uint32_t consumer = consumers[c];
+      if (indegree[consumer] == i + 1) continue;
+      indegree[consumer] = i + 1;
+      succ_store[distinct++] = op_of_node[consumer];
+    }
+    plan->ops[i].successor_count = distinct;
+    succ_store += distinct;
+  }
+  pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
+  return status;
+}
+
+/* Validates and lowers; called with g->lock held. One pass checks the
+ * structure (every reference names a node; specs are checked in
+ * topological order, once transfer outputs can be resolved), counts every
+ * node's consumers and finds whether inputs only name earlier nodes. */
+static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
+  pw_runtime_t* rt = g->header.runtime;
+  pw_allocator_t a = rt->allocator;
+  pw_plan_t* plan = &g->plan;
+  const uint32_t node_count = g->node_count;
+  /* consumer_start (node_count + 2), op_of_node (node_count + 1). */
+  size_t scratch_words = 2 * (size_t)node_count + 3;
+  uint32_t* scratch = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_malloc(a, scratch_words * sizeof(uint32_t), 0,
+                                         (void**)&scratch));
+  uint32_t* consumer_start = scratch;
+  uint32_t* op_of_node = consumer_start + node_count + 2;
+  memset(consumer_start, 0, ((size_t)node_count + 2) * sizeof(uint32_t));
+  pw_status_t status = NULL;
+  bool forward = true;
+  for (uint32_t id = 0; status == NULL && id < node_count; ++id) {
+    const pw_graph_node_t* n = pw_graph_node_at(g, id);
     const pw_value_t* inputs = pw_graph_inputs(g, n);
     for (uint32_t k = 0; k < n->input_count; ++k) {
       uint32_t src = inputs[k].node;
@@ -726,163 +943,29 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
                                 id, n->name, k, src, node_count);
         break;
       }
-      deg += pw_graph_is_op(pw_graph_node_at(g, src)->kind);
+      forward &= src < id;
       consumer_start[src + 1]++;
     }
-    if (status != NULL) break;
-    indegree[id] = deg;
-    if (deg == 0 && pw_graph_is_op(n->kind)) ready[ready_count++] = id; /* ascending: a heap */
   }
-
-  /* Topological order over op nodes (Kahn), through a CSR consumer index. */
-  uint32_t tail = 0;
   if (status == NULL) {
     for (uint32_t id = 0; id < node_count; ++id) consumer_start[id + 1] += consumer_start[id];
-    uint32_t* fill = op_of_node; /* a cursor per node, until the order is known */
-    memcpy(fill, consumer_start, (size_t)node_count * sizeof(uint32_t));
-    for (uint32_t id = 0; id < node_count; ++id) {
-      const pw_graph_node_t* n = pw_graph_node_at(g, id);
-      const pw_value_t* inputs = pw_graph_inputs(g, n);
-      for (uint32_t k = 0; k < n->input_count; ++k) consumers[fill[inputs[k].node]++] = id;
-    }
-    while (ready_count > 0) {
-      uint32_t id = pw_heap_pop(ready, &ready_count);
-      order[tail++] = id;
-      for (uint32_t c = consumer_start[id]; c < consumer_start[id + 1]; ++c) {
-        uint32_t consumer = consumers[c];
-        if (--indegree[consumer] == 0) pw_heap_push(ready, &ready_count, consumer);
-      }
-    }
-    if (tail != computes) status = pw_graph_cycle_error(g, indegree);
-  }
-  /* Specs, producers before consumers. */
-  const void* checked[2] = {NULL, NULL};
-  for (uint32_t i = 0; status == NULL && i < computes; ++i) {
-    uint32_t id = order[i];
-    status = pw_graph_node_at(g, id)->kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
-                                                          : pw_graph_check_compute(g, id, checked);
-    if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, pw_graph_node_at(g, id)->name);
+    status = forward ? pw_graph_lower_forward(g, consumer_start, op_of_node)
+                     : pw_graph_lower_sorted(g, consumer_start, op_of_node);
   }
   for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
-    const pw_array_spec_t* spec;
-    const pw_vslice_obj_t* vs;
-    status = pw_graph_value_spec(g, g->outputs[o], "graph output", o, &spec, &vs);
+    const pw_graph_node_t* src = pw_graph_node_at(g, g->outputs[o].node);
+    pw_plan_output_t* out = &plan->outputs[o];
+    out->output = g->outputs[o].output;
+    if (src->kind == PW_GRAPH_NODE_PARAMETER) {
+      out->param = (int32_t)src->extra;
+      out->op = -1;
+    } else {
+      out->param = -1;
+      out->op = (int32_t)op_of_node[g->outputs[o].node];
+      plan->ops[out->op].external_outputs |= 1u << out->output;
+    }
   }
-
-  /* The plan, in one block. Arrays get at least one element so that empty
-   * graphs need no special case. */
-  size_t size = 0;
-  size_t ops_at = pw_graph_place(&size, computes ? computes : 1, sizeof(pw_plan_op_t),
-                                 _Alignof(pw_plan_op_t));
-  size_t inputs_at = pw_graph_place(&size, edge_total, sizeof(pw_plan_input_t),
-                                    _Alignof(pw_plan_input_t));
-  size_t succ_at = pw_graph_place(&size, edge_total, sizeof(uint32_t), _Alignof(uint32_t));
-  size_t outputs_at = pw_graph_place(&size, g->output_count, sizeof(pw_plan_output_t),
-                                     _Alignof(pw_plan_output_t));
-  size_t specs_at = pw_graph_place(&size, g->param_count, sizeof(pw_array_spec_t),
-                                   _Alignof(pw_array_spec_t));
-  size_t vslices_at = pw_graph_place(&size, g->param_count, sizeof(pw_vslice_obj_t*),
-                                     _Alignof(pw_vslice_obj_t*));
-  unsigned char* block = NULL;
-  if (status == NULL) status = pw_allocator_malloc(a, size, 0, (void**)&block);
-  if (status == NULL) {
-    plan->storage = block;
-    plan->storage_size = size;
-    plan->ops = (pw_plan_op_t*)(block + ops_at);
-    plan->outputs = (pw_plan_output_t*)(block + outputs_at);
-    plan->param_specs = (pw_array_spec_t*)(block + specs_at);
-    plan->param_vslices = (pw_vslice_obj_t**)(block + vslices_at);
-    plan->param_count = g->param_count;
-    plan->output_count = g->output_count;
-    plan->op_count = 0; /* ops built so far, for pw_plan_free on failure */
-    pw_plan_input_t* input_store = (pw_plan_input_t*)(block + inputs_at);
-    uint32_t* succ_store = (uint32_t*)(block + succ_at);
-    if (g->param_count) {
-      memcpy(plan->param_specs, g->param_specs, g->param_count * sizeof(pw_array_spec_t));
-    }
-    for (uint32_t i = 0; i < computes; ++i) op_of_node[order[i]] = i;
-    for (uint32_t id = 0; id < node_count; ++id) {
-      const pw_graph_node_t* n = pw_graph_node_at(g, id);
-      if (n->kind == PW_GRAPH_NODE_PARAMETER) {
-        plan->param_vslices[n->extra] = n->vslice;
-        op_of_node[id] = UINT32_MAX;
-      }
-    }
-    for (uint32_t i = 0; status == NULL && i < computes; ++i) {
-      uint32_t node_id = order[i];
-      const pw_graph_node_t* n = pw_graph_node_at(g, node_id);
-      pw_plan_op_t* op = &plan->ops[i];
-      bool transfer = n->kind == PW_GRAPH_NODE_TRANSFER;
-      *op = (pw_plan_op_t){
-          .kind = transfer ? PW_PLAN_TRANSFER : PW_PLAN_COMPUTE,
-          .node = node_id,
-          .name = n->name,
-          .executable = n->executable,
-          .vslice = n->vslice,
-          .input_count = n->input_count,
-          .inputs = input_store,
-          .output_count = transfer ? 1 : n->executable->signature.output_count,
-      };
-      plan->op_count = i + 1;
-      const pw_value_t* inputs = pw_graph_inputs(g, n);
-      uint32_t deps_seen[PW_BACKEND_MAX_PARAMS];
-      for (uint32_t k = 0; k < n->input_count; ++k) {
-        const pw_graph_node_t* src = pw_graph_node_at(g, inputs[k].node);
-        pw_plan_input_t* in = &input_store[k];
-        in->output = inputs[k].output;
-        if (src->kind == PW_GRAPH_NODE_PARAMETER) {
-          in->param = (int32_t)src->extra;
-          in->op = -1;
-        } else {  /* compute or transfer: an op */
-          in->param = -1;
-          in->op = (int32_t)op_of_node[inputs[k].node];
-          bool dup = false;
-          for (uint32_t j = 0; j < op->static_deps; ++j) dup |= deps_seen[j] == (uint32_t)in->op;
-          if (!dup) deps_seen[op->static_deps++] = (uint32_t)in->op;
-          plan->edge_count++;
-        }
-      }
-      input_store += n->input_count;
-      /* Successors: distinct consumer ops. |indegree| is all zeros once the
-       * sort succeeded: reuse it to stamp the consumers already taken for
-       * op i (linear in fan-out). */
-      uint32_t distinct = 0;
-      for (uint32_t c = consumer_start[node_id]; c < consumer_start[node_id + 1]; ++c) {
-        uint32_t consumer = consumers[c];
-        if (indegree[consumer] == i + 1) continue;
-        indegree[consumer] = i + 1;
-        succ_store[distinct++] = op_of_node[consumer];
-      }
-      op->successors = distinct ? succ_store : NULL;
-      op->successor_count = distinct;
-      succ_store += distinct;
-      if (transfer) {
-        const pw_graph_transfer_t* t = &g->transfers[n->extra];
-        op->transfer_spec = t->spec;
-        const pw_array_spec_t* in = NULL;
-        const pw_vslice_obj_t* src_vslice = NULL;
-        status = pw_graph_value_spec(g, inputs[0], "input", UINT32_MAX, &in, &src_vslice);
-        if (status == NULL) {
-          status = pw__reshard_plan(a, in, &src_vslice->mesh, &t->spec, &n->vslice->mesh,
-                                    &op->copies, &op->copy_count, &op->copy_start);
-        }
-      }
-    }
-    for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
-      const pw_graph_node_t* src = pw_graph_node_at(g, g->outputs[o].node);
-      pw_plan_output_t* out = &plan->outputs[o];
-      out->output = g->outputs[o].output;
-      if (src->kind == PW_GRAPH_NODE_PARAMETER) {
-        out->param = (int32_t)src->extra;
-        out->op = -1;
-      } else {
-        out->param = -1;
-        out->op = (int32_t)op_of_node[g->outputs[o].node];
-        plan->ops[out->op].external_outputs |= 1u << out->output;
-      }
-    }
-    if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
-  }
+  if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
   pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
   if (status != NULL) pw_plan_free(rt, plan);
   return status;
