@@ -42,8 +42,8 @@ typedef struct pw_graph_node_s {
                                        entry in pw_graph_obj_t.transfers */
   const char* name;                 /* NUL-terminated, at most 63 bytes;
                                        lives as long as the graph */
-  pw_vslice_obj_t* vslice;          /* retained */
-  pw_executable_obj_t* executable;  /* retained (compute) */
+  pw_vslice_obj_t* vslice;          /* held by the graph */
+  pw_executable_obj_t* executable;  /* held by the graph (compute) */
 } pw_graph_node_t;
 
 /* What a transfer node has beyond a node. */
@@ -95,6 +95,14 @@ typedef struct pw_graph_obj_s {
   uint32_t transfer_count;
   uint32_t transfer_capacity;
   pw_graph_name_chunk_t* names;     /* newest first */
+  /* The references that keep the vslices and executables of the nodes
+   * alive (nodes borrow them): one per object and stay in |held_recent|
+   * (direct-mapped by address), so consecutive adds naming the same
+   * objects take no reference. */
+  pw_object_t** held;
+  uint32_t held_count;
+  uint32_t held_capacity;
+  pw_object_t* held_recent[16];
   pw_value_t* outputs;
   uint32_t output_count;
   uint32_t output_capacity;
@@ -156,11 +164,8 @@ static void pw_graph_destroy(pw_object_t* object) {
   pw_runtime_t* rt = object->runtime;
   pw_allocator_t a = rt->allocator;
   pw_plan_free(rt, &g->plan);
-  for (uint32_t i = 0; i < g->node_count; ++i) {
-    pw_graph_node_t* n = pw_graph_node_at(g, i);
-    pw__object_release(n->vslice ? &n->vslice->header : NULL);
-    pw__object_release(n->executable ? &n->executable->header : NULL);
-  }
+  for (uint32_t i = 0; i < g->held_count; ++i) pw__object_release(g->held[i]);
+  pw_allocator_free(a, g->held, g->held_capacity * sizeof(pw_object_t*));
   pw_graph_chunks_free(a, &g->nodes, PW_GRAPH_NODE_CHUNK * sizeof(pw_graph_node_t));
   pw_graph_chunks_free(a, &g->inputs, PW_GRAPH_INPUT_CHUNK * sizeof(pw_value_t));
   pw_allocator_free(a, g->param_specs, g->param_capacity * sizeof(pw_array_spec_t));
@@ -275,12 +280,10 @@ typedef struct pw_graph_addition_s {
   pw_sharding_t sharding;           /* transfer */
 } pw_graph_addition_t;
 
-/* Appends |add| (its vslice and executable references move into the graph
- * on success; on failure the caller still owns them and nothing changed).
+/* Appends |add| to |g| (locked, not finalized): nothing changes on failure.
  * Parameters get the next parameter index and a default name. */
-static pw_status_t pw_graph_append(pw_graph_obj_t* g, const char* what,
-                                   pw_graph_addition_t* add, uint32_t* out_node) {
-  PW_RETURN_IF_ERROR(pw_graph_begin_edit(g, what));
+static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t* add,
+                                          uint32_t* out_node) {
   pw_runtime_t* rt = g->header.runtime;
   pw_graph_node_t* node = &add->node;
   pw_status_t status = NULL;
@@ -342,19 +345,87 @@ static pw_status_t pw_graph_append(pw_graph_obj_t* g, const char* what,
     if (out_node) *out_node = g->node_count;
     g->node_count++;
   }
-  pthread_mutex_unlock(&g->lock);
   return status;
 }
 
-/* Common tail of the add functions: appends |add| if |status| is OK and
- * drops whatever references did not move into the graph. */
-static pw_status_t pw_graph_add_node(pw_graph_obj_t* g, const char* what, pw_status_t status,
-                                     pw_graph_addition_t* add, uint32_t* out_node) {
-  if (status == NULL) status = pw_graph_append(g, what, add, out_node);
-  if (status != NULL) {
-    pw__object_release(add->node.vslice ? &add->node.vslice->header : NULL);
-    pw__object_release(add->node.executable ? &add->node.executable->header : NULL);
+/* Makes |g| hold a reference to |object| (for its nodes to borrow), unless
+ * it recently did. Called with the client's handle read lock held, which
+ * keeps |object| alive until the reference is taken. */
+static pw_status_t pw_graph_hold(pw_graph_obj_t* g, pw_object_t* object) {
+  pw_object_t** recent = &g->held_recent[((uintptr_t)object >> 6) & 15];
+  if (*recent == object) return NULL;
+  PW_RETURN_IF_ERROR(pw_graph_reserve(g->header.runtime, (void**)&g->held, &g->held_capacity,
+                                      g->held_count, 1, sizeof(pw_object_t*),
+                                      PW_GRAPH_MAX_NODES * 2));
+  pw__object_retain(object);
+  g->held[g->held_count++] = object;
+  *recent = object;
+  return NULL;
+}
+
+/* Resolves |vslice_id| (and |*executable_id| unless NULL) of |client| into
+ * |node|, in one section of the handle table's read lock, and makes |g|
+ * hold them. Called with g->lock held. */
+static pw_status_t pw_graph_resolve(pw_client_t* client, pw_graph_obj_t* g, uint64_t vslice_id,
+                                    const uint64_t* executable_id, pw_graph_node_t* node) {
+  pw_handle_table_t* table = &client->handles;
+  uint32_t stripe = pw__handle_read_lock(table);
+  pw_object_t* vs = NULL;
+  pw_object_t* exe = NULL;
+  pw_status_t status = pw__handle_peek(client, vslice_id, PW_OBJECT_VSLICE, "vslice", &vs);
+  if (status == NULL && executable_id != NULL) {
+    status = pw__handle_peek(client, *executable_id, PW_OBJECT_EXECUTABLE, "executable", &exe);
   }
+  if (status == NULL) status = pw_graph_hold(g, vs);
+  if (status == NULL && exe != NULL) status = pw_graph_hold(g, exe);
+  pw__handle_read_unlock(table, stripe);
+  if (status == NULL) {
+    node->vslice = (pw_vslice_obj_t*)vs;
+    node->executable = (pw_executable_obj_t*)exe;
+  }
+  return status;
+}
+
+/* Common body of the add functions: under |g|'s lock, resolves the node's
+ * handles, checks what needs them, and appends. Releases |g| (from
+ * pw_graph_get). Objects a failed add resolved may stay held by the graph
+ * until it goes. */
+static pw_status_t pw_graph_add_node(pw_client_t* client, pw_graph_obj_t* g, const char* what,
+                                     pw_graph_addition_t* add, uint64_t vslice_id,
+                                     const uint64_t* executable_id, const char* name,
+                                     uint32_t* out_node) {
+  pthread_mutex_lock(&g->lock);
+  pw_graph_node_t* node = &add->node;
+  pw_status_t status = pw_graph_resolve(client, g, vslice_id, executable_id, node);
+  if (status == NULL && node->kind == PW_GRAPH_NODE_PARAMETER) {
+    status = pw_array_spec_check(add->spec, &node->vslice->mesh);
+    if (status) status = pw_status_annotate(status, "parameter %u", g->param_count);
+  } else if (status == NULL && node->kind == PW_GRAPH_NODE_COMPUTE) {
+    /* The executable's own name lives as long as the graph holds it; a
+     * caller's string, or a name that fills its array, is copied. */
+    const char* own = node->executable->signature.name;
+    if (name && name[0]) {
+      add->copy_name = name;
+    } else if (memchr(own, '\0', PW_GRAPH_NAME_MAX + 1) != NULL) {
+      node->name = own;
+    } else {
+      add->copy_name = own;
+    }
+  } else if (status == NULL && node->kind == PW_GRAPH_NODE_TRANSFER &&
+             add->sharding.kind != PW_SHARDING_REPLICATED &&
+             add->sharding.kind != PW_SHARDING_SPLIT) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "pw_graph_add_transfer: unknown sharding kind %d",
+                            (int)add->sharding.kind);
+  }
+  if (status == NULL && g->finalized) {
+    status = pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                            "%s: the graph is finalized (it was submitted or "
+                            "pw_graph_finalize was called); build a new graph",
+                            what);
+  }
+  if (status == NULL) status = pw_graph_append_locked(g, add, out_node);
+  pthread_mutex_unlock(&g->lock);
   pw__object_release(&g->header);
   return status;
 }
@@ -371,13 +442,8 @@ pw_status_t pw_graph_add_parameter(pw_client_t* client, pw_graph_t graph,
   memset(&add, 0, sizeof(add));
   add.node.kind = PW_GRAPH_NODE_PARAMETER;
   add.spec = spec;
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
-                                         (pw_object_t**)&add.node.vslice);
-  if (status == NULL) {
-    status = pw_array_spec_check(spec, &add.node.vslice->mesh);
-    if (status) status = pw_status_annotate(status, "parameter %u", g->param_count);
-  }
-  return pw_graph_add_node(g, "pw_graph_add_parameter", status, &add, out_node);
+  return pw_graph_add_node(client, g, "pw_graph_add_parameter", &add, vslice.id, NULL, NULL,
+                           out_node);
 }
 
 pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const char* name,
@@ -398,29 +464,10 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
   add.node.kind = PW_GRAPH_NODE_COMPUTE;
   add.node.input_count = input_count;
   add.node.name = NULL;
-  add.node.vslice = NULL;
-  add.node.executable = NULL;
   add.copy_name = NULL;
   add.inputs = inputs;
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
-                                         (pw_object_t**)&add.node.vslice);
-  if (status == NULL) {
-    status = pw__handle_lookup(client, executable.id, PW_OBJECT_EXECUTABLE, "executable",
-                               (pw_object_t**)&add.node.executable);
-  }
-  if (status == NULL) {
-    /* The executable's own name lives as long as the node's reference to
-     * it; a caller's string, or a name that fills its array, is copied. */
-    const char* own = add.node.executable->signature.name;
-    if (name && name[0]) {
-      add.copy_name = name;
-    } else if (memchr(own, '\0', PW_GRAPH_NAME_MAX + 1) != NULL) {
-      add.node.name = own;
-    } else {
-      add.copy_name = own;
-    }
-  }
-  return pw_graph_add_node(g, "pw_graph_add_compute", status, &add, out_node);
+  return pw_graph_add_node(client, g, "pw_graph_add_compute", &add, vslice.id, &executable.id,
+                           name, out_node);
 }
 
 pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const char* name,
@@ -439,14 +486,8 @@ pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const c
   } else {
     add.node.name = "transfer";
   }
-  pw_status_t status = pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice",
-                                         (pw_object_t**)&add.node.vslice);
-  if (status == NULL && sharding.kind != PW_SHARDING_REPLICATED &&
-      sharding.kind != PW_SHARDING_SPLIT) {
-    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                            "pw_graph_add_transfer: unknown sharding kind %d", (int)sharding.kind);
-  }
-  return pw_graph_add_node(g, "pw_graph_add_transfer", status, &add, out_node);
+  return pw_graph_add_node(client, g, "pw_graph_add_transfer", &add, vslice.id, NULL, NULL,
+                           out_node);
 }
 
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_t value) {

@@ -332,6 +332,12 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
 pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what,
                               pw_object_t** out_object);
+/* As pw__handle_lookup, for a caller that holds the table's read lock
+ * (pw__handle_read_lock) and so resolves several ids in one section: no
+ * reference is taken, the object stays alive until the lock is released
+ * (retain it to keep it longer). */
+pw_status_t pw__handle_peek(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
+                            const char* what, pw_object_t** out_object);
 /* Removes |id| and releases the table's reference. */
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what);
