@@ -802,7 +802,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
   }
   if (!transfer) return NULL;
   const pw_graph_transfer_t* t = &g->transfers[n->extra];
-  op->transfer_spec = t->spec;
+  op->transfer_spec = &t->spec; /* the graph's transfers do not move once finalized */
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
   PW_RETURN_IF_ERROR(pw_graph_value_spec(g, inputs[0], "input", UINT32_MAX, &in, &src_vslice));

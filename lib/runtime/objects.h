@@ -448,7 +448,9 @@ typedef struct pw_plan_op_s {
   uint32_t* successors;            /* op indices, one per distinct consumer
                                       (in the plan's storage) */
   /* PW_PLAN_TRANSFER only (executable is NULL). */
-  pw_array_spec_t transfer_spec;   /* the output, on |vslice| */
+  /* The output, on |vslice|; points into the graph's storage (a spec is
+   * 96 bytes, and most ops are not transfers). */
+  const pw_array_spec_t* transfer_spec;
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
