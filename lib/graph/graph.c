@@ -65,9 +65,10 @@ typedef struct pw_graph_name_chunk_s {
 
 /* Fixed-size chunks of nodes or inputs, indexed by a directory. */
 typedef struct pw_graph_chunks_s {
-  void** chunks;
+  void** chunks;                    /* |embedded| until it outgrows it */
   uint32_t count;
   uint32_t capacity;                /* of |chunks| */
+  void* embedded[4];
 } pw_graph_chunks_t;
 
 #define PW_GRAPH_NODE_SHIFT 10u     /* 1024 nodes (40 KiB) a chunk */
@@ -99,10 +100,11 @@ typedef struct pw_graph_obj_s {
    * alive (nodes borrow them): one per object and stay in |held_recent|
    * (direct-mapped by address), so consecutive adds naming the same
    * objects take no reference. */
-  pw_object_t** held;
+  pw_object_t** held;               /* |held_embedded| until it outgrows it */
   uint32_t held_count;
   uint32_t held_capacity;
   pw_object_t* held_recent[16];
+  pw_object_t* held_embedded[4];
   pw_value_t* outputs;
   uint32_t output_count;
   uint32_t output_capacity;
@@ -138,7 +140,7 @@ static const pw_array_spec_t* pw_graph_node_spec(const pw_graph_obj_t* g,
 
 static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t chunk_bytes) {
   for (uint32_t i = 0; i < c->count; ++i) pw_allocator_free(a, c->chunks[i], chunk_bytes);
-  pw_allocator_free(a, c->chunks, c->capacity * sizeof(void*));
+  if (c->chunks != c->embedded) pw_allocator_free(a, c->chunks, c->capacity * sizeof(void*));
 }
 
 static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
@@ -165,7 +167,9 @@ static void pw_graph_destroy(pw_object_t* object) {
   pw_allocator_t a = rt->allocator;
   pw_plan_free(rt, &g->plan);
   for (uint32_t i = 0; i < g->held_count; ++i) pw__object_release(g->held[i]);
-  pw_allocator_free(a, g->held, g->held_capacity * sizeof(pw_object_t*));
+  if (g->held != g->held_embedded) {
+    pw_allocator_free(a, g->held, g->held_capacity * sizeof(pw_object_t*));
+  }
   pw_graph_chunks_free(a, &g->nodes, PW_GRAPH_NODE_CHUNK * sizeof(pw_graph_node_t));
   pw_graph_chunks_free(a, &g->inputs, PW_GRAPH_INPUT_CHUNK * sizeof(pw_value_t));
   pw_allocator_free(a, g->param_specs, g->param_capacity * sizeof(pw_array_spec_t));
@@ -203,9 +207,11 @@ static pw_status_t pw_graph_get(pw_client_t* client, pw_graph_t graph,
 }
 
 /* Grows |*array| (of |*capacity| elements of |size|, |count| used) to hold
- * |more| more, doubling; at most |max| elements. */
-static pw_status_t pw_graph_reserve(pw_runtime_t* rt, void** array, uint32_t* capacity,
-                                    uint32_t count, uint32_t more, size_t size, uint32_t max) {
+ * |more| more, doubling; at most |max| elements. An array that is
+ * |embedded| (storage inside the graph; may be NULL) is not freed. */
+static pw_status_t pw_graph_reserve_embedded(pw_runtime_t* rt, void** array, uint32_t* capacity,
+                                             uint32_t count, uint32_t more, size_t size,
+                                             uint32_t max, const void* embedded) {
   if (more <= *capacity - count) return NULL;
   if (more > max - count) {
     return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
@@ -216,17 +222,26 @@ static pw_status_t pw_graph_reserve(pw_runtime_t* rt, void** array, uint32_t* ca
   void* grown = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_malloc(rt->allocator, next * size, 0, &grown));
   if (count) memcpy(grown, *array, count * size);
-  pw_allocator_free(rt->allocator, *array, *capacity * size);
+  if (*array != embedded) pw_allocator_free(rt->allocator, *array, *capacity * size);
   *array = grown;
   *capacity = next;
   return NULL;
 }
 
+static pw_status_t pw_graph_reserve(pw_runtime_t* rt, void** array, uint32_t* capacity,
+                                    uint32_t count, uint32_t more, size_t size, uint32_t max) {
+  return pw_graph_reserve_embedded(rt, array, capacity, count, more, size, max, NULL);
+}
+
 /* Adds a chunk of |chunk_bytes| to |c|. */
 static pw_status_t pw_graph_chunks_add(pw_runtime_t* rt, pw_graph_chunks_t* c,
                                        size_t chunk_bytes) {
-  PW_RETURN_IF_ERROR(pw_graph_reserve(rt, (void**)&c->chunks, &c->capacity, c->count, 1,
-                                      sizeof(void*), PW_GRAPH_MAX_INPUTS));
+  if (c->chunks == NULL) {
+    c->chunks = c->embedded;
+    c->capacity = sizeof(c->embedded) / sizeof(c->embedded[0]);
+  }
+  PW_RETURN_IF_ERROR(pw_graph_reserve_embedded(rt, (void**)&c->chunks, &c->capacity, c->count, 1,
+                                               sizeof(void*), PW_GRAPH_MAX_INPUTS, c->embedded));
   void* chunk = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_malloc(rt->allocator, chunk_bytes, 0, &chunk));
   c->chunks[c->count++] = chunk;
@@ -354,9 +369,14 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
 static pw_status_t pw_graph_hold(pw_graph_obj_t* g, pw_object_t* object) {
   pw_object_t** recent = &g->held_recent[((uintptr_t)object >> 6) & 15];
   if (*recent == object) return NULL;
-  PW_RETURN_IF_ERROR(pw_graph_reserve(g->header.runtime, (void**)&g->held, &g->held_capacity,
-                                      g->held_count, 1, sizeof(pw_object_t*),
-                                      PW_GRAPH_MAX_NODES * 2));
+  if (g->held == NULL) {
+    g->held = g->held_embedded;
+    g->held_capacity = sizeof(g->held_embedded) / sizeof(g->held_embedded[0]);
+  }
+  PW_RETURN_IF_ERROR(pw_graph_reserve_embedded(g->header.runtime, (void**)&g->held,
+                                               &g->held_capacity, g->held_count, 1,
+                                               sizeof(pw_object_t*), PW_GRAPH_MAX_NODES * 2,
+                                               g->held_embedded));
   pw__object_retain(object);
   g->held[g->held_count++] = object;
   *recent = object;
@@ -962,11 +982,15 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   pw_allocator_t a = rt->allocator;
   pw_plan_t* plan = &g->plan;
   const uint32_t node_count = g->node_count;
-  /* consumer_start (node_count + 2), op_of_node (node_count + 1). */
+  /* consumer_start (node_count + 2), op_of_node (node_count + 1); on the
+   * stack for small graphs. */
   size_t scratch_words = 2 * (size_t)node_count + 3;
-  uint32_t* scratch = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_malloc(a, scratch_words * sizeof(uint32_t), 0,
-                                         (void**)&scratch));
+  uint32_t stack_scratch[128];
+  uint32_t* scratch = stack_scratch;
+  if (scratch_words > sizeof(stack_scratch) / sizeof(stack_scratch[0])) {
+    PW_RETURN_IF_ERROR(pw_allocator_malloc(a, scratch_words * sizeof(uint32_t), 0,
+                                           (void**)&scratch));
+  }
   uint32_t* consumer_start = scratch;
   uint32_t* op_of_node = consumer_start + node_count + 2;
   memset(consumer_start, 0, ((size_t)node_count + 2) * sizeof(uint32_t));
@@ -1007,7 +1031,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     }
   }
   if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
-  pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
+  if (scratch != stack_scratch) pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
   if (status != NULL) pw_plan_free(rt, plan);
   return status;
 }
