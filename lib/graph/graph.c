@@ -143,15 +143,62 @@ static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t 
   if (c->chunks != c->embedded) pw_allocator_free(a, c->chunks, c->capacity * sizeof(void*));
 }
 
+/* ---- the plan's copy arena ----------------------------------------------
+ * Transfer ops' copies and copy_start come from chunks the plan owns
+ * (pw_plan_t.copy_arena), handed to pw__reshard_plan as an allocator: a
+ * pipeline has a transfer per stage and microbatch, and two mallocs each
+ * cost more than the rest of its lowering. Freeing the newest block gives
+ * it back; other frees (error paths only) wait for the plan to go. */
+typedef struct pw_plan_arena_chunk_s {
+  struct pw_plan_arena_chunk_s* prev;
+  size_t size;                      /* of the whole chunk */
+  size_t used;                      /* from the chunk's start */
+  size_t last;                      /* offset of the newest block */
+} pw_plan_arena_chunk_t;
+
+#define PW_PLAN_ARENA_CHUNK 16384u
+
+typedef struct pw_plan_arena_s {
+  pw_allocator_t parent;
+  pw_plan_t* plan;
+} pw_plan_arena_t;
+
+static void* pw_plan_arena_alloc(void* self, size_t size, size_t alignment) {
+  pw_plan_arena_t* arena = self;
+  pw_plan_arena_chunk_t* c = arena->plan->copy_arena;
+  size_t header = (sizeof(*c) + 15) & ~(size_t)15;
+  size_t at = c ? (c->used + alignment - 1) & ~(alignment - 1) : 0;
+  if (c == NULL || at + size > c->size || at + size < at) {
+    size_t want = header + alignment + size;
+    if (want < size) return NULL;
+    size_t chunk = want > PW_PLAN_ARENA_CHUNK ? want : PW_PLAN_ARENA_CHUNK;
+    pw_plan_arena_chunk_t* fresh = arena->parent.alloc(arena->parent.self, chunk, 16);
+    if (fresh == NULL) return NULL;
+    fresh->prev = c;
+    fresh->size = chunk;
+    fresh->used = header;
+    arena->plan->copy_arena = fresh;
+    c = fresh;
+    at = (c->used + alignment - 1) & ~(alignment - 1);
+  }
+  c->last = at;
+  c->used = at + size;
+  return (unsigned char*)c + at;
+}
+
+static void pw_plan_arena_free(void* self, void* ptr, size_t size) {
+  (void)size;
+  pw_plan_arena_t* arena = self;
+  pw_plan_arena_chunk_t* c = arena->plan->copy_arena;
+  if (c != NULL && ptr == (unsigned char*)c + c->last) c->used = c->last;
+}
+
 static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
   pw_allocator_t a = rt->allocator;
-  for (uint32_t i = 0; plan->ops && i < plan->op_count; ++i) {
-    pw_plan_op_t* op = &plan->ops[i];
-    pw_allocator_free(a, op->copies, op->copy_count * sizeof(pw_plan_copy_t));
-    if (op->copy_start) {
-      pw_allocator_free(a, op->copy_start,
-                        (op->vslice->slice->device_count + 1) * sizeof(uint32_t));
-    }
+  for (pw_plan_arena_chunk_t* c = plan->copy_arena; c != NULL;) {
+    pw_plan_arena_chunk_t* prev = c->prev;
+    pw_allocator_free(a, c, c->size);
+    c = prev;
   }
   if (plan->storage) pw_allocator_free(a, plan->storage, plan->storage_size);
   if (plan->values) {
@@ -367,7 +414,10 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
  * it recently did. Called with the client's handle read lock held, which
  * keeps |object| alive until the reference is taken. */
 static pw_status_t pw_graph_hold(pw_graph_obj_t* g, pw_object_t* object) {
-  pw_object_t** recent = &g->held_recent[((uintptr_t)object >> 6) & 15];
+  /* Fibonacci hashing: objects of one kind sit at a common stride, which
+   * low address bits alone would map to a few slots. */
+  uint64_t h = (uint64_t)(uintptr_t)object * UINT64_C(0x9E3779B97F4A7C15);
+  pw_object_t** recent = &g->held_recent[h >> 60];
   if (*recent == object) return NULL;
   if (g->held == NULL) {
     g->held = g->held_embedded;
@@ -826,8 +876,10 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
   PW_RETURN_IF_ERROR(pw_graph_value_spec(g, inputs[0], "input", UINT32_MAX, &in, &src_vslice));
-  return pw__reshard_plan(g->header.runtime->allocator, in, &src_vslice->mesh, &t->spec,
-                          &n->vslice->mesh, &op->copies, &op->copy_count, &op->copy_start);
+  pw_plan_arena_t arena = {g->header.runtime->allocator, plan};
+  pw_allocator_t copies = {&arena, pw_plan_arena_alloc, pw_plan_arena_free};
+  return pw__reshard_plan(copies, in, &src_vslice->mesh, &t->spec, &n->vslice->mesh,
+                          &op->copies, &op->copy_count, &op->copy_start);
 }
 
 /* Checks op node |id|'s specs (its producers' are resolved) and resolves a

@@ -500,6 +500,9 @@ typedef struct pw_plan_s {
    * outputs, param_specs and param_vslices (lib/graph/graph.c). */
   void* storage;
   size_t storage_size;
+  /* Chunks that hold every transfer op's copies and copy_start (newest
+   * first; lib/graph/graph.c), or NULL. */
+  void* copy_arena;
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is
