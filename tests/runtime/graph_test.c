@@ -322,3 +322,44 @@ Test(graph, building_a_long_chain_allocates_per_chunk_not_per_node) {
   cr_assert_lt(small, 16, "%zu allocations for 100 nodes", small);
   cr_assert_lt(big, 100, "%zu allocations for 20000 nodes", big);
 }
+
+/* Building and lowering a graph with transfers (their copies come from the
+ * plan's arena), one allocation failing at a time: every failure is a
+ * clean RESOURCE_EXHAUSTED and nothing leaks. */
+static bool transfer_build_path(pw_allocator_t a, bool expect_failure, void* user) {
+  (void)user;
+  pw_fixture_t f;
+  pw_status_t s = pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 2, "2x4", a);
+  bool have_fixture = s == NULL;
+  pw_vslice_t vs = {0}, other = {0};
+  pw_graph_t g = {0};
+  if (s == NULL) s = pw_fixture_vslice(&f, "2x4", &vs);
+  if (s == NULL) s = pw_fixture_vslice(&f, "2x4", &other);
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t prev = 0;
+  if (s == NULL) s = pw_graph_create(f.client, &g);
+  if (s == NULL) s = pw_graph_add_parameter(f.client, g, vs, &spec, &prev);
+  for (uint32_t i = 0; s == NULL && i < 40; ++i) {
+    pw_sharding_t to = i % 2 ? pw_sharding_split(0, PW_MESH_AXIS_ALL) : pw_sharding_replicated();
+    s = pw_graph_add_transfer(f.client, g, i % 3 ? NULL : "move", pw_value(prev, 0),
+                              i % 2 ? vs : other, to, &prev);
+  }
+  if (s == NULL) s = pw_graph_add_output(f.client, g, pw_value(prev, 0));
+  if (s == NULL) s = pw_graph_finalize(f.client, g);
+  bool ok = expect_failure ? pw_status_code(s) == PW_STATUS_RESOURCE_EXHAUSTED : s == NULL;
+  if (!ok) {
+    char m[256];
+    pw_status_format(s, m, sizeof(m));
+    fprintf(stderr, "transfer_build_path: %s\n", m);
+  }
+  pw_status_free(s);
+  if (have_fixture) pw_fixture_deinit(&f);
+  return ok;
+}
+
+Test(graph, failing_allocator_sweep_over_building_transfers) {
+  char why[256] = "";
+  int points = pw_test_allocator_sweep(transfer_build_path, NULL, why);
+  cr_assert_gt(points, 10, "%s", why);
+}
