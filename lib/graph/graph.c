@@ -48,9 +48,23 @@ typedef struct pw_graph_node_s {
 
 /* What a transfer node has beyond a node. */
 typedef struct pw_graph_transfer_s {
-  pw_array_spec_t spec;             /* resolved output (at finalize) */
+  const pw_array_spec_t* spec;      /* resolved output (at finalize), in
+                                       pw_graph_obj_t.specs; NULL before */
   pw_sharding_t sharding;           /* the destination sharding */
 } pw_graph_transfer_t;
+
+/* The copies of the last transfer lowered, for the next one that moves
+ * the same specs between the same meshes (a pipeline's transfers mostly
+ * do) to share: they live in the plan's arena and are only read. */
+typedef struct pw_graph_copy_memo_s {
+  const pw_array_spec_t* src;
+  const pw_array_spec_t* dst;
+  pw_mesh_shape_t src_mesh;
+  pw_mesh_shape_t dst_mesh;
+  pw_plan_copy_t* copies;
+  uint32_t copy_count;
+  uint32_t* copy_start;
+} pw_graph_copy_memo_t;
 
 /* Names that are not an executable's own or a literal are copied into
  * chunks that live as long as the graph. */
@@ -75,6 +89,9 @@ typedef struct pw_graph_chunks_s {
 #define PW_GRAPH_NODE_CHUNK (1u << PW_GRAPH_NODE_SHIFT)
 #define PW_GRAPH_INPUT_SHIFT 12u    /* 4096 inputs (32 KiB) a chunk */
 #define PW_GRAPH_INPUT_CHUNK (1u << PW_GRAPH_INPUT_SHIFT)
+#define PW_GRAPH_TRANSFER_SHIFT 8u  /* 256 transfers (27 KiB) a chunk */
+#define PW_GRAPH_TRANSFER_CHUNK (1u << PW_GRAPH_TRANSFER_SHIFT)
+#define PW_GRAPH_SPEC_CHUNK 64u     /* specs (6 KiB) a chunk */
 #define PW_GRAPH_NAME_MAX 63u       /* longer names are truncated */
 
 typedef struct pw_graph_obj_s {
@@ -92,9 +109,14 @@ typedef struct pw_graph_obj_s {
   uint32_t input_end;               /* next free input index */
   pw_array_spec_t* param_specs;     /* param_count */
   uint32_t param_capacity;
-  pw_graph_transfer_t* transfers;
+  pw_graph_chunks_t transfers;      /* of PW_GRAPH_TRANSFER_CHUNK */
   uint32_t transfer_count;
-  uint32_t transfer_capacity;
+  /* Transfers' resolved output specs; consecutive equal ones are stored
+   * once (|last_spec|). */
+  pw_graph_chunks_t specs;          /* of PW_GRAPH_SPEC_CHUNK */
+  uint32_t spec_count;
+  const pw_array_spec_t* last_spec;
+  pw_graph_copy_memo_t copy_memo;   /* lowering only */
   pw_graph_name_chunk_t* names;     /* newest first */
   /* The references that keep the vslices and executables of the nodes
    * alive (nodes borrow them): one per object and stay in |held_recent|
@@ -124,6 +146,11 @@ static inline pw_graph_node_t* pw_graph_node_at(const pw_graph_obj_t* g, uint32_
          (id & (PW_GRAPH_NODE_CHUNK - 1));
 }
 
+static inline pw_graph_transfer_t* pw_graph_transfer_at(const pw_graph_obj_t* g, uint32_t i) {
+  return (pw_graph_transfer_t*)g->transfers.chunks[i >> PW_GRAPH_TRANSFER_SHIFT] +
+         (i & (PW_GRAPH_TRANSFER_CHUNK - 1));
+}
+
 static inline const pw_value_t* pw_graph_inputs(const pw_graph_obj_t* g,
                                                 const pw_graph_node_t* n) {
   if (n->input_count == 0) return NULL;
@@ -131,11 +158,14 @@ static inline const pw_value_t* pw_graph_inputs(const pw_graph_obj_t* g,
          (n->input_start & (PW_GRAPH_INPUT_CHUNK - 1));
 }
 
-/* The output spec of a parameter or transfer node. */
+/* The output spec of a parameter or transfer node (a zero spec for a
+ * transfer before finalize resolves it). */
 static const pw_array_spec_t* pw_graph_node_spec(const pw_graph_obj_t* g,
                                                  const pw_graph_node_t* n) {
-  return n->kind == PW_GRAPH_NODE_PARAMETER ? &g->param_specs[n->extra]
-                                            : &g->transfers[n->extra].spec;
+  static const pw_array_spec_t unresolved;
+  if (n->kind == PW_GRAPH_NODE_PARAMETER) return &g->param_specs[n->extra];
+  const pw_array_spec_t* spec = pw_graph_transfer_at(g, n->extra)->spec;
+  return spec ? spec : &unresolved;
 }
 
 static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t chunk_bytes) {
@@ -220,7 +250,8 @@ static void pw_graph_destroy(pw_object_t* object) {
   pw_graph_chunks_free(a, &g->nodes, PW_GRAPH_NODE_CHUNK * sizeof(pw_graph_node_t));
   pw_graph_chunks_free(a, &g->inputs, PW_GRAPH_INPUT_CHUNK * sizeof(pw_value_t));
   pw_allocator_free(a, g->param_specs, g->param_capacity * sizeof(pw_array_spec_t));
-  pw_allocator_free(a, g->transfers, g->transfer_capacity * sizeof(pw_graph_transfer_t));
+  pw_graph_chunks_free(a, &g->transfers, PW_GRAPH_TRANSFER_CHUNK * sizeof(pw_graph_transfer_t));
+  pw_graph_chunks_free(a, &g->specs, PW_GRAPH_SPEC_CHUNK * sizeof(pw_array_spec_t));
   for (pw_graph_name_chunk_t* c = g->names; c != NULL;) {
     pw_graph_name_chunk_t* next = c->next;
     pw_allocator_free(a, c, sizeof(*c) + c->size);
@@ -379,9 +410,10 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
       status = pw_graph_copy_name(g, name, &node->name);
     }
   } else if (status == NULL && node->kind == PW_GRAPH_NODE_TRANSFER) {
-    status = pw_graph_reserve(rt, (void**)&g->transfers, &g->transfer_capacity,
-                              g->transfer_count, 1, sizeof(pw_graph_transfer_t),
-                              PW_GRAPH_MAX_NODES);
+    if (g->transfer_count == g->transfers.count << PW_GRAPH_TRANSFER_SHIFT) {
+      status = pw_graph_chunks_add(rt, &g->transfers,
+                                   PW_GRAPH_TRANSFER_CHUNK * sizeof(pw_graph_transfer_t));
+    }
   }
   if (status == NULL && add->copy_name != NULL) {
     status = pw_graph_copy_name(g, add->copy_name, &node->name);
@@ -392,8 +424,8 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
       g->param_specs[g->param_count++] = *add->spec;
     } else if (node->kind == PW_GRAPH_NODE_TRANSFER) {
       node->extra = g->transfer_count;
-      pw_graph_transfer_t* t = &g->transfers[g->transfer_count++];
-      memset(&t->spec, 0, sizeof(t->spec));
+      pw_graph_transfer_t* t = pw_graph_transfer_at(g, g->transfer_count++);
+      t->spec = NULL;
       t->sharding = add->sharding;
     }
     node->input_start = input_start;
@@ -617,7 +649,7 @@ static pw_status_t pw_graph_value_spec(const pw_graph_obj_t* g, pw_value_t value
                             "only output 0",
                             label, value.output, value.node, src->name);
     }
-    *out_spec = &g->transfers[src->extra].spec;
+    *out_spec = pw_graph_node_spec(g, src);
   } else {
     const pw_executable_signature_t* sig = &src->executable->signature;
     if (value.output >= sig->output_count) {
@@ -725,15 +757,27 @@ static uint32_t pw_heap_pop(uint32_t* heap, uint32_t* n) {
  * the destination sharding over the destination mesh). */
 static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
   pw_graph_node_t* n = pw_graph_node_at(g, id);
-  pw_graph_transfer_t* t = &g->transfers[n->extra];
+  pw_graph_transfer_t* t = pw_graph_transfer_at(g, n->extra);
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
   PW_RETURN_IF_ERROR(
       pw_graph_value_spec(g, pw_graph_inputs(g, n)[0], "input", UINT32_MAX, &in, &src_vslice));
-  t->spec = *in;
-  t->spec.sharding = t->sharding;
-  PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&t->spec.sharding, &t->spec.shape, &n->vslice->mesh),
+  pw_array_spec_t spec = *in;
+  spec.sharding = t->sharding;
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&spec.sharding, &spec.shape, &n->vslice->mesh),
                          "destination sharding on slice '%s'", n->vslice->slice->name);
+  if (g->last_spec == NULL || !pw_array_spec_equal(g->last_spec, &spec)) {
+    if (g->spec_count == g->specs.count * PW_GRAPH_SPEC_CHUNK) {
+      PW_RETURN_IF_ERROR(pw_graph_chunks_add(g->header.runtime, &g->specs,
+                                             PW_GRAPH_SPEC_CHUNK * sizeof(pw_array_spec_t)));
+    }
+    pw_array_spec_t* stored = (pw_array_spec_t*)g->specs.chunks[g->spec_count / PW_GRAPH_SPEC_CHUNK] +
+                              g->spec_count % PW_GRAPH_SPEC_CHUNK;
+    g->spec_count++;
+    *stored = spec;
+    g->last_spec = stored;
+  }
+  t->spec = g->last_spec;
   return NULL;
 }
 
@@ -871,15 +915,29 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
     }
   }
   if (!transfer) return NULL;
-  const pw_graph_transfer_t* t = &g->transfers[n->extra];
-  op->transfer_spec = &t->spec; /* the graph's transfers do not move once finalized */
+  const pw_graph_transfer_t* t = pw_graph_transfer_at(g, n->extra);
+  op->transfer_spec = t->spec; /* the graph's specs do not move once finalized */
   const pw_array_spec_t* in = NULL;
   const pw_vslice_obj_t* src_vslice = NULL;
   PW_RETURN_IF_ERROR(pw_graph_value_spec(g, inputs[0], "input", UINT32_MAX, &in, &src_vslice));
-  pw_plan_arena_t arena = {g->header.runtime->allocator, plan};
-  pw_allocator_t copies = {&arena, pw_plan_arena_alloc, pw_plan_arena_free};
-  return pw__reshard_plan(copies, in, &src_vslice->mesh, &t->spec, &n->vslice->mesh,
-                          &op->copies, &op->copy_count, &op->copy_start);
+  pw_graph_copy_memo_t* memo = &g->copy_memo;
+  if (memo->src != in || memo->dst != t->spec ||
+      !pw_mesh_shape_equal(&memo->src_mesh, &src_vslice->mesh) ||
+      !pw_mesh_shape_equal(&memo->dst_mesh, &n->vslice->mesh)) {
+    pw_plan_arena_t arena = {g->header.runtime->allocator, plan};
+    pw_allocator_t copies = {&arena, pw_plan_arena_alloc, pw_plan_arena_free};
+    memo->src = NULL; /* invalid until the copies are made */
+    PW_RETURN_IF_ERROR(pw__reshard_plan(copies, in, &src_vslice->mesh, t->spec, &n->vslice->mesh,
+                                        &memo->copies, &memo->copy_count, &memo->copy_start));
+    memo->src = in;
+    memo->dst = t->spec;
+    memo->src_mesh = src_vslice->mesh;
+    memo->dst_mesh = n->vslice->mesh;
+  }
+  op->copies = memo->copies;
+  op->copy_count = memo->copy_count;
+  op->copy_start = memo->copy_start;
+  return NULL;
 }
 
 /* Checks op node |id|'s specs (its producers' are resolved) and resolves a
@@ -1083,6 +1141,7 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     }
   }
   if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
+  memset(&g->copy_memo, 0, sizeof(g->copy_memo));
   if (scratch != stack_scratch) pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
   if (status != NULL) pw_plan_free(rt, plan);
   return status;
@@ -1299,7 +1358,7 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
                                                        : PW__GRAPH_NODE_OTHER;
   static const pw_array_spec_t no_spec;
   if (n->kind == PW_GRAPH_NODE_TRANSFER) {
-    out_view->transfer_sharding = graph->transfers[n->extra].sharding;
+    out_view->transfer_sharding = pw_graph_transfer_at(graph, n->extra)->sharding;
   }
   out_view->name = n->name;
   out_view->vslice = n->vslice;
