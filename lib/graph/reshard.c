@@ -46,12 +46,21 @@ static uint32_t pw_reshard_blocks(const pw_array_spec_t* spec, const pw_mesh_sha
   return (uint32_t)(spec->shape.dims[t] / shard.dims[t]);
 }
 
+/* The copies found so far: in |embedded| until there are more (a transfer
+ * between equal or simple shardings has a few per destination). */
 typedef struct pw_copy_list_t {
   pw_allocator_t allocator;
   pw_plan_copy_t* items;
   uint32_t count;
   uint32_t capacity;
+  pw_plan_copy_t embedded[8];
 } pw_copy_list_t;
+
+static void pw_copy_list_free(pw_copy_list_t* list) {
+  if (list->items != list->embedded) {
+    pw_allocator_free(list->allocator, list->items, list->capacity * sizeof(pw_plan_copy_t));
+  }
+}
 
 static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
   if (list->count > 0) {
@@ -68,12 +77,12 @@ static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
       return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                             "resharding needs more than 2^28 copies");
     }
-    uint32_t capacity = list->capacity ? list->capacity * 2 : 16;
+    uint32_t capacity = list->capacity * 2;
     pw_plan_copy_t* grown = NULL;
     PW_RETURN_IF_ERROR(pw_allocator_malloc(list->allocator, capacity * sizeof(pw_plan_copy_t),
                                            0, (void**)&grown));
     if (list->count) memcpy(grown, list->items, list->count * sizeof(pw_plan_copy_t));
-    pw_allocator_free(list->allocator, list->items, list->capacity * sizeof(pw_plan_copy_t));
+    pw_copy_list_free(list);
     list->items = grown;
     list->capacity = capacity;
   }
@@ -143,7 +152,11 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
   uint32_t src_devices = pw_mesh_shape_device_count(src_mesh);
   uint32_t dst_devices = pw_mesh_shape_device_count(dst_mesh);
   uint32_t src_blocks = pw_reshard_blocks(src, src_mesh);
-  pw_copy_list_t list = {allocator, NULL, 0, 0};
+  pw_copy_list_t list;
+  list.allocator = allocator;
+  list.items = list.embedded;
+  list.count = 0;
+  list.capacity = sizeof(list.embedded) / sizeof(list.embedded[0]);
   uint32_t* start = NULL;
   pw_status_t status = pw_allocator_calloc_array(allocator, dst_devices + 1, sizeof(uint32_t), 0,
                                                  (void**)&start);
@@ -173,7 +186,7 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
     }
   }
   if (status != NULL) {
-    pw_allocator_free(allocator, list.items, list.capacity * sizeof(pw_plan_copy_t));
+    pw_copy_list_free(&list);
     pw_allocator_free(allocator, start, (dst_devices + 1) * sizeof(uint32_t));
     return status;
   }
@@ -185,7 +198,7 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
                                  (void**)&exact);
     if (status == NULL) memcpy(exact, list.items, list.count * sizeof(pw_plan_copy_t));
   }
-  pw_allocator_free(allocator, list.items, list.capacity * sizeof(pw_plan_copy_t));
+  pw_copy_list_free(&list);
   if (status != NULL) {
     pw_allocator_free(allocator, start, (dst_devices + 1) * sizeof(uint32_t));
     return status;

@@ -231,6 +231,15 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
   return status;
 }
 
+pw_status_t pw__handle_peek(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
+                            const char* what, pw_object_t** out_object) {
+  *out_object = NULL;
+  uint32_t slot;
+  PW_RETURN_IF_ERROR(pw_handle_resolve(client, id, kind, what, &slot));
+  *out_object = client->handles.slots[slot].object;
+  return NULL;
+}
+
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what) {
   pw_handle_table_t* table = &client->handles;

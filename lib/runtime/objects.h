@@ -332,6 +332,12 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
 pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what,
                               pw_object_t** out_object);
+/* As pw__handle_lookup, for a caller that holds the table's read lock
+ * (pw__handle_read_lock) and so resolves several ids in one section: no
+ * reference is taken, the object stays alive until the lock is released
+ * (retain it to keep it longer). */
+pw_status_t pw__handle_peek(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
+                            const char* what, pw_object_t** out_object);
 /* Removes |id| and releases the table's reference. */
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what);
@@ -428,7 +434,10 @@ typedef struct pw_plan_op_s {
   pw_executable_obj_t* executable; /* retained by the graph */
   pw_vslice_obj_t* vslice;         /* retained by the graph */
   uint32_t input_count;
-  pw_plan_input_t inputs[PW_BACKEND_MAX_PARAMS];
+  /* input_count entries, in the plan's storage (one array for all ops:
+   * an inline array of PW_BACKEND_MAX_PARAMS made every op 200 bytes
+   * bigger, and big graphs' build time was page faults). */
+  const pw_plan_input_t* inputs;
   uint32_t output_count;
   /* Bit k: output k is a graph output (it gets a buffer object with a
    * ready event and a handle); other outputs are internal values that live
@@ -436,9 +445,12 @@ typedef struct pw_plan_op_s {
   uint32_t external_outputs;
   uint32_t static_deps;            /* distinct producing ops among inputs */
   uint32_t successor_count;
-  uint32_t* successors;            /* op indices, one per distinct consumer */
+  uint32_t* successors;            /* op indices, one per distinct consumer
+                                      (in the plan's storage) */
   /* PW_PLAN_TRANSFER only (executable is NULL). */
-  pw_array_spec_t transfer_spec;   /* the output, on |vslice| */
+  /* The output, on |vslice|; points into the graph's storage (a spec is
+   * 96 bytes, and most ops are not transfers). */
+  const pw_array_spec_t* transfer_spec;
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
@@ -502,6 +514,13 @@ typedef struct pw_plan_s {
   uint32_t rebind_count;
   uint32_t run_count;
   size_t list_total;
+  /* The one allocation that holds ops, their inputs and successors,
+   * outputs, param_specs and param_vslices (lib/graph/graph.c). */
+  void* storage;
+  size_t storage_size;
+  /* Chunks that hold every transfer op's copies and copy_start (newest
+   * first; lib/graph/graph.c), or NULL. */
+  void* copy_arena;
 } pw_plan_t;
 
 /* Returns the graph's plan, finalizing it if needed; the graph object is

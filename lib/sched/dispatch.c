@@ -1216,7 +1216,7 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
 }
 
 static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
-  return p->kind == PW_PLAN_TRANSFER ? &p->transfer_spec : &p->executable->signature.outputs[k];
+  return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.outputs[k];
 }
 
 pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {

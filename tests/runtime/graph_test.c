@@ -240,3 +240,126 @@ Test(graph, finalized_graph_is_frozen_and_submit_checks_arguments) {
   cr_assert_eq(pw_double_backend_total_launches(e.f.dbl), 0);
   env_deinit(&e);
 }
+
+/* Inputs may name nodes added later: such a graph is sorted (the usual
+ * in-order graph takes a one-pass path), and runs the same. A consumer
+ * that reads one producer twice counts it once among its dependencies. */
+Test(graph, nodes_may_name_later_nodes) {
+  env_t e;
+  env_init(&e);
+  uint32_t p = add_param(&e, &e.spec);
+  /* nodes 1..4: node k copies node k + 1, node 4 copies the parameter. */
+  for (uint32_t k = 1; k <= 4; ++k) {
+    pw_value_t in = pw_value(k < 4 ? k + 1 : p, 0);
+    OK(pw_graph_add_compute(e.f.client, e.g, NULL, e.copy, e.vs, &in, 1, NULL));
+  }
+  pw_value_t twice[2] = {pw_value(1, 0), pw_value(1, 0)};
+  uint32_t pair;
+  OK(pw_graph_add_compute(e.f.client, e.g, "pair", e.add2, e.vs, twice, 2, &pair));
+  OK(pw_graph_add_output(e.f.client, e.g, pw_value(1, 0)));
+  OK(pw_graph_add_output(e.f.client, e.g, pw_value(pair, 0)));
+  OK(pw_graph_finalize(e.f.client, e.g));
+  pw_graph_counts_t counts;
+  OK(pw_graph_counts(e.f.client, e.g, &counts));
+  cr_assert_eq(counts.computes, 5);
+  cr_assert_eq(counts.edges, 5);
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t dims[1] = {8};
+  pw_buffer_t arg, out[2];
+  OK(pw_fixture_f32(&e.f, e.vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  pw_event_t* done = NULL;
+  OK(pw_graph_submit(e.f.client, e.g, &arg, 1, NULL, out, 2, &done));
+  OK(pw_fixture_wait(done));
+  float back[8] = {0};
+  OK(pw_buffer_to_host(e.f.client, out[0], back, sizeof(back), PW_INFINITE_FUTURE));
+  cr_assert_eq(memcmp(back, data, sizeof(data)), 0);
+  cr_assert_eq(pw_double_backend_launch_count(e.f.dbl, 0), 5);
+  env_deinit(&e);
+}
+
+/* Building costs allocations per chunk of nodes, not per node: a chain of
+ * 20000 nodes (named, so names are copied too) takes a few dozen. */
+static size_t chain_build_allocations(uint32_t n) {
+  pw_test_allocator_t t;
+  pw_test_allocator_init(&t);
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 1, "2x4", pw_test_allocator(&t)));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&f, vs, "copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n",
+                        &copy));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  size_t before = atomic_load(&t.allocations);
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t prev;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &prev));
+  for (uint32_t i = 0; i < n; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "step%u", i);
+    pw_value_t in = pw_value(prev, 0);
+    OK(pw_graph_add_compute(f.client, g, i % 2 ? name : NULL, copy, vs, &in, 1, &prev));
+  }
+  OK(pw_graph_add_output(f.client, g, pw_value(prev, 0)));
+  OK(pw_graph_finalize(f.client, g));
+  size_t used = atomic_load(&t.allocations) - before;
+  pw_graph_counts_t counts;
+  OK(pw_graph_counts(f.client, g, &counts));
+  cr_assert_eq(counts.computes, n);
+  cr_assert_eq(counts.edges, n - 1);
+  OK(pw_graph_release(f.client, g));
+  pw_fixture_deinit(&f);
+  cr_assert_eq(pw_test_allocator_live(&t), 0);
+  cr_assert_eq(atomic_load(&t.size_mismatches), 0);
+  return used;
+}
+
+Test(graph, building_a_long_chain_allocates_per_chunk_not_per_node) {
+  size_t small = chain_build_allocations(100);
+  size_t big = chain_build_allocations(20000);
+  cr_assert_lt(small, 16, "%zu allocations for 100 nodes", small);
+  cr_assert_lt(big, 100, "%zu allocations for 20000 nodes", big);
+}
+
+/* Building and lowering a graph with transfers (their copies come from the
+ * plan's arena), one allocation failing at a time: every failure is a
+ * clean RESOURCE_EXHAUSTED and nothing leaks. */
+static bool transfer_build_path(pw_allocator_t a, bool expect_failure, void* user) {
+  (void)user;
+  pw_fixture_t f;
+  pw_status_t s = pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 2, "2x4", a);
+  bool have_fixture = s == NULL;
+  pw_vslice_t vs = {0}, other = {0};
+  pw_graph_t g = {0};
+  if (s == NULL) s = pw_fixture_vslice(&f, "2x4", &vs);
+  if (s == NULL) s = pw_fixture_vslice(&f, "2x4", &other);
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t prev = 0;
+  if (s == NULL) s = pw_graph_create(f.client, &g);
+  if (s == NULL) s = pw_graph_add_parameter(f.client, g, vs, &spec, &prev);
+  for (uint32_t i = 0; s == NULL && i < 40; ++i) {
+    pw_sharding_t to = i % 2 ? pw_sharding_split(0, PW_MESH_AXIS_ALL) : pw_sharding_replicated();
+    s = pw_graph_add_transfer(f.client, g, i % 3 ? NULL : "move", pw_value(prev, 0),
+                              i % 2 ? vs : other, to, &prev);
+  }
+  if (s == NULL) s = pw_graph_add_output(f.client, g, pw_value(prev, 0));
+  if (s == NULL) s = pw_graph_finalize(f.client, g);
+  bool ok = expect_failure ? pw_status_code(s) == PW_STATUS_RESOURCE_EXHAUSTED : s == NULL;
+  if (!ok) {
+    char m[256];
+    pw_status_format(s, m, sizeof(m));
+    fprintf(stderr, "transfer_build_path: %s\n", m);
+  }
+  pw_status_free(s);
+  if (have_fixture) pw_fixture_deinit(&f);
+  return ok;
+}
+
+Test(graph, failing_allocator_sweep_over_building_transfers) {
+  char why[256] = "";
+  int points = pw_test_allocator_sweep(transfer_build_path, NULL, why);
+  cr_assert_gt(points, 10, "%s", why);
+}
