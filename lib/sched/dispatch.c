@@ -1260,36 +1260,62 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
       v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
     }
   }
-  /* Append groups. Without spanning ops (and without a scheduler window,
-   * which admits op by op) every slice's ops form one group, in op order:
-   * a slice's sequence then gets them in an order consistent with their
-   * dependencies (op order is topological), and as every slice's order
-   * comes from the same topological order, no cycle of waits can form
-   * between slices. With spanning ops a plain op and a spanning op can
-   * share devices, so groups stay runs of consecutive ops on one slice. */
-  bool by_slice = link_total == 0 && rt->sched_window == 0 && !rt->no_gang_order;
-  uint32_t counts[4] = {0, 0, 0, 0};
+  /* Append groups. A submission appends group after group, each to its
+   * slice's sequence at once. Deadlock freedom needs every producer of a
+   * group's ops to be appended no later than the group (then a device can
+   * only wait for ops appended before the one it waits at, on any slice:
+   * no cycle of waits, whatever other submitters interleave). Taking ops
+   * in op order (topological), an op joins its slice's latest group when
+   * none of its producers is in a later group, else opens a new one: a
+   * 16-stage pipeline gets 16 groups instead of one per run of ops, and a
+   * graph that leaves a slice and comes back gets a new group there. With
+   * spanning ops (a plain op and a spanning op can share devices), with a
+   * scheduler window (admission is op by op) and in the debug mode,
+   * groups are runs of consecutive ops on one slice. */
+  bool merge = link_total == 0 && rt->sched_window == 0 && !rt->no_gang_order;
+  uint32_t* group_of = NULL; /* op_count groups by op, then slice_count latest + 1 */
+  uint32_t group_count = 0;
+  if (merge && plan->op_count > 0) {
+    pw_status_t status = pw_allocator_calloc_array(rt->allocator,
+                                                   (size_t)plan->op_count + rt->slice_count,
+                                                   sizeof(uint32_t), 0, (void**)&group_of);
+    if (status != NULL) {
+      pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
+      return status;
+    }
+    uint32_t* latest = group_of + plan->op_count;
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      const pw_plan_op_t* p = &plan->ops[i];
+      uint32_t need = 0; /* the latest group among its producers, + 1 */
+      for (uint32_t k = 0; k < p->input_count; ++k) {
+        int32_t producer = p->inputs[k].op;
+        if (producer >= 0 && group_of[producer] + 1 > need) need = group_of[producer] + 1;
+      }
+      uint32_t* mine = &latest[p->vslice->slice->index];
+      if (*mine == 0 || *mine < need) *mine = ++group_count;
+      group_of[i] = *mine - 1;
+    }
+  } else {
+    for (uint32_t i = 0; i < plan->op_count; ++i) {
+      group_count += i == 0 || plan->ops[i].vslice->slice != plan->ops[i - 1].vslice->slice;
+    }
+  }
+  uint32_t counts[3] = {0, 0, 0};
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     counts[0] += pw_op_is_root(rt, p);
     counts[1] += pw_op_guarded(rt, p);
     counts[2] += p->per_run_inputs != 0;
-    counts[3] += i == 0 || p->vslice->slice != p[-1].vslice->slice;
   }
-  /* group_of[slice index]: the group of that slice's ops + 1 (by_slice). */
-  uint32_t* group_of = NULL;
-  size_t total = (size_t)counts[0] + counts[1] + counts[2] + counts[3] + plan->op_count;
+  size_t total = (size_t)counts[0] + counts[1] + counts[2] + group_count + plan->op_count;
   uint32_t* lists = NULL;
   pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz((uint32_t)total),
                                                  sizeof(uint32_t), 0, (void**)&lists);
-  if (status == NULL && by_slice) {
-    status = pw_allocator_calloc_array(rt->allocator, pw_nz(rt->slice_count), sizeof(uint32_t),
-                                       0, (void**)&group_of);
-    if (status != NULL) {
-      pw_allocator_free(rt->allocator, lists, pw_nz((uint32_t)total) * sizeof(uint32_t));
-    }
-  }
   if (status != NULL) {
+    if (group_of != NULL) {
+      pw_allocator_free(rt->allocator, group_of,
+                        ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
+    }
     pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
     return status;
   }
@@ -1298,38 +1324,37 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->guarded = lists + counts[0];
   plan->rebind = plan->guarded + counts[1];
   plan->runs = plan->rebind + counts[2];
-  plan->append_order = plan->runs + counts[3];
-  plan->root_count = plan->guarded_count = plan->rebind_count = plan->run_count = 0;
+  plan->append_order = plan->runs + group_count;
+  plan->root_count = plan->guarded_count = plan->rebind_count = 0;
+  plan->run_count = group_count;
+  uint32_t run = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     if (pw_op_is_root(rt, p)) plan->roots[plan->root_count++] = i;
     if (pw_op_guarded(rt, p)) plan->guarded[plan->guarded_count++] = i;
     if (p->per_run_inputs != 0) plan->rebind[plan->rebind_count++] = i;
-    if (by_slice) {
-      uint32_t* g = &group_of[p->vslice->slice->index];
-      if (*g == 0) *g = ++plan->run_count;
-      plan->runs[*g - 1]++; /* its size, for now */
+    if (group_of != NULL) {
+      plan->runs[group_of[i]]++; /* its size, for now */
     } else {
-      if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[plan->run_count++] = i;
+      if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[run++] = i;
       plan->append_order[i] = i;
     }
   }
-  if (by_slice) {
-    /* Sizes to starts, then place every op after its group's earlier ops. */
+  if (group_of != NULL) {
+    /* Sizes to starts; place every op after its group's earlier ops (so
+     * runs[g] ends as group g's end); shift back to starts. */
     uint32_t start = 0;
-    for (uint32_t g = 0; g < plan->run_count; ++g) {
+    for (uint32_t g = 0; g < group_count; ++g) {
       uint32_t size = plan->runs[g];
       plan->runs[g] = start;
       start += size;
     }
     for (uint32_t i = 0; i < plan->op_count; ++i) {
-      uint32_t g = group_of[plan->ops[i].vslice->slice->index] - 1;
-      plan->append_order[plan->runs[g]++] = i;
+      plan->append_order[plan->runs[group_of[i]]++] = i;
     }
-    for (uint32_t g = plan->run_count; g-- > 0;) {
-      plan->runs[g] = g == 0 ? 0 : plan->runs[g - 1];
-    }
-    pw_allocator_free(rt->allocator, group_of, pw_nz(rt->slice_count) * sizeof(uint32_t));
+    for (uint32_t g = group_count; g-- > 0;) plan->runs[g] = g == 0 ? 0 : plan->runs[g - 1];
+    pw_allocator_free(rt->allocator, group_of,
+                      ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
   }
   plan->values = values;
   plan->input_total = input_total;
