@@ -64,6 +64,10 @@ typedef struct pw_slice_s {
   uint32_t device_count;
   uint32_t backend_index;
   const pw_backend_t* backend;
+  /* The backend's launch method if its vtable has one (checked once when
+   * the slice is made: vtables do not change), else NULL and launches go
+   * through the checked shim, which names what is missing. */
+  pw_status_t (*launch)(void* self, const pw_backend_launch_t* launch);
   uint32_t host;
   uint32_t first_device;
   pw_device_t* devices;       /* device_count, mesh order */

@@ -55,6 +55,7 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
   c->mesh = pw_mesh_shape_make(2, (const uint32_t[]){count, per});
   c->backend_index = parts[0]->backend_index;
   c->backend = parts[0]->backend;
+  c->launch = parts[0]->launch;
   c->host = parts[0]->host;
   c->first_device = parts[0]->first_device;
   size_t used = 0;

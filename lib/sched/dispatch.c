@@ -115,7 +115,10 @@ typedef struct pw_op_s {
   uint8_t input_count;
   uint8_t output_count;
   uint8_t flags;
-  uint8_t unused;
+  /* Every output is internal and has its shards: they stay allocated with
+   * the block, so later runs skip pw_dispatch_allocate_outputs. Written
+   * only by the thread that readies the op's inputs (one per run). */
+  uint8_t outputs_kept;
   pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
   struct pw_execution_s* exec;
   pw_slice_t* slice;
@@ -189,6 +192,7 @@ static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
 
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
+static void pw_dispatch_device_finished(pw_device_t* d, bool direct);
 static void pw_sched_kick(pw_slice_t* slice);
 
 static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
@@ -200,7 +204,7 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
     if (d->work_kind == PW_WORK_LAUNCH) {
       pw_dispatch_device_launch(d);
     } else {
-      pw_dispatch_device_done(d);
+      pw_dispatch_device_finished(d, true);
     }
   }
 }
@@ -270,14 +274,20 @@ static void pw_dispatch_arrived(pw_device_t* d, pw_op_t* op) {
   if (pw_atomic_load_u32_acquire(&op->inputs_ready)) pw_dispatch_try_claim(d, op);
 }
 
-static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op) {
+/* |direct|: launch now rather than as a work item (see
+ * pw_dispatch_device_finished). */
+static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct) {
   if (pw_atomic_load_u32_acquire(&op->inputs_ready)) {
     /* Fast path (ops submitted ahead of the devices): the inputs are
      * complete, so the completer's scan is over or will not find this
      * device WAITING; nobody else can claim it. No locked instruction. */
     pw_atomic_store_ptr_release(&d->cursor, pw_cursor(op, PW_CURSOR_RUNNING));
     d->running = op;
-    pw_dispatch_push(d, PW_WORK_LAUNCH);
+    if (direct && pw_dispatch_current->head == NULL) {
+      pw_dispatch_device_launch(d);
+    } else {
+      pw_dispatch_push(d, PW_WORK_LAUNCH);
+    }
     return;
   }
   pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_WAITING));
@@ -331,7 +341,10 @@ static void pw_dispatch_fail_dep(pw_op_t* op, pw_status_t status) {
  * already in a collective would wait forever for one that could not
  * launch. A failure fails the op on every device, like a failed input. */
 static void pw_dispatch_allocate_outputs(pw_op_t* op) {
-  if ((op->flags & PW_OP_TRANSFER) || pw_atomic_load_ptr_acquire(&op->dep_status) != NULL) return;
+  if (op->outputs_kept || (op->flags & PW_OP_TRANSFER) ||
+      pw_atomic_load_ptr_acquire(&op->dep_status) != NULL) {
+    return;
+  }
   pw_slice_t* slice = op->slice;
   for (uint32_t k = 0; k < op->output_count; ++k) {
     pw_buffer_obj_t* out = op->outputs[k];
@@ -348,6 +361,9 @@ static void pw_dispatch_allocate_outputs(pw_op_t* op) {
       }
     }
   }
+  /* A cached block keeps its internal values' memory (plan_id != 0); graph
+   * outputs are new buffers every run. */
+  op->outputs_kept = op->external_outputs == 0 && op->exec->plan_id != 0;
 }
 
 static void pw_dispatch_inputs_ready(pw_op_t* op) {
@@ -774,13 +790,25 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   l->input_count = op->input_count;
   l->output_count = op->output_count;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
-  pw_status_t status = pw__backend_launch(slice->backend, l);
+  pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
+                                             : pw__backend_launch(slice->backend, l);
   if (status == NULL) return; /* |d| now belongs to the backend until done */
   d->done_status = status;
   pw_dispatch_device_done(d);
 }
 
-static void pw_dispatch_device_done(pw_device_t* d) {
+static void pw_dispatch_device_done(pw_device_t* d) { pw_dispatch_device_finished(d, false); }
+
+/* |d| finished its op. |direct| (a done work item, run by the frame's
+ * drain loop): if the next op's inputs are ready and no other work item
+ * waits, it launches from here rather than as another work item; the
+ * launch cannot come back here (a backend completing inline queues a done
+ * item; a launch that fails at once calls pw_dispatch_device_done, which
+ * queues), so the stack stays bounded. With other items queued the launch
+ * queues behind them: devices then advance as a wavefront in op order
+ * (a pipeline's stages in step), which walks the block in memory order;
+ * launching at once would run one device's whole sequence first. */
+static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   pw_op_t* op = d->running;
   d->running = NULL;
   pw_status_t status = d->done_status;
@@ -814,7 +842,7 @@ static void pw_dispatch_device_done(pw_device_t* d) {
     if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
       pw_dispatch_op_complete(op, d);
     }
-    pw_dispatch_arrive(d, next);
+    pw_dispatch_arrive(d, next, direct);
     return;
   }
   /* |op| is the tail: go idle after it, then count out (|op| stays alive,
@@ -858,6 +886,7 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
     pw_dispatch_launch_init(d);
   }
+  slice->launch = PW__BACKEND_HAS(slice->backend, launch) ? slice->backend->vtable->launch : NULL;
   slice->span_count = 1;
   slice->self = slice;
   slice->span = &slice->self;
