@@ -6,6 +6,8 @@
 #define PW_TESTS_RUNTIME_CHECKS_H_
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pathways/status.h"
@@ -31,5 +33,22 @@
               (needle));                                                      \
     pw_status_free(s_);                                                       \
   } while (0)
+
+/* Ends one path of a failing-allocator sweep (pw_test_allocator_sweep):
+ * true when |s| is what the path should end with: RESOURCE_EXHAUSTED
+ * under an injected failure, else OK with |results_ok|. Says why not on
+ * stderr, naming |path|; frees |s|. */
+static inline bool pw_sweep_path_end(pw_status_t s, bool expect_failure, bool results_ok,
+                                     const char* path) {
+  bool ok = expect_failure ? pw_status_code(s) == PW_STATUS_RESOURCE_EXHAUSTED
+                           : (s == NULL && results_ok);
+  if (!ok) {
+    char m[256];
+    pw_status_format(s, m, sizeof(m));
+    fprintf(stderr, "%s: %s%s\n", path, m, s == NULL ? " (wrong results)" : "");
+  }
+  pw_status_free(s);
+  return ok;
+}
 
 #endif /* PW_TESTS_RUNTIME_CHECKS_H_ */

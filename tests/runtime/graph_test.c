@@ -347,13 +347,7 @@ static bool transfer_build_path(pw_allocator_t a, bool expect_failure, void* use
   }
   if (s == NULL) s = pw_graph_add_output(f.client, g, pw_value(prev, 0));
   if (s == NULL) s = pw_graph_finalize(f.client, g);
-  bool ok = expect_failure ? pw_status_code(s) == PW_STATUS_RESOURCE_EXHAUSTED : s == NULL;
-  if (!ok) {
-    char m[256];
-    pw_status_format(s, m, sizeof(m));
-    fprintf(stderr, "transfer_build_path: %s\n", m);
-  }
-  pw_status_free(s);
+  bool ok = pw_sweep_path_end(s, expect_failure, true, "transfer_build_path");
   if (have_fixture) pw_fixture_deinit(&f);
   return ok;
 }

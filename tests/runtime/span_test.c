@@ -287,14 +287,8 @@ static bool spanning_path(pw_allocator_t a, bool expect_failure, void* user) {
   if (s == NULL) s = pw_fixture_wait(done);
   float back[8];
   if (s == NULL) s = pw_buffer_to_host(f.client, y, back, sizeof(back), PW_INFINITE_FUTURE);
-  bool ok = expect_failure ? pw_status_code(s) == PW_STATUS_RESOURCE_EXHAUSTED
-                           : (s == NULL && back[0] == 36 && back[7] == 36);
-  if (!ok) {
-    char m[256];
-    pw_status_format(s, m, sizeof(m));
-    fprintf(stderr, "spanning_path: %s (first %f)\n", m, back[0]);
-  }
-  pw_status_free(s);
+  bool ok = pw_sweep_path_end(s, expect_failure, s == NULL && back[0] == 36 && back[7] == 36,
+                              "spanning_path");
   if (have_fixture) pw_fixture_deinit(&f);
   return ok;
 }
