@@ -1235,13 +1235,21 @@ static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
 /* ---- submit ------------------------------------------------------------- */
 
 
+/* An argument of |op| became ready. The wait holds a reference to the
+ * execution (taken when it was registered): if this makes |op| ready, the
+ * scan of its devices may still run while a device that arrived meanwhile
+ * launches |op| and the execution completes; without the reference the
+ * block could be reused by the next submission of the graph, and the scan
+ * would claim a device waiting at |op| in that run. */
 static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_op_t* op = user;
+  pw_execution_t* exec = op->exec;
   if (status != NULL) {
     pw_dispatch_fail_dep(op, pw_status_annotate(status, "argument of node %u (\"%s\") failed",
                                                 op->plan->node, op->plan->name));
   }
   pw_dispatch_dep_done(op);
+  pw_execution_release(exec);
 }
 
 static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
@@ -1735,6 +1743,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
         continue;
       }
       pw_atomic_fetch_add_u32(&op->pending, 1);
+      pw_atomic_fetch_add_u32(&exec->refs, 1); /* dropped by pw_dispatch_arg_ready */
       node->fn = pw_dispatch_arg_ready;
       node->user = op;
       node->flags = 0;
