@@ -301,7 +301,7 @@ static void* pw_lp_helper_main(void* arg) {
   for (;;) {
     uint64_t gen = atomic_load_explicit(&ctx->generation, memory_order_acquire);
     for (int spin = 0; gen == seen && spin < 20000 && !atomic_load(&ctx->stop); ++spin) {
-      if ((spin & 63) == 63) sched_yield();
+      pw_bench_pause(); /* a pause per spin, a yield every 64 */
       gen = atomic_load_explicit(&ctx->generation, memory_order_acquire);
     }
     if (gen == seen) {
@@ -661,10 +661,7 @@ static int pw_lp_on_parts(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, void* (*fn)(void*)
   pthread_cond_broadcast(&ctx->cond);
   pthread_mutex_unlock(&ctx->mutex);
   fn(&g->parts[0]);
-  for (uint32_t spin = 0; atomic_load_explicit(&ctx->remaining, memory_order_acquire) != 0;
-       ++spin) {
-    if ((spin & 63) == 63) sched_yield();
-  }
+  while (atomic_load_explicit(&ctx->remaining, memory_order_acquire) != 0) pw_bench_pause();
   int failed = 0;
   for (uint32_t p = 0; p < g->part_count; ++p) failed |= g->parts[p].failed;
   return failed ? -1 : 0;
