@@ -70,9 +70,10 @@
  * Lifetime: ops live in their execution's block. An execution is freed
  * when (1) all its ops completed and (2) no slice has one of its ops as
  * tail (a tail may still be named by an IDLE cursor). The submitter holds
- * no reference (see pw__dispatch_submit). Freeing returns the block to its client's cache, where the next
- * submission of the same graph finds it laid out, internal values' device
- * memory included (see "execution blocks").
+ * no reference (see pw__dispatch_submit). Freeing returns the block to its
+ * client's cache, where the next submission of the same graph finds it
+ * laid out, internal values' device memory included (see "execution
+ * blocks").
  */
 #include <stdio.h>
 #include <string.h>
@@ -101,10 +102,12 @@ enum {
                             * makes the inputs ready, no counter needed */
 };
 
-/* An op record in an execution block. The first line holds what the
- * launch path reads and the per-run counters, the second what completion
- * reads; both are filled from the plan when the block is laid out, so the
- * hot path never touches the (large) plan op. The per-run state is armed
+/* An op record in an execution block (176 bytes on 64-bit hosts, packed
+ * back to back). The
+ * first 64 bytes hold what the launch path reads and the per-run
+ * counters, the next 64 what completion reads; both are filled from the
+ * plan when the block is laid out, so the hot path never touches the plan
+ * op. The per-run state is armed
  * at layout and re-armed by the op's own completion (pw_op_rearm), while
  * its lines are hot: resubmitting a cached block does not walk its ops. */
 typedef struct pw_op_s {
