@@ -80,7 +80,7 @@
 
 #include "plugin/backend_call.h"
 #include "plugin/transport_call.h"
-#include "runtime/objects.h"
+#include "sched/dispatch_internal.h"
 
 enum {
   PW_CURSOR_WAITING = 0,
@@ -93,96 +93,6 @@ enum {
   PW_WORK_LAUNCH = 1,
   PW_WORK_DONE = 2,
 };
-
-/* Op flags (pw_op_t.flags), fixed when a block is laid out. */
-enum {
-  PW_OP_TRANSFER = 1u,     /* a transfer op (else compute) */
-  PW_OP_GUARDED = 2u,      /* pending has a submit guard: pw_op_guarded */
-  PW_OP_READY_ON_ONE = 4u, /* one producing op and no guard: its completion
-                            * makes the inputs ready, no counter needed */
-};
-
-/* An op record in an execution block (176 bytes on 64-bit hosts, packed
- * back to back). The
- * first 64 bytes hold what the launch path reads and the per-run
- * counters, the next 64 what completion reads; both are filled from the
- * plan when the block is laid out, so the hot path never touches the plan
- * op. The per-run state is armed
- * at layout and re-armed by the op's own completion (pw_op_rearm), while
- * its lines are hot: resubmitting a cached block does not walk its ops. */
-typedef struct pw_op_s {
-  /* -- launch -- */
-  pw_atomic_u32_t pending;
-  pw_atomic_u32_t inputs_ready;
-  pw_atomic_u32_t devices_remaining;
-  uint8_t input_count;
-  uint8_t output_count;
-  uint8_t flags;
-  /* Every output is internal and has its shards: they stay allocated with
-   * the block, so later runs skip pw_dispatch_allocate_outputs. Written
-   * only by the thread that readies the op's inputs (one per run). */
-  uint8_t outputs_kept;
-  pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
-  struct pw_execution_s* exec;
-  pw_slice_t* slice;
-  pw_buffer_obj_t** inputs;    /* input_count, into the exec block */
-  pw_buffer_obj_t** outputs;   /* output_count, into the exec block */
-  pw_backend_executable_t loaded; /* compute ops: the loaded executable */
-  /* -- completion -- */
-  const uint32_t* successors;  /* the plan's, op indices */
-  uint32_t successor_count;
-  uint32_t external_outputs;   /* the plan's bits: graph outputs */
-  pw_atomic_ptr_t status;      /* first device error (owned) */
-  pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
-  const pw_plan_op_t* plan;
-  uint32_t index;              /* in the plan; gang id = exec->gang_base + index */
-  uint32_t init_pending;       /* pending when armed */
-  pw_atomic_ptr_t* links;      /* spanning ops: next op per part; else NULL */
-  /* One callback node per parameter input (in input order among the
-   * parameter inputs), in the execution block: waits for arguments that
-   * are not ready yet. NULL for ops without parameter inputs. */
-  pw__event_node_t* arg_waits;
-  /* -- scheduler window, spanning, charging, debug mode -- */
-  struct pw_op_s* sched_next;  /* incoming stack / client queue link */
-  /* Spanning ops under a scheduler window: one queue link per part (else
-   * NULL: sched_next is the link), how many parts' schedulers picked the
-   * op so far, and whether it has entered the sequences. */
-  struct pw_op_s** sched_links;
-  pw_atomic_u32_t parts_picked;
-  pw_atomic_u32_t appended;
-  uint64_t client_seq;         /* scheduler window: client submission order */
-  pw_device_t* slots;          /* debug mode without gang order only */
-  pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
-} pw_op_t;
-
-typedef struct pw_execution_s {
-  pw_atomic_u32_t refs;
-  pw_atomic_u32_t ops_remaining;
-  pw_atomic_ptr_t status;      /* first error (owned) */
-  pw_client_t* client;
-  pw_runtime_t* runtime;
-  pw_object_t* graph;          /* retained: keeps the plan alive */
-  const pw_plan_t* plan;
-  pw_event_t* done;
-  pw_buffer_obj_t** args;      /* retained */
-  pw_buffer_obj_t** outputs;   /* every op output, retained */
-  uint32_t output_total;
-  uint32_t op_count;           /* plan->op_count (the plan may be gone) */
-  uint32_t stripe;             /* the submitting thread's client stripe */
-  uint64_t gang_base;          /* gang id of op 0 */
-  size_t block_size;
-  /* The plan this block is laid out for (pw_plan_t.id), set once its
-   * layout is complete; 0: none (a failed submission, the debug mode). */
-  uint64_t plan_id;
-  /* Where the internal values lie in the block (offsets; laid out in
-   * order, the first with a NULL slice ends them). Their device memory
-   * stays allocated while the block is cached for its plan, and is given
-   * back when the block is zeroed for another plan or freed
-   * (pw_block_release_internal). */
-  size_t internal_at;
-  size_t internal_end;
-  pw_op_t* ops;
-} pw_execution_t;
 
 /* ---- trampoline --------------------------------------------------------- */
 
@@ -241,11 +151,6 @@ static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
 /* Position of physical slice |part| among |slice|'s parts. */
 static inline uint32_t pw_span_position(const pw_slice_t* slice, const pw_slice_t* part) {
   return slice->span_count == 1 ? 0 : slice->span_position[part->index];
-}
-
-/* |op|'s link to its successor in the sequence of its |p|-th part. */
-static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
-  return op->links ? &op->links[p] : &op->slice_next;
 }
 
 /* |op|'s link in the sequence of physical slice |part|. */
@@ -401,144 +306,6 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
   if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
-/* Whether |p|'s pending count has a submit guard: only ops with
- * parameter inputs (their waits are registered after the appends) and
- * every op of the debug mode without gang order (it launches at inputs
- * ready, without a sequence). Other ops are fully set up before anything
- * of their execution can launch, and their inputs may become ready before
- * they are appended: the append then claims them. */
-static bool pw_op_guarded(const pw_runtime_t* rt, const pw_plan_op_t* p) {
-  return p->param_inputs > 0 || rt->no_gang_order;
-}
-
-/* Whether |p| waits for nothing in a submission: ready before it is
- * appended (see pw__dispatch_submit). */
-static bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
-  return p->static_deps == 0 && !pw_op_guarded(rt, p);
-}
-
-/* ---- execution blocks --------------------------------------------------- */
-
-static size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
-
-/* Element count of an allocation that may hold none (at least 1). */
-static size_t pw_nz(uint32_t n) { return n ? n : 1; }
-
-/* Bytes of one internal value in the block: its buffer object and its
- * shard array. */
-static size_t pw_internal_value_bytes(uint32_t device_count) {
-  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
-}
-
-
-/* Blocks are kept for reuse in their client's slots after their execution.
- * A block remembers the plan it was laid out for (pw_execution_t.plan_id):
- * taken again for that plan, it still holds everything that does not
- * change between runs (op links into the plan, input pointers to internal
- * values, the internal values themselves) and only the per-run state is
- * reset (pw_execution_reset). The search starts at a slot chosen by the
- * plan, so that each graph's blocks tend to stay in one slot and
- * submitters of different graphs do not contend. */
-static uint32_t pw_block_slot(uint64_t plan_id, int i) {
-  return (uint32_t)((plan_id + (uint64_t)i) % PW_BLOCK_CACHE_SLOTS);
-}
-
-/* Gives back the device memory of |block|'s internal values (kept across
- * runs of its plan while the block is cached). */
-static void pw_block_release_internal(pw_execution_t* block) {
-  unsigned char* at = (unsigned char*)block + block->internal_at;
-  unsigned char* end = (unsigned char*)block + block->internal_end;
-  while (at < end) {
-    pw_buffer_obj_t* b = (pw_buffer_obj_t*)at;
-    const pw_slice_t* slice = b->slice;
-    if (slice == NULL) break; /* a layout that stopped early */
-    for (uint32_t d = 0; d < slice->device_count; ++d) {
-      pw__backend_deallocate(slice->backend, slice->group_devices[d], b->shards[d]);
-      b->shards[d] = NULL;
-    }
-    at += pw_internal_value_bytes(slice->device_count);
-  }
-}
-
-static void pw_block_free(pw_runtime_t* rt, pw_execution_t* block) {
-  pw_block_release_internal(block);
-  pw_allocator_free(rt->allocator, block, block->block_size);
-}
-
-/* A block of |size| bytes: a cached one of exactly that size (the same
- * graph resubmitted) if there is one, else a new one. |*out_prepared|
- * says whether it is laid out for plan |plan_id| (0: never); otherwise it
- * is zeroed. */
-static pw_status_t pw_block_get(pw_client_t* client, size_t size, uint64_t plan_id,
-                                unsigned char** out, bool* out_prepared) {
-  pw_runtime_t* rt = client->runtime;
-  *out_prepared = false;
-  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-    pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(plan_id, i)].block;
-    if (pw_atomic_load_ptr_relaxed(slot) == NULL) continue;
-    pw_execution_t* block = pw_atomic_exchange_ptr(slot, NULL);
-    if (block == NULL) continue;
-    size_t cached = block->block_size;
-    if (cached == size) {
-      if (plan_id != 0 && block->plan_id == plan_id) {
-        *out_prepared = true;
-      } else {
-        pw_block_release_internal(block);
-        memset(block, 0, size);
-      }
-      *out = (unsigned char*)block;
-      return NULL;
-    }
-    void* empty = NULL;
-    if (!pw_atomic_cas_ptr(slot, &empty, block)) pw_block_free(rt, block);
-  }
-  return pw_allocator_calloc(rt->allocator, size, 64, (void**)out);
-}
-
-/* Frees every block in |client|'s cache. */
-static void pw_block_cache_drain(pw_client_t* client) {
-  for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-    pw_execution_t* block = pw_atomic_exchange_ptr(&client->block_cache[i].block, NULL);
-    if (block != NULL) pw_block_free(client->runtime, block);
-  }
-}
-
-/* |block|'s block_size and plan_id say what it holds.
- *
- * Freeing a block gives device memory back (internal values) and so
- * touches slices and backends: it must happen while the runtime is sure to
- * live, i.e. on a thread inside an API call or one that completes an
- * execution not yet counted out of its client's in-flight count. Every caller
- * is (pw_execution_complete puts its block before that count drops). The
- * cache of a destroyed client (|blocks_closed|) takes no more blocks:
- * pw_client_destroy drains it, and a put that races with the drain sees
- * the flag after its CAS (both sides: a locked RMW, then a load) and
- * drains again itself, so no block with device memory is left for the
- * client's last reference, which may go on any thread. */
-static void pw_block_put(pw_client_t* client, pw_execution_t* block) {
-  /* Only a block laid out for a plan is reused as it is. */
-  if (block->plan_id == 0) pw_block_release_internal(block);
-  if (pw_atomic_load_u32_acquire(&client->blocks_closed) == 0) {
-    for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
-      pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;
-      void* empty = NULL;
-      if (pw_atomic_load_ptr_relaxed(slot) == NULL && pw_atomic_cas_ptr(slot, &empty, block)) {
-        if (pw_atomic_load_u32_acquire(&client->blocks_closed) != 0) pw_block_cache_drain(client);
-        return;
-      }
-    }
-  }
-  pw_block_free(client->runtime, block);
-}
-
-void pw__dispatch_client_close(pw_client_t* client) {
-  pw_atomic_exchange_u32(&client->blocks_closed, 1);
-  pw_block_cache_drain(client);
-}
-
-void pw__dispatch_client_deinit(pw_client_t* client) { pw_block_cache_drain(client); }
-
 /* ---- executions --------------------------------------------------------- */
 
 /* Drops one reference to |exec|; the last one returns its block to the
@@ -550,7 +317,7 @@ static bool pw_execution_unref(pw_execution_t* exec) {
   pw_client_t* client = exec->client;
   /* The ops' statuses were freed by their completions (pw_op_rearm). */
   pw__object_release(exec->graph);
-  pw_block_put(client, exec);
+  pw__block_put(client, exec);
   return true;
 }
 
@@ -608,21 +375,6 @@ static void pw_execution_complete(pw_execution_t* exec) {
   /* The client struct stays alive: the execution's reference goes last. */
   pw__client_end(client, stripe);
   if (last) pw__client_release_stripe(client, stripe); /* may free it: touch nothing after */
-}
-
-/* Arms |op|'s per-run counters for its next run: at layout, then at the
- * end of each run's completion of |op|, when nothing of the run reads them
- * any more (every producer counted itself down before |op| could launch,
- * every device counted itself out). The block reaches the next submitter
- * through the client's cache, after the execution's last locked count, so
- * relaxed stores do. The scheduler window's fields are reset at submission
- * instead (another part's scheduler may still look at a spanning op it
- * has not dropped yet). */
-static void pw_op_rearm(pw_op_t* op) {
-  pw_atomic_store_u32_relaxed(&op->pending, op->init_pending);
-  pw_atomic_store_u32_relaxed(&op->inputs_ready, 0);
-  pw_atomic_store_u32_relaxed(&op->devices_remaining, op->slice->device_count);
-  pw_atomic_store_u64_relaxed(&op->device_ns, 0);
 }
 
 /* One of |succ|'s producers completed (or was all it waited for). |quiet|:
@@ -1255,308 +1007,6 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_execution_release(exec);
 }
 
-static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
-  return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.outputs[k];
-}
-
-pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
-  uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
-  uint32_t home = plan->op_count ? plan->ops[0].vslice->slice->span[0]->index : UINT32_MAX;
-  size_t internal_bytes = 0;
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    pw_plan_op_t* p = &plan->ops[i];
-    uint32_t span = p->vslice->slice->span_count;
-    if (p->vslice->slice->span[0]->index != home) home = UINT32_MAX;
-    link_total += span > 1 ? span : 0;
-    p->param_inputs = 0;
-    p->per_run_inputs = 0;
-    for (uint32_t k = 0; k < p->input_count; ++k) {
-      const pw_plan_input_t* in = &p->inputs[k];
-      p->param_inputs += in->param >= 0;
-      if (in->param >= 0 || (plan->ops[in->op].external_outputs & (1u << in->output))) {
-        p->per_run_inputs |= 1u << k;
-      }
-    }
-    p->output_base = output_total;
-    input_total += p->input_count;
-    param_inputs += p->param_inputs;
-    output_total += p->output_count;
-    for (uint32_t k = 0; k < p->output_count; ++k) {
-      if (!(p->external_outputs & (1u << k))) {
-        internal_bytes += pw_internal_value_bytes(p->vslice->slice->device_count);
-      }
-    }
-  }
-  pw_plan_value_t* values = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, pw_nz(output_total),
-                                               sizeof(pw_plan_value_t), 0, (void**)&values));
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    for (uint32_t k = 0; k < p->output_count; ++k) {
-      const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
-      pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &p->vslice->mesh);
-      pw_plan_value_t* v = &values[p->output_base + k];
-      v->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
-      v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
-    }
-  }
-  /* Append groups. A submission appends group after group, each to its
-   * slice's sequence at once. Deadlock freedom needs every producer of a
-   * group's ops to be appended no later than the group (then a device can
-   * only wait for ops appended before the one it waits at, on any slice:
-   * no cycle of waits, whatever other submitters interleave). Taking ops
-   * in op order (topological), an op joins its slice's latest group when
-   * none of its producers is in a later group, else opens a new one: a
-   * 16-stage pipeline gets 16 groups instead of one per run of ops, and a
-   * graph that leaves a slice and comes back gets a new group there. With
-   * spanning ops (a plain op and a spanning op can share devices), with a
-   * scheduler window (admission is op by op) and in the debug mode,
-   * groups are runs of consecutive ops on one slice. */
-  bool merge = link_total == 0 && rt->sched_window == 0 && !rt->no_gang_order;
-  uint32_t* group_of = NULL; /* op_count groups by op, then slice_count latest + 1 */
-  uint32_t group_count = 0;
-  if (merge && plan->op_count > 0) {
-    pw_status_t status = pw_allocator_calloc_array(rt->allocator,
-                                                   (size_t)plan->op_count + rt->slice_count,
-                                                   sizeof(uint32_t), 0, (void**)&group_of);
-    if (status != NULL) {
-      pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
-      return status;
-    }
-    uint32_t* latest = group_of + plan->op_count;
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      const pw_plan_op_t* p = &plan->ops[i];
-      uint32_t need = 0; /* the latest group among its producers, + 1 */
-      for (uint32_t k = 0; k < p->input_count; ++k) {
-        int32_t producer = p->inputs[k].op;
-        if (producer >= 0 && group_of[producer] + 1 > need) need = group_of[producer] + 1;
-      }
-      uint32_t* mine = &latest[p->vslice->slice->index];
-      if (*mine == 0 || *mine < need) *mine = ++group_count;
-      group_of[i] = *mine - 1;
-    }
-  } else {
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      group_count += i == 0 || plan->ops[i].vslice->slice != plan->ops[i - 1].vslice->slice;
-    }
-  }
-  uint32_t counts[3] = {0, 0, 0};
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    counts[0] += pw_op_is_root(rt, p);
-    counts[1] += pw_op_guarded(rt, p);
-    counts[2] += p->per_run_inputs != 0;
-  }
-  size_t total = (size_t)counts[0] + counts[1] + counts[2] + group_count + plan->op_count;
-  uint32_t* lists = NULL;
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz((uint32_t)total),
-                                                 sizeof(uint32_t), 0, (void**)&lists);
-  if (status != NULL) {
-    if (group_of != NULL) {
-      pw_allocator_free(rt->allocator, group_of,
-                        ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
-    }
-    pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
-    return status;
-  }
-  plan->list_total = total;
-  plan->roots = lists;
-  plan->guarded = lists + counts[0];
-  plan->rebind = plan->guarded + counts[1];
-  plan->runs = plan->rebind + counts[2];
-  plan->append_order = plan->runs + group_count;
-  plan->root_count = plan->guarded_count = plan->rebind_count = 0;
-  plan->run_count = group_count;
-  uint32_t run = 0;
-  for (uint32_t i = 0; i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    if (pw_op_is_root(rt, p)) plan->roots[plan->root_count++] = i;
-    if (pw_op_guarded(rt, p)) plan->guarded[plan->guarded_count++] = i;
-    if (p->per_run_inputs != 0) plan->rebind[plan->rebind_count++] = i;
-    if (group_of != NULL) {
-      plan->runs[group_of[i]]++; /* its size, for now */
-    } else {
-      if (i == 0 || p->vslice->slice != p[-1].vslice->slice) plan->runs[run++] = i;
-      plan->append_order[i] = i;
-    }
-  }
-  if (group_of != NULL) {
-    /* Sizes to starts; place every op after its group's earlier ops (so
-     * runs[g] ends as group g's end); shift back to starts. */
-    uint32_t start = 0;
-    for (uint32_t g = 0; g < group_count; ++g) {
-      uint32_t size = plan->runs[g];
-      plan->runs[g] = start;
-      start += size;
-    }
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      plan->append_order[plan->runs[group_of[i]]++] = i;
-    }
-    for (uint32_t g = group_count; g-- > 0;) plan->runs[g] = g == 0 ? 0 : plan->runs[g - 1];
-    pw_allocator_free(rt->allocator, group_of,
-                      ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
-  }
-  plan->values = values;
-  plan->input_total = input_total;
-  plan->output_total = output_total;
-  plan->param_input_total = param_inputs;
-  plan->internal_bytes = internal_bytes;
-  plan->link_total = link_total;
-  plan->home_slice = home;
-  plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
-  return NULL;
-}
-
-void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan) {
-  if (plan->values != NULL) {
-    pw_allocator_free(rt->allocator, plan->values, pw_nz(plan->output_total) * sizeof(pw_plan_value_t));
-    plan->values = NULL;
-  }
-  if (plan->roots != NULL) {
-    pw_allocator_free(rt->allocator, plan->roots, pw_nz((uint32_t)plan->list_total) * sizeof(uint32_t));
-    plan->roots = NULL;
-  }
-}
-
-/* One block: header | ops | args | outputs | op input pointers | debug
- * slots | internal values | parameter waits | spanning ops' sequence links
- * | their queue links. */
-typedef struct pw_block_layout_s {
-  size_t ops_at, args_at, outs_at, ins_at, slots_at, internal_at, waits_at, links_at,
-      queue_links_at, size;
-} pw_block_layout_t;
-
-static void pw_block_layout(const pw_runtime_t* rt, const pw_plan_t* plan,
-                            pw_block_layout_t* l) {
-  l->ops_at = pw_align_up(sizeof(pw_execution_t), 64);
-  l->args_at = l->ops_at + plan->op_count * sizeof(pw_op_t);
-  l->outs_at = l->args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
-  l->ins_at = l->outs_at + plan->output_total * sizeof(pw_buffer_obj_t*);
-  l->slots_at = pw_align_up(l->ins_at + plan->input_total * sizeof(pw_buffer_obj_t*), 64);
-  size_t slot_count = 0;
-  if (rt->no_gang_order) {
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      slot_count += plan->ops[i].vslice->slice->device_count;
-    }
-  }
-  l->internal_at = l->slots_at + slot_count * sizeof(pw_device_t);
-  l->waits_at = pw_align_up(l->internal_at + plan->internal_bytes, 16);
-  l->links_at = l->waits_at + plan->param_input_total * sizeof(pw__event_node_t);
-  l->queue_links_at = l->links_at + plan->link_total * sizeof(pw_atomic_ptr_t);
-  l->size = l->queue_links_at + plan->link_total * sizeof(pw_op_t*);
-}
-
-/* Lays out a zeroed block for |plan|: what stays the same from run to run
- * (op links, internal values, input pointers to other ops' outputs), and
- * the graph outputs' buffers (new objects). On failure exec->output_total
- * counts the outputs made. */
-static pw_status_t pw_execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
-                                        const pw_block_layout_t* l) {
-  unsigned char* block = (unsigned char*)exec;
-  pw_runtime_t* rt = exec->runtime;
-  exec->ops = (pw_op_t*)(block + l->ops_at);
-  exec->args = (pw_buffer_obj_t**)(block + l->args_at);
-  exec->outputs = (pw_buffer_obj_t**)(block + l->outs_at);
-  pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + l->ins_at);
-  pw_device_t* slots = rt->no_gang_order ? (pw_device_t*)(block + l->slots_at) : NULL;
-  unsigned char* internal = block + l->internal_at;
-  pw__event_node_t* waits = (pw__event_node_t*)(block + l->waits_at);
-  pw_atomic_ptr_t* links = (pw_atomic_ptr_t*)(block + l->links_at);
-  pw_op_t** queue_links = (pw_op_t**)(block + l->queue_links_at);
-  pw_status_t status = NULL;
-  uint32_t out_cursor = 0, in_cursor = 0;
-  for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
-    const pw_plan_op_t* p = &plan->ops[i];
-    pw_op_t* op = &exec->ops[i];
-    op->exec = exec;
-    op->plan = p;
-    op->slice = p->vslice->slice;
-    op->index = i;
-    op->input_count = (uint8_t)p->input_count;
-    op->output_count = (uint8_t)p->output_count;
-    op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
-                          (pw_op_guarded(rt, p) ? PW_OP_GUARDED : 0) |
-                          (p->static_deps == 1 && !pw_op_guarded(rt, p) ? PW_OP_READY_ON_ONE : 0));
-    op->loaded = p->kind == PW_PLAN_TRANSFER ? NULL : p->executable->loaded;
-    op->successors = p->successors;
-    op->successor_count = p->successor_count;
-    op->external_outputs = p->external_outputs;
-    op->init_pending = p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0);
-    op->outputs = &exec->outputs[out_cursor];
-    for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
-      const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
-      if (p->external_outputs & (1u << k)) {
-        status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
-      } else {
-        pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
-        internal += pw_internal_value_bytes(op->slice->device_count);
-        b->shards = (pw_backend_memory_t*)((unsigned char*)b +
-                                           pw_align_up(sizeof(pw_buffer_obj_t), 16));
-        b->header.kind = PW_OBJECT_BUFFER;
-        b->header.runtime = rt;
-        b->slice = op->slice;
-        b->mesh = p->vslice->mesh;
-        b->spec = *spec;
-        b->shard_bytes = plan->values[p->output_base + k].shard_bytes;
-        b->total_bytes = plan->values[p->output_base + k].total_bytes;
-        exec->outputs[out_cursor] = b;
-      }
-      if (status == NULL) exec->output_total = ++out_cursor;
-    }
-    op->inputs = &input_ptrs[in_cursor];
-    in_cursor += p->input_count;
-    for (uint32_t k = 0; k < p->input_count; ++k) {
-      const pw_plan_input_t* in = &p->inputs[k];
-      if (in->param < 0) op->inputs[k] = exec->ops[in->op].outputs[in->output];
-    }
-    if (p->param_inputs > 0) {
-      op->arg_waits = waits;
-      waits += p->param_inputs;
-    }
-    if (slots != NULL) {
-      op->slots = slots;
-      slots += op->slice->device_count;
-    }
-    if (op->slice->span_count > 1) {
-      op->links = links;
-      links += op->slice->span_count;
-      op->sched_links = queue_links;
-      queue_links += op->slice->span_count;
-    }
-    pw_op_rearm(op);
-  }
-  if (status == NULL && rt->sched_window == 0) {
-    /* The links inside each append group stay the same from run to run:
-     * appends only link a group's first op and clear its last op's link
-     * (pw_dispatch_append_exclusive). */
-    for (uint32_t g = 0; g < plan->run_count; ++g) {
-      uint32_t end = g + 1 < plan->run_count ? plan->runs[g + 1] : plan->op_count;
-      for (uint32_t k = plan->runs[g]; k + 1 < end; ++k) {
-        pw_op_t* op = &exec->ops[plan->append_order[k]];
-        for (uint32_t p = 0; p < op->slice->span_count; ++p) {
-          pw_atomic_init_ptr(pw_op_link_at(op, p), &exec->ops[plan->append_order[k + 1]]);
-        }
-      }
-    }
-  }
-  return status;
-}
-
-/* Makes the graph outputs' buffers in a block that an earlier run of
- * |plan| laid out (their slots are NULL again: pw_execution_drop_output). */
-static pw_status_t pw_execution_relay(pw_execution_t* exec, const pw_plan_t* plan) {
-  for (uint32_t o = 0; o < plan->output_count; ++o) {
-    const pw_plan_output_t* po = &plan->outputs[o];
-    if (po->param >= 0) continue;
-    const pw_plan_op_t* p = &plan->ops[po->op];
-    pw_buffer_obj_t** slot = &exec->outputs[p->output_base + po->output];
-    if (*slot == NULL) {
-      PW_RETURN_IF_ERROR(pw__buffer_create(p->vslice, pw_plan_output_spec(p, po->output), slot));
-    }
-  }
-  return NULL;
-}
-
 /* |n| consecutive gang ids. With a scheduler window they come straight
  * from the runtime's counter, in submission order across clients (FIFO
  * policies compare them); without one they only need to be unique, and a
@@ -1592,7 +1042,7 @@ static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
   pw_event_release(exec->done);
   exec->done = NULL;
   exec->plan_id = 0;
-  pw_block_put(exec->client, exec);
+  pw__block_put(exec->client, exec);
 }
 
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
@@ -1602,11 +1052,11 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   *out_done = NULL;
   uint32_t stripe = pw__thread_stripe();
   pw_block_layout_t layout;
-  pw_block_layout(rt, plan, &layout);
+  pw__block_layout(rt, plan, &layout);
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
   unsigned char* block = NULL;
   bool prepared = false;
-  PW_RETURN_IF_ERROR(pw_block_get(client, layout.size, plan_id, &block, &prepared));
+  PW_RETURN_IF_ERROR(pw__block_get(client, layout.size, plan_id, &block, &prepared));
   pw_execution_t* exec = (pw_execution_t*)block;
   exec->block_size = layout.size;
   exec->internal_at = layout.internal_at;
@@ -1619,7 +1069,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
 
   pw_status_t status = pw_event_create(rt->allocator, &exec->done);
   if (status == NULL) {
-    status = prepared ? pw_execution_relay(exec, plan) : pw_execution_lay_out(exec, plan, &layout);
+    status = prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan, &layout);
   }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);

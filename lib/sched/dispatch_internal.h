@@ -1,0 +1,171 @@
+/* Internal to lib/sched: the execution block and its op records, shared by
+ * the dispatcher (dispatch.c: launching, completing, appending, the
+ * scheduler window, submission) and the block code (block.c: plan
+ * preparation, block layout, the per-client block cache). See dispatch.c
+ * for the protocol and docs/architecture.md, "Dispatch". */
+#ifndef PW_SCHED_DISPATCH_INTERNAL_H_
+#define PW_SCHED_DISPATCH_INTERNAL_H_
+
+#include "runtime/objects.h"
+
+/* Op flags (pw_op_t.flags), fixed when a block is laid out. */
+enum {
+  PW_OP_TRANSFER = 1u,     /* a transfer op (else compute) */
+  PW_OP_GUARDED = 2u,      /* pending has a submit guard: pw_op_guarded */
+  PW_OP_READY_ON_ONE = 4u, /* one producing op and no guard: its completion
+                            * makes the inputs ready, no counter needed */
+};
+
+/* An op record in an execution block (176 bytes on 64-bit hosts, packed
+ * back to back). The first 64 bytes hold what the launch path reads and
+ * the per-run counters, the next 64 what completion reads; both are
+ * filled from the plan when the block is laid out, so the hot path never
+ * touches the plan op. The per-run state is armed at layout and re-armed
+ * by the op's own completion (pw_op_rearm), while its lines are hot:
+ * resubmitting a cached block does not walk its ops. */
+typedef struct pw_op_s {
+  /* -- launch -- */
+  pw_atomic_u32_t pending;
+  pw_atomic_u32_t inputs_ready;
+  pw_atomic_u32_t devices_remaining;
+  uint8_t input_count;
+  uint8_t output_count;
+  uint8_t flags;
+  /* Every output is internal and has its shards: they stay allocated with
+   * the block, so later runs skip pw_dispatch_allocate_outputs. Written
+   * only by the thread that readies the op's inputs (one per run). */
+  uint8_t outputs_kept;
+  pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
+  struct pw_execution_s* exec;
+  pw_slice_t* slice;
+  pw_buffer_obj_t** inputs;    /* input_count, into the exec block */
+  pw_buffer_obj_t** outputs;   /* output_count, into the exec block */
+  pw_backend_executable_t loaded; /* compute ops: the loaded executable */
+  /* -- completion -- */
+  const uint32_t* successors;  /* the plan's, op indices */
+  uint32_t successor_count;
+  uint32_t external_outputs;   /* the plan's bits: graph outputs */
+  pw_atomic_ptr_t status;      /* first device error (owned) */
+  pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
+  const pw_plan_op_t* plan;
+  uint32_t index;              /* in the plan; gang id = exec->gang_base + index */
+  uint32_t init_pending;       /* pending when armed */
+  pw_atomic_ptr_t* links;      /* spanning ops: next op per part; else NULL */
+  /* One callback node per parameter input (in input order among the
+   * parameter inputs), in the execution block: waits for arguments that
+   * are not ready yet. NULL for ops without parameter inputs. */
+  pw__event_node_t* arg_waits;
+  /* -- scheduler window, spanning, charging, debug mode -- */
+  struct pw_op_s* sched_next;  /* incoming stack / client queue link */
+  /* Spanning ops under a scheduler window: one queue link per part (else
+   * NULL: sched_next is the link), how many parts' schedulers picked the
+   * op so far, and whether it has entered the sequences. */
+  struct pw_op_s** sched_links;
+  pw_atomic_u32_t parts_picked;
+  pw_atomic_u32_t appended;
+  uint64_t client_seq;         /* scheduler window: client submission order */
+  pw_device_t* slots;          /* debug mode without gang order only */
+  pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
+} pw_op_t;
+
+typedef struct pw_execution_s {
+  pw_atomic_u32_t refs;
+  pw_atomic_u32_t ops_remaining;
+  pw_atomic_ptr_t status;      /* first error (owned) */
+  pw_client_t* client;
+  pw_runtime_t* runtime;
+  pw_object_t* graph;          /* retained: keeps the plan alive */
+  const pw_plan_t* plan;
+  pw_event_t* done;
+  pw_buffer_obj_t** args;      /* retained */
+  pw_buffer_obj_t** outputs;   /* every op output, retained */
+  uint32_t output_total;
+  uint32_t op_count;           /* plan->op_count (the plan may be gone) */
+  uint32_t stripe;             /* the submitting thread's client stripe */
+  uint64_t gang_base;          /* gang id of op 0 */
+  size_t block_size;
+  /* The plan this block is laid out for (pw_plan_t.id), set once its
+   * layout is complete; 0: none (a failed submission, the debug mode). */
+  uint64_t plan_id;
+  /* Where the internal values lie in the block (offsets; laid out in
+   * order, the first with a NULL slice ends them). Their device memory
+   * stays allocated while the block is cached for its plan, and is given
+   * back when the block is zeroed for another plan or freed
+   * (pw_block_release_internal). */
+  size_t internal_at;
+  size_t internal_end;
+  pw_op_t* ops;
+} pw_execution_t;
+
+/* |op|'s link to its successor in the sequence of its |p|-th part. */
+static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
+  return op->links ? &op->links[p] : &op->slice_next;
+}
+
+/* Whether |p|'s pending count has a submit guard: only ops with
+ * parameter inputs (their waits are registered after the appends) and
+ * every op of the debug mode without gang order (it launches at inputs
+ * ready, without a sequence). Other ops are fully set up before anything
+ * of their execution can launch, and their inputs may become ready before
+ * they are appended: the append then claims them. */
+static inline bool pw_op_guarded(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->param_inputs > 0 || rt->no_gang_order;
+}
+
+/* Whether |p| waits for nothing in a submission: ready before it is
+ * appended (see pw__dispatch_submit). */
+static inline bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->static_deps == 0 && !pw_op_guarded(rt, p);
+}
+
+/* Arms |op|'s per-run counters for its next run: at layout, then at the
+ * end of each run's completion of |op|, when nothing of the run reads them
+ * any more (every producer counted itself down before |op| could launch,
+ * every device counted itself out). The block reaches the next submitter
+ * through the client's cache, after the execution's last locked count, so
+ * relaxed stores do. The scheduler window's fields are reset at submission
+ * instead (another part's scheduler may still look at a spanning op it
+ * has not dropped yet). */
+static inline void pw_op_rearm(pw_op_t* op) {
+  pw_atomic_store_u32_relaxed(&op->pending, op->init_pending);
+  pw_atomic_store_u32_relaxed(&op->inputs_ready, 0);
+  pw_atomic_store_u32_relaxed(&op->devices_remaining, op->slice->device_count);
+  pw_atomic_store_u64_relaxed(&op->device_ns, 0);
+}
+
+static inline size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* Element count of an allocation that may hold none (at least 1). */
+static inline size_t pw_nz(uint32_t n) { return n ? n : 1; }
+
+/* One block: header | ops | args | outputs | op input pointers | debug
+ * slots | internal values | parameter waits | spanning ops' sequence links
+ * | their queue links. */
+typedef struct pw_block_layout_s {
+  size_t ops_at, args_at, outs_at, ins_at, slots_at, internal_at, waits_at, links_at,
+      queue_links_at, size;
+} pw_block_layout_t;
+
+/* ---- block.c ------------------------------------------------------------ */
+
+/* Where everything lies in a block for |plan|. */
+void pw__block_layout(const pw_runtime_t* rt, const pw_plan_t* plan, pw_block_layout_t* l);
+
+/* A block of |size| bytes from |client|'s cache, or a new zeroed one;
+ * |*out_prepared|: laid out for plan |plan_id| already. */
+pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id, unsigned char** out,
+                          bool* out_prepared);
+
+/* Gives |block| back to its client's cache (or frees it). */
+void pw__block_put(pw_client_t* client, pw_execution_t* block);
+
+/* Lays out a zeroed block for |plan|: op records, internal values, the
+ * links inside append groups, the graph outputs' buffers. On failure
+ * exec->output_total counts the outputs made. */
+pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
+                                  const pw_block_layout_t* l);
+
+/* Makes the graph outputs' buffers in a block laid out for |plan| before. */
+pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan);
+
+#endif /* PW_SCHED_DISPATCH_INTERNAL_H_ */
