@@ -73,7 +73,7 @@
  * no reference (see pw__dispatch_submit). Freeing returns the block to its
  * client's cache, where the next submission of the same graph finds it
  * laid out, internal values' device memory included (see "execution
- * blocks").
+ * blocks", lib/sched/block.c).
  */
 #include <stdio.h>
 #include <string.h>
