@@ -505,8 +505,9 @@ typedef struct pw_plan_s {
    * pending: parameter inputs, or every op of the debug mode without gang
    * order) and ops with per-run inputs. Append groups: |append_order|
    * lists every op, group after group; group g is
-   * append_order[runs[g] .. runs[g + 1]) (the last ends at op_count), ops
-   * of one slice in op order, appended to its sequence at once. One
+   * append_order[runs[g] .. runs[g + 1]) (the last ends at op_count): ops
+   * of one slice in op order, appended to its sequence at once, after
+   * every group holding one of their producers (lib/sched/block.c). One
    * allocation of |list_total| indices at |roots| (pw__dispatch_plan_release). */
   uint32_t* roots;
   uint32_t* guarded;

@@ -334,14 +334,14 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
     op->index = i;
     op->input_count = (uint8_t)p->input_count;
     op->output_count = (uint8_t)p->output_count;
+    bool guarded = pw_op_guarded(rt, p);
     op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
-                          (pw_op_guarded(rt, p) ? PW_OP_GUARDED : 0) |
-                          (p->static_deps == 1 && !pw_op_guarded(rt, p) ? PW_OP_READY_ON_ONE : 0));
+                          (p->static_deps == 1 && !guarded ? PW_OP_READY_ON_ONE : 0));
     op->loaded = p->kind == PW_PLAN_TRANSFER ? NULL : p->executable->loaded;
     op->successors = p->successors;
     op->successor_count = p->successor_count;
     op->external_outputs = p->external_outputs;
-    op->init_pending = p->static_deps + (pw_op_guarded(rt, p) ? 1 : 0);
+    op->init_pending = p->static_deps + (guarded ? 1 : 0);
     op->outputs = &exec->outputs[out_cursor];
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
       const pw_array_spec_t* spec = pw_plan_output_spec(p, k);

@@ -11,8 +11,7 @@
 /* Op flags (pw_op_t.flags), fixed when a block is laid out. */
 enum {
   PW_OP_TRANSFER = 1u,     /* a transfer op (else compute) */
-  PW_OP_GUARDED = 2u,      /* pending has a submit guard: pw_op_guarded */
-  PW_OP_READY_ON_ONE = 4u, /* one producing op and no guard: its completion
+  PW_OP_READY_ON_ONE = 2u, /* one producing op and no guard: its completion
                             * makes the inputs ready, no counter needed */
 };
 
