@@ -320,6 +320,13 @@ pw_status_t pw_event_create(pw_allocator_t allocator, pw_event_t** out_event) {
   return pw_event_allocate(allocator, "pw_event_create", out_event);
 }
 
+pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
+                                  pw_event_t** out_event) {
+  PW_RETURN_IF_ERROR(pw_event_allocate(allocator, "pw_event_create", out_event));
+  pw_atomic_init_u32(&(*out_event)->refs, refs);
+  return NULL;
+}
+
 pw_status_t pw_event_create_completed(pw_allocator_t allocator,
                                       pw_status_t status,
                                       pw_event_t** out_event) {

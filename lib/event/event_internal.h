@@ -31,6 +31,12 @@ typedef struct pw__event_node_s {
  * non-owned |node| alive until its fn has started. |event| is borrowed. */
 void pw__event_add_node(pw_event_t* event, pw__event_node_t* node);
 
+/* pw_event_create with |refs| references (>= 1) to begin with: for an
+ * owner that hands references out at once (an execution and its
+ * submitter), without a locked add per extra reference. */
+pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
+                                  pw_event_t** out_event);
+
 /* Waiters currently announced as parked (or about to park) on |event|. A
  * snapshot, for tests and diagnostics: lets a test know a waiter has
  * reached the futex path without sleeping. */

@@ -1288,6 +1288,8 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
   pw_event_t* done = NULL;
   if (status == NULL) {
     status = pw__dispatch_submit(client, plan, &g->header, arg_objs, out_objs, &done);
+    /* On success the execution took over the look-up's reference. */
+    if (status == NULL) g = NULL;
   }
   /* Hand out output handles. The dispatcher already holds what it needs, so
    * a failure here only loses handles, never work. */
@@ -1318,7 +1320,7 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
   if (out_objs != out_stack) {
     pw_allocator_free(rt->allocator, out_objs, output_count * sizeof(void*));
   }
-  pw__object_release(&g->header);
+  if (g != NULL) pw__object_release(&g->header);
   if (status == NULL && out_done) {
     *out_done = done;
   } else {

@@ -81,14 +81,14 @@ static uint32_t pw_client_inflight(pw_client_t* client) {
 }
 
 void pw__client_end(pw_client_t* client, uint32_t stripe) {
-  /* Only a stripe reaching 0 can make the sum 0. Decrement, fence, load
-   * the waiter count; a waiter registers (locked add), fences, sums the
-   * stripes: one of the two sees the other, so a waiter this load misses
+  /* Only a stripe reaching 0 can make the sum 0. Decrement (a locked RMW),
+   * then load the waiter count (seq_cst: no fence needed after the RMW); a
+   * waiter registers (locked add), fences, sums the stripes: one of the
+   * two sees the other, so a waiter this load misses
    * sees 0 in flight and does not sleep. The execution's reference keeps
    * the struct alive meanwhile. */
   if ((uint32_t)pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, 1) != 1) return;
-  pw_atomic_fence_seq_cst();
-  if (pw_atomic_load_u32_relaxed(&client->idle_waiters) == 0) return;
+  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0) return;
   pthread_mutex_lock(&client->idle_lock);
   pthread_cond_broadcast(&client->idle_cond);
   pthread_mutex_unlock(&client->idle_lock);

@@ -72,14 +72,16 @@ typedef struct pw_slice_s {
   uint32_t first_device;
   pw_device_t* devices;       /* device_count, mesh order */
   uint32_t* group_devices;    /* backend ordinals in mesh order */
-  /* Slice sequence. Appends happen under append_lock, which only
-   * submitters take (never a device or backend thread). From here on the
-   * fields are written per submission: a line of their own, so that
-   * threads submitting to neighbouring slices do not share one (slice
-   * arrays are allocated aligned to a cache line). */
+  /* Slice sequence. Appenders exchange |tail|; append_lock is taken only
+   * by spanning appends and, with a scheduler window, by admissions
+   * (never by a device or backend thread; lib/sched/dispatch.c). From
+   * here on the fields are written per submission: a line of their own,
+   * so that threads submitting to neighbouring slices do not share one
+   * (slice arrays are allocated aligned to a cache line). */
   _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
-  struct pw_op_s* tail;               /* last appended op (append_lock) */
-  struct pw_execution_s* tail_exec;   /* reference that keeps |tail| alive */
+  /* Last appended op (struct pw_op_s*); the slice holds a reference on
+   * its execution. */
+  pw_atomic_ptr_t tail;
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
    * admitting thread holds |sched_state|'s BUSY bit and alone touches
    * |sched_active|. */
@@ -518,6 +520,9 @@ typedef struct pw_plan_s {
   uint32_t guarded_count;
   uint32_t rebind_count;
   uint32_t run_count;
+  /* Appends of one submission without a scheduler window: the parts of
+   * every group's slice, summed (each holds a tail reference). */
+  uint32_t tail_refs;
   size_t list_total;
   /* The one allocation that holds ops, their inputs and successors,
    * outputs, param_specs and param_vslices (lib/graph/graph.c). */
@@ -541,7 +546,9 @@ void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan);
 
 /* Instantiates |plan| with |args| (already validated, references owned by
  * the caller) and enqueues it. Fills |outputs| with new buffer objects (one
- * reference each for the caller) and |*out_done| with a retained event. */
+ * reference each for the caller) and |*out_done| with a retained event.
+ * |graph_ref| is a reference to the graph owning |plan| that the execution
+ * takes over on success (on failure the caller keeps it). */
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref,
                                 pw_buffer_obj_t* const* args,

@@ -264,6 +264,10 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     pw_allocator_free(rt->allocator, group_of,
                       ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
   }
+  plan->tail_refs = 0;
+  for (uint32_t g = 0; g < plan->run_count; ++g) {
+    plan->tail_refs += plan->ops[plan->append_order[plan->runs[g]]].vslice->slice->span_count;
+  }
   plan->values = values;
   plan->input_total = input_total;
   plan->output_total = output_total;

@@ -99,6 +99,11 @@ enum {
 typedef struct pw_dispatch_frame_s {
   pw_device_t* head;
   pw_device_t* tail;
+  /* Devices of |count_op| (a gang op) that finished it as its slice's tail
+   * on this thread and have not been counted out of devices_remaining yet:
+   * pw_dispatch_count_out. */
+  pw_op_t* count_op;
+  uint32_t count_n;
 } pw_dispatch_frame_t;
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
@@ -108,17 +113,25 @@ static void pw_dispatch_device_done(pw_device_t* d);
 static void pw_dispatch_device_finished(pw_device_t* d, bool direct);
 static void pw_sched_kick(pw_slice_t* slice);
 
+static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame);
+
 static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
-  while (frame->head != NULL) {
-    pw_device_t* d = frame->head;
-    frame->head = d->work_next;
-    if (frame->head == NULL) frame->tail = NULL;
-    d->work_next = NULL;
-    if (d->work_kind == PW_WORK_LAUNCH) {
-      pw_dispatch_device_launch(d);
-    } else {
-      pw_dispatch_device_finished(d, true);
+  for (;;) {
+    while (frame->head != NULL) {
+      pw_device_t* d = frame->head;
+      frame->head = d->work_next;
+      if (frame->head == NULL) frame->tail = NULL;
+      d->work_next = NULL;
+      if (d->work_kind == PW_WORK_LAUNCH) {
+        pw_dispatch_device_launch(d);
+      } else {
+        pw_dispatch_device_finished(d, true);
+      }
     }
+    /* Counts held back by pw_dispatch_count_out go in before the frame
+     * ends; completing their op may queue more work. */
+    if (frame->count_op == NULL) return;
+    pw_dispatch_count_flush(frame);
   }
 }
 
@@ -136,7 +149,7 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
-  pw_dispatch_frame_t local = {d, d};
+  pw_dispatch_frame_t local = {d, d, NULL, 0};
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
@@ -349,7 +362,9 @@ static void pw_execution_complete(pw_execution_t* exec) {
     pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_slice].ops_completed,
                             plan->op_count);
   }
-  pw_status_t status = pw_atomic_exchange_ptr(&exec->status, NULL);
+  /* Every op has completed: nobody sets the status any more. */
+  pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
+  if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
   pw_status_ignore(pw_event_fail(exec->done, status));
   pw_event_release(exec->done);
   exec->done = NULL;
@@ -554,6 +569,36 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
 
 static void pw_dispatch_device_done(pw_device_t* d) { pw_dispatch_device_finished(d, false); }
 
+/* Counts one device out of gang op |op|, which it finished as its slice's
+ * tail (it went idle after it). The count is held in this thread's frame
+ * while the devices that finish next on this thread finish the same op, so
+ * a gang whose parts complete on one thread (an inline backend, or a
+ * backend thread that reports a whole gang) pays one locked subtraction,
+ * not one per device. The frame adds it before it ends, or when a device
+ * finishes another op: |op| completes no later than the end of this drain
+ * (pw_dispatch_drain). |op| stays alive meanwhile: it has not completed.
+ * Only the tail case defers: a device that moves on to a linked next op
+ * counts out at once, so that the next op's inputs can be ready when it
+ * arrives there (pw_dispatch_device_finished). */
+static void pw_dispatch_count_out(pw_op_t* op) {
+  pw_dispatch_frame_t* frame = pw_dispatch_current; /* a drain is running */
+  if (frame->count_op == op) {
+    frame->count_n++;
+    return;
+  }
+  if (frame->count_op != NULL) pw_dispatch_count_flush(frame);
+  frame->count_op = op;
+  frame->count_n = 1;
+}
+
+static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame) {
+  pw_op_t* op = frame->count_op;
+  uint32_t n = frame->count_n;
+  frame->count_op = NULL;
+  frame->count_n = 0;
+  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, n) == n) pw_dispatch_op_complete(op, NULL);
+}
+
 /* |d| finished its op. |direct| (a done work item, run by the frame's
  * drain loop): if the next op's inputs are ready and no other work item
  * waits, it launches from here rather than as another work item; the
@@ -611,8 +656,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     pw_dispatch_arrived(d, next);
   }
   /* A one-device op has no other device to count out. */
-  if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+  if (op->slice->device_count == 1) {
     pw_dispatch_op_complete(op, NULL);
+  } else {
+    pw_dispatch_count_out(op);
   }
 }
 
@@ -650,13 +697,13 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   pw_atomic_init_u32(&slice->sched_admitted, 0);
   slice->sched_active = NULL;
   pthread_mutex_init(&slice->append_lock, NULL);
+  pw_atomic_init_ptr(&slice->tail, NULL);
   return NULL;
 }
 
 void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
-  if (slice->tail_exec) pw_execution_release(slice->tail_exec);
-  slice->tail_exec = NULL;
-  slice->tail = NULL;
+  pw_op_t* tail = pw_atomic_exchange_ptr(&slice->tail, NULL);
+  if (tail != NULL) pw_execution_release(tail->exec);
 }
 
 void pw__dispatch_slice_deinit(pw_slice_t* slice) {
@@ -671,22 +718,30 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
 }
 
 /* Appends the group |first| .. |last| (ops of |exec| on one slice whose
- * |p|-th part is |slice|, linked to each other) to |slice|'s sequence. The caller holds |slice|'s
- * append_lock. Devices idle after the old tail move to |first|; if
- * |first|'s inputs are already complete (an op admitted late by the
- * scheduler) they claim it at once. */
-static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execution_t* exec,
-                                         pw_op_t* first, pw_op_t* last) {
-  pw_op_t* prev = slice->tail;
-  /* Links inside the run were set when the block was laid out (with a
-   * scheduler window, runs are single ops); the last op's may still name
-   * what followed it in an earlier run of the block. The exchange below
-   * publishes it. */
+ * |p|-th part is |slice|, linked to each other) to |slice|'s sequence.
+ * The tail is exchanged, so appenders need no lock for a part's own
+ * sequence (pw_dispatch_append says when the lock is taken). The slice
+ * holds one reference on its tail's execution (an IDLE cursor may name
+ * the tail, and the next appender writes its link): |counted| says the
+ * submission counted it already (pw__dispatch_submit); the displaced
+ * tail's reference is dropped here. Devices idle after the old tail move
+ * to |first|; if |first|'s inputs are already complete (a root op, or one
+ * admitted late by the scheduler) they claim it at once.
+ *
+ * The caller keeps |exec| alive for the whole call (the submitter's
+ * reference, or the append lock, which stops another appender displacing
+ * |last| and dropping its reference meanwhile): the scan below reads
+ * |first| after other devices may have run it. */
+static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_t* exec,
+                                    pw_op_t* first, pw_op_t* last, bool counted) {
+  /* Links inside the group were set when the block was laid out (with a
+   * scheduler window, groups are single ops); the last op's may still
+   * name what followed it in an earlier run of the block. The exchange
+   * below publishes it. */
   pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
-  pw_execution_t* old_exec = slice->tail_exec;
-  pw_atomic_fetch_add_u32(&exec->refs, 1);
-  slice->tail = last;
-  slice->tail_exec = exec;
+  if (!counted) pw_atomic_fetch_add_u32(&exec->refs, 1);
+  pw_op_t* prev = pw_atomic_exchange_ptr(&slice->tail, last);
+  /* |prev| stays alive until its reference is dropped below. */
   if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
   /* Devices idle after the old tail move to |first|. Inputs already
    * complete (a root op readied before its append, or one admitted late by
@@ -708,20 +763,32 @@ static void pw_dispatch_append_exclusive(pw_slice_t* slice, uint32_t p, pw_execu
       }
     }
   }
-  if (old_exec) pw_execution_release(old_exec);
+  if (prev != NULL) pw_execution_release(prev->exec);
 }
 
 /* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
- * sequence of every part of |slice| at once: the parts' append locks are taken in
- * ascending slice index (span order), so appends that share parts are
- * mutually exclusive and never deadlock. */
+ * sequence of every part of |slice|. Without a scheduler window the
+ * submitter appends, its tail references counted at submission; a
+ * one-part group takes no lock. A spanning group is appended to its parts
+ * holding their append locks, taken in ascending slice index (span
+ * order), so spanning appends that share parts are mutually exclusive,
+ * never deadlock, and leave their ops in the same relative order on every
+ * part (one-part appends in between do not change that order). With a
+ * window the admitting thread appends, always under the locks (they keep
+ * the op's execution alive through the append: see
+ * pw_dispatch_append_part). */
 static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
                                pw_op_t* last) {
+  bool counted = slice->runtime->sched_window == 0;
+  if (slice->span_count == 1 && counted) {
+    pw_dispatch_append_part(slice, 0, exec, first, last, true);
+    return;
+  }
   for (uint32_t p = 0; p < slice->span_count; ++p) {
     pthread_mutex_lock(&slice->span[p]->append_lock);
   }
   for (uint32_t p = 0; p < slice->span_count; ++p) {
-    pw_dispatch_append_exclusive(slice->span[p], p, exec, first, last);
+    pw_dispatch_append_part(slice->span[p], p, exec, first, last, counted);
   }
   for (uint32_t p = slice->span_count; p-- > 0;) {
     pthread_mutex_unlock(&slice->span[p]->append_lock);
@@ -1067,10 +1134,11 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   exec->plan = plan;
   pw_atomic_init_ptr(&exec->status, NULL);
 
-  pw_status_t status = pw_event_create(rt->allocator, &exec->done);
-  if (status == NULL) {
-    status = prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan, &layout);
-  }
+  pw_status_t status =
+      prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan, &layout);
+  /* The done event starts with two references: the execution's (dropped
+   * at completion) and the submitter's. */
+  if (status == NULL) status = pw__event_create_refs(rt->allocator, 2, &exec->done);
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);
     return status;
@@ -1120,24 +1188,22 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
     pw__object_retain(&outputs[o]->header);
   }
-  pw__object_retain(graph_ref);
-  exec->graph = graph_ref;
-  pw_event_retain(exec->done);
+  exec->graph = graph_ref; /* the caller's reference, now the execution's */
   *out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
-  /* refs: the ops collectively (dropped at completion), plus one per slice
-   * whose tail is one of them (pw_dispatch_append_exclusive). The
-   * submitter holds none: from the first append on it only touches ops
-   * that cannot have completed (not yet appended or queued, or held by
-   * their submit guard), and the append it is inside holds a tail
-   * reference and the append lock. */
-  pw_atomic_init_u32(&exec->refs, 1);
+  /* refs: the ops collectively (dropped at completion); the submitter's,
+   * dropped when this call returns, so that nothing here can touch a
+   * freed block; and one per append (the slice's reference on its tail:
+   * pw_dispatch_append_part), counted here without a window (the
+   * submitter appends) and taken by each admission with one. */
+  bool appends_counted = !rt->no_gang_order && rt->sched_window == 0;
+  pw_atomic_init_u32(&exec->refs, 2 + (appends_counted ? plan->tail_refs : 0));
   exec->stripe = stripe;
   pw__client_begin(client, stripe);
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
 
@@ -1210,5 +1276,6 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   if (plan->op_count == 0) pw_execution_complete(exec);
   if (outer == NULL) pw_dispatch_drain(&local);
   pw_dispatch_current = outer;
+  pw_execution_release(exec); /* the submitter's reference */
   return NULL;
 }
