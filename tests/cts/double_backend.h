@@ -96,7 +96,10 @@ typedef struct pw_double_options_t {
   /* The no-op configuration for dispatch benchmarks: every launch completes
    * OK inline whatever the program; allocate hands out empty handles and
    * copies do nothing; only launch counts are kept (no order, no stats
-   * beyond launches). |completion| is ignored. */
+   * beyond launches), without a locked instruction: exact while a device's
+   * launches do not overlap, as the runtime's gang order guarantees (its
+   * debug mode without gang order may lose counts). |completion| is
+   * ignored. */
   bool no_op;
   /* Allocator for everything the backend allocates; zero means system. */
   pw_allocator_t allocator;

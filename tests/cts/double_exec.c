@@ -499,7 +499,11 @@ pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
   }
   pw_double_device_t* dev = &d->devices[l->device];
   if (d->options.no_op) {
-    atomic_fetch_add_explicit(&dev->launches, 1, memory_order_relaxed);
+    /* No locked add: a device's launches do not overlap in gang order (the
+     * next comes after this one's done), so a load and a store count
+     * exactly (see no_op in double_backend.h). */
+    uint64_t n = atomic_load_explicit(&dev->launches, memory_order_relaxed);
+    atomic_store_explicit(&dev->launches, n + 1, memory_order_relaxed);
     l->done(l->done_user, NULL);
     return NULL;
   }
