@@ -472,16 +472,23 @@ static void pw_dispatch_backend_done(void* user, pw_status_t status) {
 }
 
 /* Transfer ops: this device's part is the copies into its shard; the part
- * completes when the last of them does. */
+ * completes when the last of them does. Every copy and the launcher's
+ * guard count out of transfer_pending once, so a party that reads 1 is
+ * the last one and needs no locked subtraction: with an inline transport
+ * the guard is last and a part of one copy pays one. */
 static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   if (status != NULL) {
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&d->transfer_status, &expected, status)) pw_status_free(status);
   }
-  if (pw_atomic_fetch_sub_u32(&d->transfer_pending, 1) == 1) {
-    d->done_status = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
-    pw_dispatch_push(d, PW_WORK_DONE);
+  if (pw_atomic_load_u32_acquire(&d->transfer_pending) != 1 &&
+      pw_atomic_fetch_sub_u32(&d->transfer_pending, 1) != 1) {
+    return;
   }
+  /* The other parties are done with transfer_status. */
+  d->done_status = pw_atomic_load_ptr_acquire(&d->transfer_status);
+  if (d->done_status != NULL) pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
+  pw_dispatch_push(d, PW_WORK_DONE);
 }
 
 static void pw_dispatch_copy_done(void* user, pw_status_t status) {
@@ -504,8 +511,9 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     }
   }
   uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
-  pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
-  pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1); /* + guard */
+  /* The guard count keeps the part from completing before the last copy
+   * is issued. */
+  pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1);
   for (uint32_t c = first; c < last; ++c) {
     const pw_plan_copy_t* run = &p->copies[c];
     pw_transport_copy_t copy;
