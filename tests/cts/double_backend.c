@@ -402,7 +402,8 @@ pw_status_t pw_double_backend_create_variant(const pw_double_options_t* options,
   pthread_mutex_init(&d->inject_mutex, NULL);
   pthread_mutex_init(&d->gang_mutex, NULL);
   pw_status_t status = pw_allocator_calloc_array(
-      d->allocator, resolved.device_count, sizeof(pw_double_device_t), 0, (void**)&d->devices);
+      d->allocator, resolved.device_count, sizeof(pw_double_device_t),
+      _Alignof(pw_double_device_t), (void**)&d->devices);
   if (status != NULL) {
     d->options.device_count = 0; /* nothing to tear down per device */
     pw_double_free(d);

@@ -92,8 +92,10 @@ typedef struct pw_double_worker_t {
   bool started;
 } pw_double_worker_t;
 
+/* A cache line of its own (at least): devices launched by different
+ * threads do not share one. */
 typedef struct pw_double_device_t {
-  _Atomic int health;
+  _Alignas(64) _Atomic int health;
   _Atomic int in_collective;  /* blocking_collectives: a part is pending */
   _Atomic uint64_t launches;
   _Atomic uint64_t rejected;
