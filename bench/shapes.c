@@ -524,8 +524,10 @@ static double pw_bench_time_runs(const pw_bench_runtime_t* R, void* rt, void* g,
  * overhead run_n saves is saved here too), growing at most 16-fold a
  * round until one lasts at least half the target; n is then scaled to the
  * target from the per-run time that batch showed. Each size is tried 3
- * times and the fastest counts: a preemption in one batch must not stop
- * the growth early and leave reps far shorter than the target. */
+ * times and the fastest counts, and the first size (n = 1) never decides
+ * alone: a preemption, or a slow first few runs after the graph was
+ * built, must not stop the growth early and leave reps far shorter than
+ * the target. */
 #define PW_BENCH_BATCH_TARGET_NS 20000.0
 #define PW_BENCH_BATCH_MAX 4096u
 
@@ -542,7 +544,9 @@ static uint32_t pw_bench_calibrate_batch(const pw_bench_runtime_t* R, void* rt, 
     for (int i = 0; i < 3; ++i) batch = fmin(batch, pw_bench_time_runs(R, rt, g, n, failed));
     double per_run = batch / (double)n;
     uint32_t fit = pw_bench_batch_clamp(PW_BENCH_BATCH_TARGET_NS / (per_run > 1 ? per_run : 1));
-    if (batch >= PW_BENCH_BATCH_TARGET_NS / 2 || n == PW_BENCH_BATCH_MAX) return fit;
+    if (round > 0 && (batch >= PW_BENCH_BATCH_TARGET_NS / 2 || n == PW_BENCH_BATCH_MAX)) {
+      return fit;
+    }
     n = fit < 16 * n ? fit : pw_bench_batch_clamp(16.0 * n);
   }
   return n;
