@@ -184,17 +184,20 @@ typedef struct pw_bench_runtime_t {
   /* Runs the built graph once and waits for it. */
   int (*run)(void* rt, void* graph);
   /* Optional: runs the built graph |n| times back to back, each run waited
-   * for before the next starts (a timed rep of one or step; see "harness"
-   * above). NULL: the harness calls |run| |n| times. A driver provides it
-   * only to keep its own per-call overhead, not the runtime's, out of the
-   * loop (libpathways at T > 1 hands work to its helper threads once per
-   * call, not once per run). */
+   * for before the next starts (a driver that splits the shape into parts,
+   * one per thread, may let each part go on to its next run on its own),
+   * for a timed rep of one or step (see "harness" above) and once, n = 3,
+   * in the verified run. NULL: the harness calls |run| |n| times. A
+   * driver provides it only to keep its own per-call overhead, not the
+   * runtime's, out of the loop (libpathways at T > 1 hands work to its
+   * helper threads once per call, not once per run). */
   int (*run_n)(void* rt, void* graph, uint32_t n);
   /* Optional: |n| latency samples (microseconds) of one run each; the
    * harness times |run| calls when NULL. */
   int (*latency)(void* rt, void* graph, uint32_t n, double* out_us);
   /* Optional: checks a run made with work->check set, beyond the stamps
-   * (libpathways cannot stamp: it counts launches). */
+   * (libpathways cannot stamp: it counts launches); called after |run| and
+   * after run_n's batch, so it must count the runs since its last call. */
   int (*verify)(void* rt, void* graph);
   void (*destroy)(void* rt, void* graph);
   /* The task body stamps work->check (false: call verify instead). */
