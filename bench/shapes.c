@@ -322,12 +322,14 @@ void pw_bench_check_free(pw_bench_check_t* check) {
   check->stamp = NULL;
 }
 
-int pw_bench_check_verify(const pw_bench_check_t* check, const pw_bench_dag_t* dag,
-                          const char* who) {
+/* pw_bench_check_verify after |runs| runs that did not overlap: every task
+ * ran |runs| times, and in the last run (its stamps) after its predecessors. */
+static int pw_bench_check_verify_runs(const pw_bench_check_t* check, const pw_bench_dag_t* dag,
+                                      uint64_t runs, const char* who) {
   uint64_t ran = __atomic_load_n(&check->counter, __ATOMIC_ACQUIRE);
-  if (ran != dag->tasks) {
-    fprintf(stderr, "%s: %s: %llu task runs for %u tasks\n", who, dag->name,
-            (unsigned long long)ran, dag->tasks);
+  if (ran != runs * dag->tasks) {
+    fprintf(stderr, "%s: %s: %llu task runs for %u tasks x %llu runs\n", who, dag->name,
+            (unsigned long long)ran, dag->tasks, (unsigned long long)runs);
     return -1;
   }
   for (uint32_t i = 0; i < dag->tasks; ++i) {
@@ -346,6 +348,11 @@ int pw_bench_check_verify(const pw_bench_check_t* check, const pw_bench_dag_t* d
     }
   }
   return 0;
+}
+
+int pw_bench_check_verify(const pw_bench_check_t* check, const pw_bench_dag_t* dag,
+                          const char* who) {
+  return pw_bench_check_verify_runs(check, dag, 1, who);
 }
 
 /* ---- harness ------------------------------------------------------------ */
@@ -450,6 +457,7 @@ typedef struct pw_bench_row_t {
   pw_bench_counts_t counts;
   double build_ns, first_ns, rerun_ns, p50_us, p99_us, metg_us;
   uint32_t reps;
+  uint32_t runs_per_rep; /* runs in one timed rep */
 } pw_bench_row_t;
 
 static void pw_bench_num_or_null(pw_bench_json_t* j, const char* key, double v) {
@@ -475,15 +483,16 @@ static void pw_bench_row_print(const pw_bench_row_t* r) {
   pw_bench_num_or_null(&j, "p99_us", r->p99_us);
   pw_bench_num_or_null(&j, "metg_us", r->metg_us);
   pw_bench_json_int(&j, "reps", r->reps);
+  pw_bench_json_int(&j, "runs_per_rep", r->runs_per_rep);
   if (r->counts.note) {
     pw_bench_json_str(&j, "note", r->counts.note);
   } else {
     pw_bench_json_null(&j, "note");
   }
   pw_bench_json_end(&j);
-  fprintf(stderr, "%-12s %-9s %2u %8llu %9.1f %9.1f %9.1f %8.2f %8.2f %7.2f\n", r->runtime,
-          r->shape, r->threads, (unsigned long long)r->counts.tasks, r->build_ns, r->first_ns,
-          r->rerun_ns, r->p50_us, r->p99_us, r->metg_us);
+  fprintf(stderr, "%-12s %-9s %2u %8llu %9.1f %9.1f %9.1f %8.2f %8.2f %7.2f %4u\n",
+          r->runtime, r->shape, r->threads, (unsigned long long)r->counts.tasks, r->build_ns,
+          r->first_ns, r->rerun_ns, r->p50_us, r->p99_us, r->metg_us, r->runs_per_rep);
 }
 
 static double pw_bench_time_run(const pw_bench_runtime_t* R, void* rt, void* g, int* failed) {
@@ -492,6 +501,55 @@ static double pw_bench_time_run(const pw_bench_runtime_t* R, void* rt, void* g, 
   int64_t t1 = pw_bench_now_ns();
   if (rc != 0) *failed = 1;
   return (double)(t1 - t0);
+}
+
+/* |n| back-to-back runs, timed together: the driver's run_n, or |run| in a
+ * loop. */
+static double pw_bench_time_runs(const pw_bench_runtime_t* R, void* rt, void* g, uint32_t n,
+                                 int* failed) {
+  int rc = 0;
+  int64_t t0 = pw_bench_now_ns();
+  if (R->run_n != NULL) {
+    rc = R->run_n(rt, g, n);
+  } else {
+    for (uint32_t i = 0; i < n && rc == 0; ++i) rc = R->run(rt, g);
+  }
+  int64_t t1 = pw_bench_now_ns();
+  if (rc != 0) *failed = 1;
+  return (double)(t1 - t0);
+}
+
+/* Runs per timed rep of one and step (see shapes.h, "harness"): untimed
+ * batches of the same kind as the timed reps (so that the per-call
+ * overhead run_n saves is saved here too), growing at most 16-fold a
+ * round until one lasts at least half the target; n is then scaled to the
+ * target from the per-run time that batch showed. Each size is tried 3
+ * times and the fastest counts, and the first size (n = 1) never decides
+ * alone: a preemption, or a slow first few runs after the graph was
+ * built, must not stop the growth early and leave reps far shorter than
+ * the target. */
+#define PW_BENCH_BATCH_TARGET_NS 20000.0
+#define PW_BENCH_BATCH_MAX 4096u
+
+static uint32_t pw_bench_batch_clamp(double n) {
+  if (!(n >= 1)) return 1;
+  return n >= PW_BENCH_BATCH_MAX ? PW_BENCH_BATCH_MAX : (uint32_t)(n + 0.5);
+}
+
+static uint32_t pw_bench_calibrate_batch(const pw_bench_runtime_t* R, void* rt, void* g,
+                                         int* failed) {
+  uint32_t n = 1;
+  for (int round = 0; round < 8 && !*failed; ++round) {
+    double batch = INFINITY;
+    for (int i = 0; i < 3; ++i) batch = fmin(batch, pw_bench_time_runs(R, rt, g, n, failed));
+    double per_run = batch / (double)n;
+    uint32_t fit = pw_bench_batch_clamp(PW_BENCH_BATCH_TARGET_NS / (per_run > 1 ? per_run : 1));
+    if (round > 0 && (batch >= PW_BENCH_BATCH_TARGET_NS / 2 || n == PW_BENCH_BATCH_MAX)) {
+      return fit;
+    }
+    n = fit < 16 * n ? fit : pw_bench_batch_clamp(16.0 * n);
+  }
+  return n;
 }
 
 /* A verified run (untimed): stamps or the runtime's own count. */
@@ -509,6 +567,13 @@ static int pw_bench_checked_run(const pw_bench_runtime_t* R, void* rt,
       pw_bench_check_reset(&check);
       rc = R->run(rt, g);
       if (rc == 0 && R->stamps) rc = pw_bench_check_verify(&check, dag, R->name);
+      if (rc == 0 && R->verify) rc = R->verify(rt, g);
+    }
+    if (rc == 0 && R->run_n) { /* the batched runs the timed reps may use */
+      const uint32_t runs = 3;
+      pw_bench_check_reset(&check);
+      rc = R->run_n(rt, g, runs);
+      if (rc == 0 && R->stamps) rc = pw_bench_check_verify_runs(&check, dag, runs, R->name);
       if (rc == 0 && R->verify) rc = R->verify(rt, g);
     }
     R->destroy(rt, g);
@@ -538,7 +603,8 @@ static int pw_bench_measure_shape(const pw_bench_runtime_t* R, void* rt, uint32_
     pw_bench_dag_free(&small);
   }
   pw_bench_row_t row = {R->name, dag.name, threads, {dag.tasks, dag.edges, NULL},
-                        NAN, NAN, NAN, NAN, NAN, NAN, c->reps};
+                        NAN, NAN, NAN, NAN, NAN, NAN, c->reps, 1};
+  bool latency_shape = kind == PW_BENCH_SHAPE_ONE || kind == PW_BENCH_SHAPE_STEP;
   pw_bench_work_t work = {0, NULL};
   void* g = failed ? NULL : R->prepare(rt, &dag, &work, &row.counts);
   if (g == NULL) failed = 1;
@@ -560,9 +626,14 @@ static int pw_bench_measure_shape(const pw_bench_runtime_t* R, void* rt, uint32_
     double fit = c->budget_s * 1e9 / first;
     want = fit < 1 ? 1 : (uint32_t)fit;
   }
+  /* one, step: a rep is n back-to-back runs (shapes.h, "harness"). Their
+   * runs take microseconds, so the budget above never cuts their reps. */
+  if (!failed && latency_shape) row.runs_per_rep = pw_bench_calibrate_batch(R, rt, g, &failed);
   double* reps = calloc(want, sizeof(double));
   for (uint32_t r = 0; !failed && reps && r < want; ++r) {
-    reps[r] = pw_bench_time_run(R, rt, g, &failed) * per;
+    reps[r] = latency_shape ? pw_bench_time_runs(R, rt, g, row.runs_per_rep, &failed) * per /
+                                  (double)row.runs_per_rep
+                            : pw_bench_time_run(R, rt, g, &failed) * per;
   }
   if (!failed && reps) row.rerun_ns = pw_bench_median(reps, want);
   free(reps);
@@ -573,7 +644,7 @@ static int pw_bench_measure_shape(const pw_bench_runtime_t* R, void* rt, uint32_
     row.counts.note = note;
     row.reps = want;
   }
-  if (!failed && (kind == PW_BENCH_SHAPE_ONE || kind == PW_BENCH_SHAPE_STEP)) {
+  if (!failed && latency_shape) { /* one run per sample */
     double* us = calloc(c->samples, sizeof(double));
     if (us == NULL) {
       failed = 1;
@@ -607,7 +678,7 @@ static int pw_bench_measure_metg(const pw_bench_runtime_t* R, void* rt, uint32_t
   pw_bench_dag_t dag;
   if (pw_bench_dag_make(&dag, PW_BENCH_SHAPE_LAYERED, c->metg_scale) != 0) return -1;
   pw_bench_row_t row = {R->name, "metg", threads, {dag.tasks, dag.edges, NULL},
-                        NAN, NAN, NAN, NAN, NAN, NAN, 3};
+                        NAN, NAN, NAN, NAN, NAN, NAN, 3, 1};
   double prev_eff = NAN, prev_us = NAN;
   int failed = 0;
   for (size_t i = 0; i < points && !failed; ++i) {
@@ -663,8 +734,8 @@ int pw_bench_shapes_main(int argc, char** argv, const pw_bench_runtime_t* R) {
   (void)pw_bench_spin_per_ns();
   fprintf(stderr, "%s: spin %.3f iterations/ns; scale %g, %u reps\n", R->name,
           pw_bench_spin_per_ns(), c.scale, c.reps);
-  fprintf(stderr, "%-12s %-9s %2s %8s %9s %9s %9s %8s %8s %7s\n", "runtime", "shape", "T",
-          "tasks", "build_ns", "first_ns", "rerun_ns", "p50_us", "p99_us", "metg_us");
+  fprintf(stderr, "%-12s %-9s %2s %8s %9s %9s %9s %8s %8s %7s %4s\n", "runtime", "shape", "T",
+          "tasks", "build_ns", "first_ns", "rerun_ns", "p50_us", "p99_us", "metg_us", "runs");
   int failures = 0;
   for (uint32_t ti = 0; ti < c.thread_count; ++ti) {
     uint32_t threads = c.threads[ti];

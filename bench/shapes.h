@@ -145,7 +145,19 @@ void pw_bench_check_free(pw_bench_check_t* check);
 int pw_bench_check_verify(const pw_bench_check_t* check, const pw_bench_dag_t* dag,
                           const char* who);
 
-/* ---- harness ------------------------------------------------------------ */
+/* ---- harness ------------------------------------------------------------ *
+ *
+ * Per shape: build (timed), a first run (timed), then timed reruns; the
+ * rerun figure is the median over reps of the rep's time divided by the
+ * runs in it and the task count. A rep of chain ... spawn is one run. A
+ * run of one or step takes 0.1-2 us, so timing one run would mostly time
+ * the clock and the driver's per-call overhead: a rep of those two is
+ * |n| back-to-back runs (run_n, or |run| in a loop), n calibrated per
+ * runtime, thread count and shape before the timed reps (untimed batches,
+ * growing until one lasts at least 10 us, then n set so that a rep lasts
+ * about 20 us; 1 <= n <= 4096). Every runtime, peers included, is
+ * measured this way; "runs_per_rep" reports n. The p50/p99 latency of one
+ * and step stays one run per sample. */
 
 /* Task and edge counts a driver actually ran (it may split a shape into
  * parts, one per thread; see suite_shapes.c). */
@@ -171,11 +183,21 @@ typedef struct pw_bench_runtime_t {
   int (*build)(void* rt, void* graph);
   /* Runs the built graph once and waits for it. */
   int (*run)(void* rt, void* graph);
+  /* Optional: runs the built graph |n| times back to back, each run waited
+   * for before the next starts (a driver that splits the shape into parts,
+   * one per thread, may let each part go on to its next run on its own),
+   * for a timed rep of one or step (see "harness" above) and once, n = 3,
+   * in the verified run. NULL: the harness calls |run| |n| times. A
+   * driver provides it only to keep its own per-call overhead, not the
+   * runtime's, out of the loop (libpathways at T > 1 hands work to its
+   * helper threads once per call, not once per run). */
+  int (*run_n)(void* rt, void* graph, uint32_t n);
   /* Optional: |n| latency samples (microseconds) of one run each; the
    * harness times |run| calls when NULL. */
   int (*latency)(void* rt, void* graph, uint32_t n, double* out_us);
   /* Optional: checks a run made with work->check set, beyond the stamps
-   * (libpathways cannot stamp: it counts launches). */
+   * (libpathways cannot stamp: it counts launches); called after |run| and
+   * after run_n's batch, so it must count the runs since its last call. */
   int (*verify)(void* rt, void* graph);
   void (*destroy)(void* rt, void* graph);
   /* The task body stamps work->check (false: call verify instead). */
@@ -187,7 +209,8 @@ typedef struct pw_bench_runtime_t {
  * table on stderr. Returns a process exit status.
  *   --threads LIST    comma-separated thread counts (default 1,2)
  *   --shape LIST      comma-separated shapes, or "all" (default)
- *   --reps R          timed reruns per shape (default 7; the median is kept)
+ *   --reps R          timed reps per shape (default 7; the median is kept;
+ *                     a rep of one or step is n runs, see above)
  *   --latency-samples N   samples for one and step (default 2000)
  *   --scale X         size factor (default 1)
  *   --quick           scale 0.02, 3 reps, 200 samples, small METG: a smoke run
@@ -198,8 +221,9 @@ typedef struct pw_bench_runtime_t {
  *                     (at least 1) so that they take about S s (default 60);
  *                     "reps" and "note" then say so
  * JSON fields: bench ("shapes"), runtime, shape, threads, tasks, edges,
- * build_ns, first_ns, rerun_ns (per task), p50_us, p99_us, metg_us, reps,
- * note; null when not measured. */
+ * build_ns, first_ns, rerun_ns (per task and run), p50_us, p99_us, metg_us,
+ * reps, runs_per_rep (n above; 1 but for one and step), note; null when not
+ * measured. */
 int pw_bench_shapes_main(int argc, char** argv, const pw_bench_runtime_t* runtime);
 
 #ifdef __cplusplus

@@ -40,7 +40,13 @@
  *     threads (its slice runs it in one order on the submitting thread), so
  *     each thread runs its own instance at 1/T of the size (one, step: its
  *     own full instance); tasks/edges report what ran, "note" says so.
- * The peers at T threads run the single graph on a pool of T workers. */
+ * The peers at T threads run the single graph on a pool of T workers.
+ * A timed rep of one or step is n back-to-back runs (bench/shapes.h,
+ * "harness"). pw_lp_run_n hands the job to the helpers once per rep, and
+ * each thread then runs its own instance n times back to back; one
+ * handoff per run (1-2 us) would otherwise dwarf a 0.15-1.5 us run. The
+ * latency samples stay one handoff for all of a thread's samples, each
+ * sample timing one run. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -270,8 +276,9 @@ typedef struct pw_lp_part_t {
   pw_graph_t graph;
   uint64_t submissions;      /* spawn: submissions per run; else 1 */
   uint64_t launches;         /* device launches per run */
-  /* per-run thread state */
+  /* per-job thread state */
   struct pw_lp_graph_s* owner;
+  uint32_t runs;             /* pw_lp_run_thread: back-to-back runs */
   int failed;
   double* samples;           /* latency: this thread's samples */
   uint32_t sample_count;
@@ -285,6 +292,7 @@ typedef struct pw_lp_graph_s {
   pw_double_backend_t* dbl;
   pw_lp_cache_t cache;       /* --alloc-cache only */
   uint64_t launches_seen;
+  uint64_t runs_unverified;  /* runs since pw_lp_verify last counted */
   pw_vslice_t vslices[PW_LP_MAX_SLICES];
   uint32_t vslice_count;
   /* exe[k]: noop with k inputs and one output, for the vslices' mesh. */
@@ -631,7 +639,9 @@ static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
 
 static void* pw_lp_run_thread(void* arg) {
   pw_lp_part_t* part = arg;
-  part->failed = pw_lp_run_part(part->owner, part);
+  for (uint32_t i = 0; i < part->runs && !part->failed; ++i) {
+    part->failed = pw_lp_run_part(part->owner, part);
+  }
   return NULL;
 }
 
@@ -646,11 +656,14 @@ static void* pw_lp_latency_thread(void* arg) {
 }
 
 /* Runs |fn| on every part: part 0 on the calling thread, the others on
- * the helpers; returns when all are done. */
-static int pw_lp_on_parts(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, void* (*fn)(void*)) {
+ * the helpers; returns when all are done. One handoff per call: |runs| is
+ * what pw_lp_run_thread repeats on each part. */
+static int pw_lp_on_parts(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, void* (*fn)(void*),
+                          uint32_t runs) {
   if (ctx->helper_count + 1 < g->part_count) return -1;
   for (uint32_t p = 0; p < g->part_count; ++p) {
     g->parts[p].owner = g;
+    g->parts[p].runs = runs;
     g->parts[p].failed = 0;
   }
   ctx->fn = fn;
@@ -669,8 +682,24 @@ static int pw_lp_on_parts(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, void* (*fn)(void*)
 
 static int pw_lp_run(void* rt, void* graph) {
   pw_lp_graph_t* g = graph;
+  g->runs_unverified += 1;
   if (g->part_count == 1) return pw_lp_run_part(g, &g->parts[0]);
-  return pw_lp_on_parts(rt, g, pw_lp_run_thread);
+  return pw_lp_on_parts(rt, g, pw_lp_run_thread, 1);
+}
+
+/* |n| runs: at T > 1 one handoff, then every thread runs its part |n|
+ * times back to back (the parts are independent instances, so a thread
+ * does not wait for the others between its runs). */
+static int pw_lp_run_n(void* rt, void* graph, uint32_t n) {
+  pw_lp_graph_t* g = graph;
+  g->runs_unverified += n;
+  if (g->part_count == 1) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (pw_lp_run_part(g, &g->parts[0]) != 0) return -1;
+    }
+    return 0;
+  }
+  return pw_lp_on_parts(rt, g, pw_lp_run_thread, n);
 }
 
 static int pw_lp_latency(void* rt, void* graph, uint32_t n, double* out_us) {
@@ -682,15 +711,18 @@ static int pw_lp_latency(void* rt, void* graph, uint32_t n, double* out_us) {
     part->samples = out_us + at;
     at += part->sample_count;
   }
-  return pw_lp_on_parts(rt, g, pw_lp_latency_thread);
+  return pw_lp_on_parts(rt, g, pw_lp_latency_thread, 1);
 }
 
-/* The no-op double cannot stamp tasks; it counts launches. */
+/* The no-op double cannot stamp tasks; it counts launches: every run since
+ * the last verify (run or run_n) must have made each part's launches. */
 static int pw_lp_verify(void* rt, void* graph) {
   (void)rt;
   pw_lp_graph_t* g = graph;
   uint64_t want = 0;
   for (uint32_t p = 0; p < g->part_count; ++p) want += g->parts[p].launches;
+  want *= g->runs_unverified;
+  g->runs_unverified = 0;
   uint64_t total = pw_double_backend_total_launches(g->dbl);
   uint64_t got = total - g->launches_seen;
   g->launches_seen = total;
@@ -709,6 +741,7 @@ static const pw_bench_runtime_t pw_lp_runtime = {
     .prepare = pw_lp_prepare,
     .build = pw_lp_build,
     .run = pw_lp_run,
+    .run_n = pw_lp_run_n,
     .latency = pw_lp_latency,
     .verify = pw_lp_verify,
     .destroy = pw_lp_destroy,
