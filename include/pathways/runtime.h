@@ -120,7 +120,10 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
 
 /* Per-client accounting on one slice, for tests and monitoring. */
 typedef struct pw_client_slice_stats_t {
-  uint64_t ops_completed;   /* gang ops of this client completed on the slice */
+  /* Gang ops of this client completed on the slice (a spanning op counts
+   * on its first slice). Added when their execution completes, before its
+   * done event. */
+  uint64_t ops_completed;
   uint64_t device_ns;       /* measured device time (only with a charging policy) */
 } pw_client_slice_stats_t;
 

@@ -498,9 +498,6 @@ typedef struct pw_plan_s {
   uint32_t param_input_total;      /* sum of the ops' param_inputs */
   size_t internal_bytes;           /* internal values and their shard arrays */
   uint32_t link_total;             /* spanning ops' parts, summed */
-  /* Index of the one home slice (span[0]) of every op, or UINT32_MAX
-   * when they have several: ops_completed is then counted per op. */
-  uint32_t home_slice;
   pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
   /* Op indices that a submission visits instead of walking every op, in
    * op order: roots (ready at submission), guarded ops (a submit guard in
@@ -516,6 +513,11 @@ typedef struct pw_plan_s {
   uint32_t* rebind;
   uint32_t* runs;
   uint32_t* append_order;
+  /* (home slice index, ops) pairs, one per slice that is some op's home
+   * (span[0]), ascending: the completion counts an execution adds to its
+   * client's per-slice stats when it completes. */
+  uint32_t* home_counts;
+  uint32_t home_count_n;
   uint32_t root_count;
   uint32_t guarded_count;
   uint32_t rebind_count;

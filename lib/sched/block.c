@@ -129,12 +129,10 @@ static const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_
 
 pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   uint32_t input_total = 0, output_total = 0, param_inputs = 0, link_total = 0;
-  uint32_t home = plan->op_count ? plan->ops[0].vslice->slice->span[0]->index : UINT32_MAX;
   size_t internal_bytes = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     pw_plan_op_t* p = &plan->ops[i];
     uint32_t span = p->vslice->slice->span_count;
-    if (p->vslice->slice->span[0]->index != home) home = UINT32_MAX;
     link_total += span > 1 ? span : 0;
     p->param_inputs = 0;
     p->per_run_inputs = 0;
@@ -215,11 +213,26 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     counts[1] += pw_op_guarded(rt, p);
     counts[2] += p->per_run_inputs != 0;
   }
-  size_t total = (size_t)counts[0] + counts[1] + counts[2] + group_count + plan->op_count;
+  /* Ops per home slice (span[0]: its scheduler admits spanning ops), for
+   * the per-slice completion counts (pw_execution_complete). */
+  uint32_t* per_slice = NULL;
+  pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz(rt->slice_count),
+                                                 sizeof(uint32_t), 0, (void**)&per_slice);
+  uint32_t home_n = 0;
+  for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
+    if (per_slice[plan->ops[i].vslice->slice->span[0]->index]++ == 0) home_n++;
+  }
+  size_t total = (size_t)counts[0] + counts[1] + counts[2] + group_count + plan->op_count +
+                 2 * (size_t)home_n;
   uint32_t* lists = NULL;
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz((uint32_t)total),
-                                                 sizeof(uint32_t), 0, (void**)&lists);
+  if (status == NULL) {
+    status = pw_allocator_calloc_array(rt->allocator, pw_nz((uint32_t)total), sizeof(uint32_t),
+                                       0, (void**)&lists);
+  }
   if (status != NULL) {
+    if (per_slice != NULL) {
+      pw_allocator_free(rt->allocator, per_slice, pw_nz(rt->slice_count) * sizeof(uint32_t));
+    }
     if (group_of != NULL) {
       pw_allocator_free(rt->allocator, group_of,
                         ((size_t)plan->op_count + rt->slice_count) * sizeof(uint32_t));
@@ -233,6 +246,15 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->rebind = plan->guarded + counts[1];
   plan->runs = plan->rebind + counts[2];
   plan->append_order = plan->runs + group_count;
+  plan->home_counts = plan->append_order + plan->op_count;
+  plan->home_count_n = 0;
+  for (uint32_t k = 0; k < rt->slice_count; ++k) {
+    if (per_slice[k] == 0) continue;
+    plan->home_counts[2 * plan->home_count_n] = k;
+    plan->home_counts[2 * plan->home_count_n + 1] = per_slice[k];
+    plan->home_count_n++;
+  }
+  pw_allocator_free(rt->allocator, per_slice, pw_nz(rt->slice_count) * sizeof(uint32_t));
   plan->root_count = plan->guarded_count = plan->rebind_count = 0;
   plan->run_count = group_count;
   uint32_t run = 0;
@@ -274,7 +296,6 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   plan->param_input_total = param_inputs;
   plan->internal_bytes = internal_bytes;
   plan->link_total = link_total;
-  plan->home_slice = home;
   plan->id = pw_atomic_fetch_add_u64(&rt->next_plan_id, 1) + 1;
   return NULL;
 }

@@ -356,11 +356,11 @@ static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
 
 static void pw_execution_complete(pw_execution_t* exec) {
   const pw_plan_t* plan = exec->plan;
-  if (plan->home_slice != UINT32_MAX && plan->op_count != 0) {
-    /* One home slice: its ops are counted here at once (before the done
-     * event, so a waiter sees them), not one locked add per op. */
-    pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_slice].ops_completed,
-                            plan->op_count);
+  /* Ops are counted per home slice here, at once (before the done event,
+   * so a waiter sees them), not one locked add per op. */
+  for (uint32_t k = 0; k < plan->home_count_n; ++k) {
+    pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_counts[2 * k]].ops_completed,
+                            plan->home_counts[2 * k + 1]);
   }
   /* Every op has completed: nobody sets the status any more. */
   pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
@@ -441,14 +441,11 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   }
   pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
   pw_runtime_t* rt = slice->runtime;
-  if (exec->plan->home_slice == UINT32_MAX || rt->sched_charge) {
+  if (rt->sched_charge) {
     pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
-    if (exec->plan->home_slice == UINT32_MAX) pw_atomic_fetch_add_u64(&entry->ops_completed, 1);
-    if (rt->sched_charge) {
-      uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
-      pw_atomic_fetch_add_u64(&entry->device_ns, ns);
-      pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
-    }
+    uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
+    pw_atomic_fetch_add_u64(&entry->device_ns, ns);
+    pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
   }
   if (rt->sched_window != 0) {
     /* A spanning op took a window slot on each of its slices. */

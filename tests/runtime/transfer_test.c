@@ -106,6 +106,13 @@ Test(transfer, reshards_across_slices_with_only_the_needed_copies) {
   pw_event_t* done;
   OK(pw_graph_submit(w.client, g, &arg, 1, NULL, outs, 3, &done));
   OK(pw_fixture_wait(done));
+  /* Completions are counted per op's slice ("home" runs on a, "to_b" and
+   * "cols" on b) by the time the done event fires. */
+  pw_client_slice_stats_t on_a, on_b;
+  OK(pw_client_slice_stats(w.client, 0, &on_a));
+  OK(pw_client_slice_stats(w.client, 1, &on_b));
+  cr_assert_eq(on_a.ops_completed, 1);
+  cr_assert_eq(on_b.ops_completed, 2);
   for (int k = 0; k < 3; ++k) {
     float got[R * C];
     OK(pw_buffer_to_host(w.client, outs[k], got, sizeof(got), PW_INFINITE_FUTURE));

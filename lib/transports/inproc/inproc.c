@@ -32,8 +32,6 @@ typedef struct pw_inproc_task_s {
   unsigned char* dst_host;
   unsigned char* staging;     /* NULL unless neither side is host accessible */
   size_t staging_size;
-  bool staging_on_stack;      /* |staging| is the inline caller's buffer */
-  bool allocated;             /* freed after it ran (queued or staged) */
 } pw_inproc_task_t;
 
 typedef struct pw_inproc_s {
@@ -151,8 +149,11 @@ static pw_status_t pw_inproc_staged(const pw_transport_copy_t* c, unsigned char*
   return NULL;
 }
 
-static pw_status_t pw_inproc_execute(const pw_inproc_task_t* task) {
-  const pw_transport_copy_t* c = &task->copy;
+/* Runs copy |c|: health of both devices, the sim's accounting, the bytes.
+ * |sp| and |dp| are the host pointers of the two memories (NULL: not host
+ * accessible); |staging| (|chunk| bytes) is used when neither is. */
+static pw_status_t pw_inproc_execute(const pw_transport_copy_t* c, unsigned char* sp,
+                                     unsigned char* dp, unsigned char* staging, size_t chunk) {
   PW_RETURN_IF_ERROR(pw_inproc_check_health(&c->src, "source", c->tag));
   PW_RETURN_IF_ERROR(pw_inproc_check_health(&c->dst, "destination", c->tag));
   const pw_backend_t* sb = c->src.backend;
@@ -164,8 +165,6 @@ static pw_status_t pw_inproc_execute(const pw_inproc_task_t* task) {
                            "inproc copy (tag %llu)", (unsigned long long)c->tag);
   }
   if (c->size == 0) return NULL;
-  unsigned char* sp = task->src_host;
-  unsigned char* dp = task->dst_host;
   if (sp != NULL && dp != NULL) {
     memmove(dp + c->dst.offset, sp + c->src.offset, c->size);
     return NULL;
@@ -178,19 +177,18 @@ static pw_status_t pw_inproc_execute(const pw_inproc_task_t* task) {
     return sb->vtable->copy_to_host(sb->self, c->src.device, c->src.memory, c->src.offset,
                                     dp + c->dst.offset, c->size);
   }
-  return pw_inproc_staged(c, task->staging, task->staging_size);
+  return pw_inproc_staged(c, staging, chunk);
 }
 
 static void pw_inproc_task_free(pw_inproc_t* t, pw_inproc_task_t* task) {
-  if (task->staging != NULL && !task->staging_on_stack) {
-    pw_allocator_free(t->allocator, task->staging, task->staging_size);
-  }
-  if (task->allocated) pw_allocator_free(t->allocator, task, sizeof(*task));
+  if (task->staging != NULL) pw_allocator_free(t->allocator, task->staging, task->staging_size);
+  pw_allocator_free(t->allocator, task, sizeof(*task));
 }
 
 /* Runs |task|, frees it, then calls its done. */
 static void pw_inproc_run(pw_inproc_t* t, pw_inproc_task_t* task) {
-  pw_status_t status = pw_inproc_execute(task);
+  pw_status_t status = pw_inproc_execute(&task->copy, task->src_host, task->dst_host,
+                                         task->staging, task->staging_size);
   pw_transport_done_fn_t done = task->copy.done;
   void* user = task->copy.done_user;
   pw_inproc_task_free(t, task);
@@ -246,6 +244,29 @@ static void pw_inproc_stop(pw_inproc_t* t) {
  * The vtable
  *-------------------------------------------------------------------------*/
 
+/* A staging buffer of |chunk| bytes for a copy of |size| bytes between two
+ * memories that are not host accessible: the inline caller's stack when
+ * it fits, else an allocation (*out_allocated). */
+static pw_status_t pw_inproc_staging(pw_inproc_t* t, const pw_transport_copy_t* c,
+                                     unsigned char* stack, size_t stack_size,
+                                     unsigned char** out, size_t* out_chunk,
+                                     bool* out_allocated) {
+  *out_allocated = false;
+  if (stack != NULL && c->size <= stack_size) {
+    *out = stack;
+    *out_chunk = c->size;
+    return NULL;
+  }
+  size_t chunk = c->size < t->staging_bytes ? c->size : t->staging_bytes;
+  void* staging = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(t->allocator, chunk, 64, &staging),
+                         "inproc copy (tag %llu): staging buffer", (unsigned long long)c->tag);
+  *out = staging;
+  *out_chunk = chunk;
+  *out_allocated = true;
+  return NULL;
+}
+
 static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   pw_inproc_t* t = self;
   if (c == NULL || c->struct_size < PW_TRANSPORT_COPY_SIZE_V1 || c->done == NULL) {
@@ -254,45 +275,47 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   }
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->src, c->size, "source"));
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, c->size, "destination"));
-  pw_inproc_task_t local = {0};
-  _Alignas(64) unsigned char stack_staging[PW_INPROC_STACK_STAGING];
-  pw_inproc_task_t* task = &local;
-  if (t->worker_count > 0) {
-    void* memory = NULL;
-    PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(t->allocator, sizeof(*task),
-                                               alignof(pw_inproc_task_t), &memory),
-                           "inproc copy (tag %llu) of %zu bytes", (unsigned long long)c->tag,
-                           c->size);
-    task = memory;
-    task->allocated = true;
-  }
-  memcpy(&task->copy, c, PW_TRANSPORT_COPY_SIZE_V1);
-  task->copy.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
+  unsigned char* sp = NULL;
+  unsigned char* dp = NULL;
   if (c->size > 0) {
-    task->src_host = pw_inproc_host_pointer(&c->src);
-    task->dst_host = pw_inproc_host_pointer(&c->dst);
+    sp = pw_inproc_host_pointer(&c->src);
+    dp = pw_inproc_host_pointer(&c->dst);
   }
-  bool staged = c->size > 0 && task->src_host == NULL && task->dst_host == NULL;
-  if (staged && t->worker_count == 0 && c->size <= sizeof(stack_staging)) {
-    task->staging = stack_staging;
-    task->staging_size = c->size;
-    task->staging_on_stack = true;
-  } else if (staged) {
-    size_t chunk = c->size < t->staging_bytes ? c->size : t->staging_bytes;
-    void* staging = NULL;
-    pw_status_t status = pw_allocator_malloc(t->allocator, chunk, 64, &staging);
-    if (status != NULL) {
-      pw_inproc_task_free(t, task);
-      return pw_status_annotate(status, "inproc copy (tag %llu): staging buffer",
-                                (unsigned long long)c->tag);
-    }
-    task->staging = staging;
-    task->staging_size = chunk;
-  }
+  bool staged = c->size > 0 && sp == NULL && dp == NULL;
+  unsigned char* staging = NULL;
+  size_t chunk = 0;
+  bool allocated = false;
   if (t->worker_count == 0) {
-    pw_inproc_run(t, task);
+    /* Inline: no queue record; the caller's descriptor is read in place
+     * (it is ours until copy returns). */
+    _Alignas(64) unsigned char stack_staging[PW_INPROC_STACK_STAGING];
+    if (staged) {
+      PW_RETURN_IF_ERROR(pw_inproc_staging(t, c, stack_staging, sizeof(stack_staging), &staging,
+                                           &chunk, &allocated));
+    }
+    pw_transport_done_fn_t done = c->done;
+    void* user = c->done_user;
+    pw_status_t status = pw_inproc_execute(c, sp, dp, staging, chunk);
+    if (allocated) pw_allocator_free(t->allocator, staging, chunk);
+    done(user, status);
     return NULL;
   }
+  if (staged) PW_RETURN_IF_ERROR(pw_inproc_staging(t, c, NULL, 0, &staging, &chunk, &allocated));
+  void* memory = NULL;
+  pw_status_t status = pw_allocator_calloc(t->allocator, sizeof(pw_inproc_task_t),
+                                           alignof(pw_inproc_task_t), &memory);
+  if (status != NULL) {
+    if (allocated) pw_allocator_free(t->allocator, staging, chunk);
+    return pw_status_annotate(status, "inproc copy (tag %llu) of %zu bytes",
+                              (unsigned long long)c->tag, c->size);
+  }
+  pw_inproc_task_t* task = memory;
+  memcpy(&task->copy, c, PW_TRANSPORT_COPY_SIZE_V1);
+  task->copy.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
+  task->src_host = sp;
+  task->dst_host = dp;
+  task->staging = staging;
+  task->staging_size = chunk;
   pthread_mutex_lock(&t->mutex);
   task->next = NULL;
   if (t->tail != NULL) {
