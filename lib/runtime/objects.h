@@ -163,6 +163,11 @@ struct pw_runtime_s {
    * NULL: compile directly. Zero from calloc at create. */
   pw_atomic_ptr_t compile_cache;
   pw_transport_t transport;     /* owned; moves shards for transfer ops */
+  /* Its copy method if the vtable has one (checked once: vtables do not
+   * change), else NULL and copies go through the checked shim, which
+   * names what is missing. The dispatcher calls it directly with the
+   * descriptors it builds. */
+  pw_status_t (*transport_copy)(void* self, const pw_transport_copy_t* copy);
   pw_atomic_u64_t next_plan_id; /* pw_plan_t.id */
 };
 

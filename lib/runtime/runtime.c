@@ -211,6 +211,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
       return pw_status_annotate(status, "pw_runtime_create: default transport");
     }
   }
+  rt->transport_copy = PW__TRANSPORT_HAS(&rt->transport, copy) ? rt->transport.vtable->copy : NULL;
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
   if (status != NULL) {
     pw_runtime_free(rt);

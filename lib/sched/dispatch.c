@@ -528,7 +528,9 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.done = pw_dispatch_copy_done;
     copy.done_user = d;
     copy.tag = pw_op_gang_id(op);
-    pw_status_t status = pw__transport_copy(&rt->transport, &copy);
+    pw_status_t status = rt->transport_copy != NULL
+                             ? rt->transport_copy(rt->transport.self, &copy)
+                             : pw__transport_copy(&rt->transport, &copy);
     if (status != NULL) pw_dispatch_copy_finished(d, status);
   }
   pw_dispatch_copy_finished(d, NULL); /* the guard */
