@@ -327,6 +327,19 @@ pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
   return NULL;
 }
 
+bool pw__event_recycle(pw_event_t* event, uint32_t refs) {
+  if (pw_atomic_load_u32_acquire(&event->refs) != 1) return false;
+  pw_status_free(event->status);
+  event->status = NULL;
+  event->deferred_next = NULL;
+  event->deferred_nodes = NULL;
+  pw_atomic_store_ptr_relaxed(&event->callbacks, NULL);
+  pw_atomic_store_u32_relaxed(&event->state, 0);
+  /* Published to other threads by whatever hands the event out. */
+  pw_atomic_store_u32_relaxed(&event->refs, refs);
+  return true;
+}
+
 pw_status_t pw_event_create_completed(pw_allocator_t allocator,
                                       pw_status_t status,
                                       pw_event_t** out_event) {

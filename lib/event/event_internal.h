@@ -37,6 +37,13 @@ void pw__event_add_node(pw_event_t* event, pw__event_node_t* node);
 pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
                                   pw_event_t** out_event);
 
+/* If the caller's reference is the only one left on |event| (so nothing
+ * else can reach it: callbacks still running or deferred hold their own),
+ * resets it in place to a new, incomplete event with |refs| references
+ * and returns true; otherwise leaves it alone and returns false. For an
+ * owner that keeps its event across uses (an execution block). */
+bool pw__event_recycle(pw_event_t* event, uint32_t refs);
+
 /* Waiters currently announced as parked (or about to park) on |event|. A
  * snapshot, for tests and diagnostics: lets a test know a waiter has
  * reached the futex path without sleeping. */

@@ -44,8 +44,16 @@ static void pw_block_release_internal(pw_execution_t* block) {
   }
 }
 
+/* Drops the block's reference on the done event of its last run (kept for
+ * the next run of its plan: pw__dispatch_submit recycles it). */
+static void pw_block_release_done(pw_execution_t* block) {
+  pw_event_release(block->done);
+  block->done = NULL;
+}
+
 static void pw_block_free(pw_runtime_t* rt, pw_execution_t* block) {
   pw_block_release_internal(block);
+  pw_block_release_done(block);
   pw_allocator_free(rt->allocator, block, block->block_size);
 }
 
@@ -68,6 +76,7 @@ pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id,
         *out_prepared = true;
       } else {
         pw_block_release_internal(block);
+        pw_block_release_done(block);
         memset(block, 0, size);
       }
       *out = (unsigned char*)block;
@@ -101,7 +110,10 @@ static void pw_block_cache_drain(pw_client_t* client) {
  * client's last reference, which may go on any thread. */
 void pw__block_put(pw_client_t* client, pw_execution_t* block) {
   /* Only a block laid out for a plan is reused as it is. */
-  if (block->plan_id == 0) pw_block_release_internal(block);
+  if (block->plan_id == 0) {
+    pw_block_release_internal(block);
+    pw_block_release_done(block);
+  }
   if (pw_atomic_load_u32_acquire(&client->blocks_closed) == 0) {
     for (int i = 0; i < PW_BLOCK_CACHE_SLOTS; ++i) {
       pw_atomic_ptr_t* slot = &client->block_cache[pw_block_slot(block->plan_id, i)].block;

@@ -365,9 +365,9 @@ static void pw_execution_complete(pw_execution_t* exec) {
   /* Every op has completed: nobody sets the status any more. */
   pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
   if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
+  /* The block keeps its reference on the event: the next run of the plan
+   * in this block recycles it if the submitter let go of it. */
   pw_status_ignore(pw_event_fail(exec->done, status));
-  pw_event_release(exec->done);
-  exec->done = NULL;
   for (uint32_t i = 0; i < exec->plan->param_count; ++i) {
     pw__object_release(&exec->args[i]->header);
   }
@@ -1143,9 +1143,15 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
 
   pw_status_t status =
       prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan, &layout);
-  /* The done event starts with two references: the execution's (dropped
-   * at completion) and the submitter's. */
-  if (status == NULL) status = pw__event_create_refs(rt->allocator, 2, &exec->done);
+  /* The done event has two references: the block's (the execution
+   * completes it; the block keeps it for its next run) and the
+   * submitter's. A reused block recycles its last run's event when the
+   * submitter of that run has released it. */
+  if (status == NULL && (exec->done == NULL || !pw__event_recycle(exec->done, 2))) {
+    pw_event_release(exec->done);
+    exec->done = NULL;
+    status = pw__event_create_refs(rt->allocator, 2, &exec->done);
+  }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec);
     return status;

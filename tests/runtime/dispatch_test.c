@@ -163,6 +163,75 @@ Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
   pw_fixture_deinit(&f);
 }
 
+/* A resubmitted graph reuses its execution block, and the block keeps its
+ * last run's done event: it is recycled when the submitter has released
+ * it, and left alone (a fresh event is made) while the submitter holds
+ * it. Either way every run's event is incomplete until that run is done,
+ * and carries that run's status only. */
+Test(dispatch, done_events_of_reruns_are_fresh_whether_recycled_or_not) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2x4", &vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t p, a;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f.client, g, "a", copy, vs, &in, 1, &a));
+  OK(pw_graph_finalize(f.client, g));
+  float data[8] = {0};
+  pw_buffer_t arg;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  /* Run 1, kept by the test across run 2. */
+  pw_event_t* first = NULL;
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, NULL, 0, &first));
+  cr_assert(!pw_event_is_ready(first));
+  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  }
+  OK(pw_event_wait(first, pw_deadline_from_timeout(5000000000LL)));
+  /* Runs 2..7: 3 and 5 fail on one device. A run's event is released
+   * before the next submission only from run 3 on. */
+  pw_event_t* held = NULL;
+  for (int run = 2; run <= 7; ++run) {
+    if (run == 3 || run == 5) {
+      pw_double_backend_fail_launch(f.dbl, 2, PW_STATUS_DATA_LOSS, PW_DOUBLE_FAIL_AT_LAUNCH);
+    }
+    pw_event_t* done = NULL;
+    OK(pw_graph_submit(f.client, g, &arg, 1, NULL, NULL, 0, &done));
+    cr_assert_neq(done, first, "run %d got the event run 1's submitter still holds", run);
+    cr_assert(!pw_event_is_ready(done), "run %d: event complete before its run", run);
+    cr_assert(pw_event_is_ready(first), "run 1's event was reset under its holder");
+    while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+    }
+    pw_status_t st = pw_event_wait(done, pw_deadline_from_timeout(5000000000LL));
+    if (run == 3 || run == 5) {
+      cr_assert_eq(pw_status_code(st), PW_STATUS_DATA_LOSS, "run %d", run);
+      pw_status_free(st);
+    } else {
+      cr_assert_null(st, "run %d carries an earlier run's failure", run);
+    }
+    if (run == 2) {
+      held = done; /* released after run 3 is submitted */
+    } else {
+      pw_event_release(done);
+      if (held != NULL) {
+        pw_event_release(held);
+        held = NULL;
+      }
+    }
+  }
+  pw_status_t st = pw_event_wait(first, 0);
+  cr_assert_null(st);
+  pw_event_release(first);
+  OK(pw_buffer_release(f.client, arg));
+  pw_fixture_deinit(&f);
+}
+
 Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
   /* Parallel asynchronous dispatch: the second submit happens while the
    * first execution's output (its argument) is still pending. */
