@@ -26,15 +26,7 @@ typedef struct pw_allocator_t {
   void (*free)(void* self, void* ptr, size_t size);
 } pw_allocator_t;
 
-/* The C library's allocator (malloc, aligned_alloc, free). Blocks of
- * PW_ALLOCATOR_SYSTEM_HUGE_BYTES or more (a large graph's plan and
- * execution blocks) are aligned to 2 MiB, rounded up to a multiple of it,
- * and, where the platform has it, advised as transparent huge pages
- * (madvise MADV_HUGEPAGE): the first touch of a fresh 40 MB block then
- * costs ~20 page faults instead of ~10,000. A host allocator sets its own
- * policy. */
-#define PW_ALLOCATOR_SYSTEM_HUGE_BYTES ((size_t)4 << 20)
-PW_API pw_allocator_t pw_allocator_system(void);
+/* The C library's allocator (aligned_alloc/free). */
 PW_API pw_allocator_t pw_allocator_system(void);
 
 /* True when |allocator| has both methods set. */

@@ -1,30 +1,11 @@
-#define _DEFAULT_SOURCE /* madvise */
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "pathways/allocator.h"
 
-#define PW_HUGE_PAGE ((size_t)2 << 20)
-
-/* See pw_allocator_system: large blocks on 2 MiB pages where the kernel
- * gives them (with transparent huge pages in "madvise" mode, the default
- * on many distributions, only advised regions get them). The advice is a
- * hint; if it fails the block is still good. */
-static void* pw_system_alloc_huge(size_t size) {
-  size_t rounded = (size + PW_HUGE_PAGE - 1) & ~(PW_HUGE_PAGE - 1);
-  if (rounded < size) return NULL;
-  void* ptr = aligned_alloc(PW_HUGE_PAGE, rounded);
-#ifdef MADV_HUGEPAGE
-  if (ptr != NULL) (void)madvise(ptr, rounded, MADV_HUGEPAGE);
-#endif
-  return ptr;
-}
-
 static void* pw_system_alloc(void* self, size_t size, size_t alignment) {
   (void)self;
-  if (size >= PW_ALLOCATOR_SYSTEM_HUGE_BYTES) return pw_system_alloc_huge(size);
   if (alignment <= alignof(max_align_t)) return malloc(size);
   /* aligned_alloc wants size to be a multiple of alignment. */
   size_t rounded = (size + alignment - 1) & ~(alignment - 1);

@@ -25,33 +25,6 @@ Test(allocator, system_allocates_aligned_zeroed_memory) {
   pw_allocator_free(a, NULL, 0);
 }
 
-/* Large blocks take the huge-page path: 2 MiB aligned whatever alignment
- * was asked, every byte usable, zeroed by calloc, freed by the same call. */
-Test(allocator, system_puts_large_blocks_on_2mib_boundaries) {
-  pw_allocator_t a = pw_allocator_system();
-  size_t sizes[] = {PW_ALLOCATOR_SYSTEM_HUGE_BYTES, PW_ALLOCATOR_SYSTEM_HUGE_BYTES + 1,
-                    3 * PW_ALLOCATOR_SYSTEM_HUGE_BYTES + 12345};
-  size_t alignments[] = {0, 64, 4096};
-  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-    for (size_t k = 0; k < sizeof(alignments) / sizeof(alignments[0]); ++k) {
-      unsigned char* p = NULL;
-      cr_assert_null(pw_allocator_calloc(a, sizes[i], alignments[k], (void**)&p));
-      cr_assert_eq((uintptr_t)p % ((size_t)2 << 20), 0, "size %zu", sizes[i]);
-      cr_assert_eq(p[0], 0);
-      cr_assert_eq(p[sizes[i] / 2], 0);
-      cr_assert_eq(p[sizes[i] - 1], 0);
-      p[0] = 1;
-      p[sizes[i] - 1] = 2;
-      pw_allocator_free(a, p, sizes[i]);
-    }
-  }
-  /* Just below the threshold: the ordinary path (no 2 MiB rounding asked). */
-  void* q = NULL;
-  cr_assert_null(pw_allocator_malloc(a, PW_ALLOCATOR_SYSTEM_HUGE_BYTES - 1, 64, &q));
-  cr_assert_eq((uintptr_t)q % 64, 0);
-  pw_allocator_free(a, q, PW_ALLOCATOR_SYSTEM_HUGE_BYTES - 1);
-}
-
 Test(allocator, bad_requests_name_the_problem) {
   pw_allocator_t a = pw_allocator_system();
   void* p = (void*)1;
