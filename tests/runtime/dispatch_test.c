@@ -163,6 +163,24 @@ Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
   pw_fixture_deinit(&f);
 }
 
+/* A deferred-completion double with one 2x4 slice, and a graph that
+ * copies its f32[8] parameter (node "a"), its result a graph output when
+ * |output|. */
+static void deferred_copy_graph(pw_fixture_t* f, pw_vslice_t* vs, pw_graph_t* g, bool output) {
+  OK(pw_fixture_init(f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
+  OK(pw_fixture_vslice(f, "2x4", vs));
+  pw_executable_t copy;
+  OK(pw_fixture_compile(f, *vs, kCopy8, &copy));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  OK(pw_graph_create(f->client, g));
+  uint32_t p, a;
+  OK(pw_graph_add_parameter(f->client, *g, *vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f->client, *g, "a", copy, *vs, &in, 1, &a));
+  if (output) OK(pw_graph_add_output(f->client, *g, pw_value(a, 0)));
+}
+
 /* A resubmitted graph reuses its execution block, and the block keeps its
  * last run's done event: it is recycled when the submitter has released
  * it, and left alone (a fresh event is made) while the submitter holds
@@ -170,19 +188,10 @@ Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
  * and carries that run's status only. */
 Test(dispatch, done_events_of_reruns_are_fresh_whether_recycled_or_not) {
   pw_fixture_t f;
-  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
   pw_vslice_t vs;
-  OK(pw_fixture_vslice(&f, "2x4", &vs));
-  pw_executable_t copy;
-  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
-  int64_t dims[1] = {8};
-  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
   pw_graph_t g;
-  OK(pw_graph_create(f.client, &g));
-  uint32_t p, a;
-  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
-  pw_value_t in = pw_value(p, 0);
-  OK(pw_graph_add_compute(f.client, g, "a", copy, vs, &in, 1, &a));
+  deferred_copy_graph(&f, &vs, &g, false);
+  int64_t dims[1] = {8};
   OK(pw_graph_finalize(f.client, g));
   float data[8] = {0};
   pw_buffer_t arg;
@@ -236,20 +245,10 @@ Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
   /* Parallel asynchronous dispatch: the second submit happens while the
    * first execution's output (its argument) is still pending. */
   pw_fixture_t f;
-  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
   pw_vslice_t vs;
-  OK(pw_fixture_vslice(&f, "2x4", &vs));
-  pw_executable_t copy;
-  OK(pw_fixture_compile(&f, vs, kCopy8, &copy));
-  int64_t dims[1] = {8};
-  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
   pw_graph_t g;
-  OK(pw_graph_create(f.client, &g));
-  uint32_t p, a;
-  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &p));
-  pw_value_t in = pw_value(p, 0);
-  OK(pw_graph_add_compute(f.client, g, "a", copy, vs, &in, 1, &a));
-  OK(pw_graph_add_output(f.client, g, pw_value(a, 0)));
+  deferred_copy_graph(&f, &vs, &g, true);
+  int64_t dims[1] = {8};
   float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   pw_buffer_t x, y, z;
   OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &x));
