@@ -425,7 +425,7 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
   if (status == NULL && rt->sched_window == 0) {
     /* The links inside each append group stay the same from run to run:
      * appends only link a group's first op and clear its last op's link
-     * (pw_dispatch_append_exclusive). */
+     * (pw_dispatch_append_part). */
     for (uint32_t g = 0; g < plan->run_count; ++g) {
       uint32_t end = g + 1 < plan->run_count ? plan->runs[g + 1] : plan->op_count;
       for (uint32_t k = plan->runs[g]; k + 1 < end; ++k) {

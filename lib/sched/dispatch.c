@@ -2,10 +2,12 @@
 /* Gang-ordered asynchronous dispatch.
  *
  * Every physical slice has one slice sequence: an append-only linked list
- * of ops (op->slice_next), appended under the slice's append_lock by
- * submitters (or, with a scheduler window, by the thread admitting ops,
- * which may be a completing one; the lock is only held to link ops). Each device
- * follows the sequence with a cursor, a tagged op pointer:
+ * of ops (op->slice_next), appended by submitters (or, with a scheduler
+ * window, by the thread admitting ops, which may be a completing one): an
+ * appender exchanges the slice's tail, then links the old tail to its ops
+ * (pw_dispatch_append_part; the append locks only order spanning appends
+ * and windowed admissions). Each device follows the sequence with a
+ * cursor, a tagged op pointer:
  *
  *   op|WAITING  the device reached op; op's inputs are not complete yet
  *   op|RUNNING  the device launched op (or is about to)
@@ -65,12 +67,14 @@
  * of sections is an interval order: no cycle of waits between slices. With
  * a scheduler window the op is admitted by its home slice's (span[0])
  * scheduler and appended the same way; admissions of single-slice ops take
- * their slice's append lock too, so the two kinds of appender never race.
+ * their slice's append lock too (it keeps the op's execution alive through
+ * the append). One-part appends of submitters take no lock: they do not
+ * change the relative order of spanning ops on any part.
  *
  * Lifetime: ops live in their execution's block. An execution is freed
- * when (1) all its ops completed and (2) no slice has one of its ops as
- * tail (a tail may still be named by an IDLE cursor). The submitter holds
- * no reference (see pw__dispatch_submit). Freeing returns the block to its
+ * when (1) all its ops completed, (2) no slice has one of its ops as tail
+ * (a tail may still be named by an IDLE cursor) and (3) its submitter
+ * returned (see pw__dispatch_submit). Freeing returns the block to its
  * client's cache, where the next submission of the same graph finds it
  * laid out, internal values' device memory included (see "execution
  * blocks", lib/sched/block.c).
