@@ -16,8 +16,10 @@ static void pw_buffer_destroy(pw_object_t* object) {
     for (uint32_t d = 0; d < b->slice->device_count; ++d) {
       pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
     }
-    pw_allocator_free(rt->allocator, b->shards,
-                      b->slice->device_count * sizeof(pw_backend_memory_t));
+    if (b->shards != b->inline_shards) {
+      pw_allocator_free(rt->allocator, b->shards,
+                        b->slice->device_count * sizeof(pw_backend_memory_t));
+    }
   }
   pw_event_release(b->ready);
   pw__object_release(b->vslice ? &b->vslice->header : NULL);
@@ -38,9 +40,13 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
   pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &vslice->mesh);
   b->shard_bytes = (size_t)pw_shape_element_count(&shard) * elem;
   b->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * elem;
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, vslice->slice->device_count,
-                                                 sizeof(pw_backend_memory_t), 0,
-                                                 (void**)&b->shards);
+  pw_status_t status = NULL;
+  if (vslice->slice->device_count <= PW_BUFFER_INLINE_SHARDS) {
+    b->shards = b->inline_shards; /* zeroed with the object */
+  } else {
+    status = pw_allocator_calloc_array(rt->allocator, vslice->slice->device_count,
+                                       sizeof(pw_backend_memory_t), 0, (void**)&b->shards);
+  }
   if (status == NULL) status = pw_event_create(rt->allocator, &b->ready);
   if (status != NULL) {
     pw_buffer_destroy(&b->header);

@@ -386,18 +386,27 @@ typedef struct pw_executable_obj_s {
   size_t options_size;    /* its allocation: strlen + 1 */
 } pw_executable_obj_t;
 
+/* Shard slots a buffer object holds inline: buffers of slices with at
+ * most this many devices need no separate shard array. */
+#define PW_BUFFER_INLINE_SHARDS 2
+
 typedef struct pw_buffer_obj_s {
   pw_object_t header;
+  /* What launches read first, on the object's first cache line with the
+   * header: the shards (per device, mesh order; written by the device
+   * that produces the shard before the ready event completes), which are
+   * |inline_shards| when the slice has at most PW_BUFFER_INLINE_SHARDS
+   * devices, else a separate array (after the object, for internal
+   * values in an execution block). */
+  pw_backend_memory_t* shards;
+  pw_backend_memory_t inline_shards[PW_BUFFER_INLINE_SHARDS];
+  size_t shard_bytes;
+  pw_event_t* ready;
   pw_slice_t* slice;
   pw_mesh_shape_t mesh;      /* the vslice's mesh */
   pw_vslice_obj_t* vslice;   /* retained */
   pw_array_spec_t spec;
-  size_t shard_bytes;
   size_t total_bytes;
-  pw_event_t* ready;
-  /* Per device (mesh order); written by the device that produces the
-   * shard before the ready event completes. */
-  pw_backend_memory_t* shards;
 } pw_buffer_obj_t;
 
 pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,

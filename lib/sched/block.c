@@ -7,11 +7,14 @@
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
 
-/* Bytes of one internal value in the block: its buffer object and its
- * shard array. */
+/* Bytes of one internal value in the block: its buffer object and, when
+ * the slice has more devices than the object holds inline, its shard
+ * array. */
 static size_t pw_internal_value_bytes(uint32_t device_count) {
   return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-         pw_align_up(device_count * sizeof(pw_backend_memory_t), 16);
+         (device_count <= PW_BUFFER_INLINE_SHARDS
+              ? 0
+              : pw_align_up(device_count * sizeof(pw_backend_memory_t), 16));
 }
 
 
@@ -387,8 +390,10 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
       } else {
         pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
         internal += pw_internal_value_bytes(op->slice->device_count);
-        b->shards = (pw_backend_memory_t*)((unsigned char*)b +
-                                           pw_align_up(sizeof(pw_buffer_obj_t), 16));
+        b->shards = op->slice->device_count <= PW_BUFFER_INLINE_SHARDS
+                        ? b->inline_shards
+                        : (pw_backend_memory_t*)((unsigned char*)b +
+                                                 pw_align_up(sizeof(pw_buffer_obj_t), 16));
         b->header.kind = PW_OBJECT_BUFFER;
         b->header.runtime = rt;
         b->slice = op->slice;
