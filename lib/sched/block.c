@@ -230,9 +230,15 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
   }
   /* Ops per home slice (span[0]: its scheduler admits spanning ops), for
    * the per-slice completion counts (pw_execution_complete). */
-  uint32_t* per_slice = NULL;
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, pw_nz(rt->slice_count),
-                                                 sizeof(uint32_t), 0, (void**)&per_slice);
+  uint32_t per_slice_stack[64];
+  uint32_t* per_slice = per_slice_stack;
+  pw_status_t status = NULL;
+  if (rt->slice_count <= 64) {
+    memset(per_slice_stack, 0, sizeof(per_slice_stack));
+  } else {
+    status = pw_allocator_calloc_array(rt->allocator, rt->slice_count, sizeof(uint32_t), 0,
+                                       (void**)&per_slice);
+  }
   uint32_t home_n = 0;
   for (uint32_t i = 0; status == NULL && i < plan->op_count; ++i) {
     if (per_slice[plan->ops[i].vslice->slice->span[0]->index]++ == 0) home_n++;
@@ -245,8 +251,8 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
                                        0, (void**)&lists);
   }
   if (status != NULL) {
-    if (per_slice != NULL) {
-      pw_allocator_free(rt->allocator, per_slice, pw_nz(rt->slice_count) * sizeof(uint32_t));
+    if (per_slice != NULL && per_slice != per_slice_stack) {
+      pw_allocator_free(rt->allocator, per_slice, rt->slice_count * sizeof(uint32_t));
     }
     if (group_of != NULL) {
       pw_allocator_free(rt->allocator, group_of,
@@ -269,7 +275,9 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     plan->home_counts[2 * plan->home_count_n + 1] = per_slice[k];
     plan->home_count_n++;
   }
-  pw_allocator_free(rt->allocator, per_slice, pw_nz(rt->slice_count) * sizeof(uint32_t));
+  if (per_slice != per_slice_stack) {
+    pw_allocator_free(rt->allocator, per_slice, rt->slice_count * sizeof(uint32_t));
+  }
   plan->root_count = plan->guarded_count = plan->rebind_count = 0;
   plan->run_count = group_count;
   uint32_t run = 0;

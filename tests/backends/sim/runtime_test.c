@@ -204,6 +204,14 @@ Test(sim_runtime, different_failure_seed_different_trace_hash) {
   cr_assert_neq(c.trace_hash, a.trace_hash);
 }
 
+/* More slices than plan preparation counts on the stack (64): 96 slices
+ * of 2 chips, every execution's ops counted on their slice. */
+Test(sim_runtime, fleet_of_96_small_slices) {
+  pw_sim_stats_t a = pw_sim_workload(96, 2, PW_SIM_MODE_INLINE, 11, 0, 2);
+  cr_assert_eq(a.failed, 0);
+  cr_assert_eq(a.events, 2ull * 2 * 96 * 2);
+}
+
 /* 64 slices x 256 chips through the runtime, in seconds. */
 Test(sim_runtime, fleet_of_64_slices_of_256_chips) {
   pw_time_t start = pw_clock_now();
