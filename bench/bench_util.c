@@ -121,7 +121,7 @@ void pw_bench_json_end(pw_bench_json_t* j) {
   fflush(stdout);
 }
 
-static const char* pw_bench_opt_value(int argc, char** argv, const char* name) {
+const char* pw_bench_opt_value(int argc, char** argv, const char* name) {
   size_t len = strlen(name);
   for (int i = 0; i < argc; ++i) {
     if (strncmp(argv[i], "--", 2) != 0 || strncmp(argv[i] + 2, name, len) != 0) continue;

@@ -43,5 +43,8 @@ void pw_bench_json_end(pw_bench_json_t* j);
 long long pw_bench_opt_int(int argc, char** argv, const char* name,
                            long long fallback);
 bool pw_bench_opt_flag(int argc, char** argv, const char* name);
+/* The value of --name=value or --name value ("" when --name ends the
+ * line), or NULL when absent. */
+const char* pw_bench_opt_value(int argc, char** argv, const char* name);
 
 #endif /* PW_BENCH_UTIL_H_ */

@@ -373,16 +373,6 @@ typedef struct pw_bench_shapes_config_t {
   bool check;
 } pw_bench_shapes_config_t;
 
-static const char* pw_bench_arg(int argc, char** argv, const char* name) {
-  size_t len = strlen(name);
-  for (int i = 0; i < argc; ++i) {
-    if (strncmp(argv[i], "--", 2) != 0 || strncmp(argv[i] + 2, name, len) != 0) continue;
-    const char* rest = argv[i] + 2 + len;
-    if (*rest == '=') return rest + 1;
-    if (*rest == '\0') return i + 1 < argc ? argv[i + 1] : "";
-  }
-  return NULL;
-}
 
 static int pw_bench_parse_config(int argc, char** argv, const char* who,
                                  pw_bench_shapes_config_t* c) {
@@ -400,7 +390,7 @@ static int pw_bench_parse_config(int argc, char** argv, const char* who,
   c->samples = (uint32_t)pw_bench_opt_int(argc, argv, "latency-samples", c->samples);
   if (c->reps < 1) c->reps = 1;
   if (c->samples < 1) c->samples = 1;
-  const char* scale = pw_bench_arg(argc, argv, "scale");
+  const char* scale = pw_bench_opt_value(argc, argv, "scale");
   if (scale != NULL) {
     char* end = NULL;
     c->scale = strtod(scale, &end);
@@ -410,7 +400,7 @@ static int pw_bench_parse_config(int argc, char** argv, const char* who,
     }
     c->metg_scale = c->scale * 0.05;
   }
-  const char* threads = pw_bench_arg(argc, argv, "threads");
+  const char* threads = pw_bench_opt_value(argc, argv, "threads");
   if (threads == NULL) threads = "1,2";
   for (const char* p = threads; *p;) {
     char* end = NULL;
@@ -427,7 +417,7 @@ static int pw_bench_parse_config(int argc, char** argv, const char* who,
       return -1;
     }
   }
-  const char* shapes = pw_bench_arg(argc, argv, "shape");
+  const char* shapes = pw_bench_opt_value(argc, argv, "shape");
   if (shapes == NULL || strcmp(shapes, "all") == 0) {
     for (int k = 0; k < PW_BENCH_SHAPE_COUNT; ++k) c->shapes[k] = true;
   } else {
@@ -725,6 +715,7 @@ int pw_bench_shapes_main(int argc, char** argv, const pw_bench_runtime_t* R) {
     printf("usage: [--threads 1,2] [--shape NAME,...|all] [--reps R] [--latency-samples N]\n"
            "       [--scale X] [--quick] [--no-metg|--metg-only] [--no-check]\n"
            "       [--time-budget SECONDS]\n"
+           "libpathways only: [--submit exec|graph] [--alloc-cache]\n"
            "Shapes: chain fan layered spmd pipeline spawn one step (see bench/shapes.h).\n"
            "Results: one JSON object per line on stdout; a table on stderr.\n");
     return 0;

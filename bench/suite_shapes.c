@@ -22,8 +22,12 @@
  *     event is the barrier the host waits for.
  *   spawn: a one-node graph built once and submitted once per task.
  * Graphs are built once and resubmitted; build_ns covers pw_graph_create,
- * the pw_graph_add_compute/add_transfer calls and pw_graph_finalize (not
- * the runtime, slices or executables, made beforehand as a peer's pool is).
+ * the pw_graph_add_compute/add_transfer calls, pw_graph_finalize and
+ * pw_graph_exec_create (not the runtime, slices or executables, made
+ * beforehand as a peer's pool is). Runs go through the armed graph
+ * (pw_graph_exec_submit); --submit graph submits by handle instead
+ * (pw_graph_submit: a handle look-up and a graph reference per run, blocks
+ * from the client's shared cache), rows then named "libpathways/handle".
  *
  * --alloc-cache (a diagnostic, not a peer comparison) gives the runtime an
  * allocator that keeps freed blocks of 64 KiB or more for reuse; rows are
@@ -240,6 +244,7 @@ static void pw_lp_cache_drain(pw_lp_cache_t* c) {
 }
 
 static bool pw_lp_use_cache;
+static bool pw_lp_use_armed = true; /* --submit exec (the default) */
 
 /* ---- the runtime under test --------------------------------------------- */
 
@@ -274,6 +279,7 @@ typedef struct pw_lp_part_t {
   uint32_t slice_stride;
   uint32_t slice_count;
   pw_graph_t graph;
+  pw_graph_exec_t* armed;    /* NULL with --submit graph */
   uint64_t submissions;      /* spawn: submissions per run; else 1 */
   uint64_t launches;         /* device launches per run */
   /* per-job thread state */
@@ -371,6 +377,7 @@ static void pw_lp_destroy(void* rt, void* graph) {
   pw_lp_graph_t* g = graph;
   for (uint32_t p = 0; p < g->part_count; ++p) {
     if (g->parts[p].owns_dag) pw_bench_dag_free(&g->parts[p].dag);
+    pw_graph_exec_destroy(g->parts[p].armed);
   }
   pw_client_destroy(g->client);
   pw_runtime_destroy(g->runtime);
@@ -605,7 +612,9 @@ static int pw_lp_build_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
       if (pw_lp_fail(s, "add_compute")) return -1;
     }
   }
-  return pw_lp_fail(pw_graph_finalize(c, part->graph), "finalize");
+  if (pw_lp_fail(pw_graph_finalize(c, part->graph), "finalize")) return -1;
+  if (!pw_lp_use_armed) return 0;
+  return pw_lp_fail(pw_graph_exec_create(c, part->graph, &part->armed), "arm");
 }
 
 static int pw_lp_build(void* rt, void* graph) {
@@ -622,7 +631,10 @@ static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
   pw_event_t* last = NULL;
   for (uint64_t i = 0; i < part->submissions; ++i) {
     pw_event_t* done = NULL;
-    pw_status_t s = pw_graph_submit(g->client, part->graph, NULL, 0, NULL, NULL, 0, &done);
+    pw_status_t s =
+        part->armed != NULL
+            ? pw_graph_exec_submit(part->armed, NULL, 0, NULL, NULL, 0, &done)
+            : pw_graph_submit(g->client, part->graph, NULL, 0, NULL, NULL, 0, &done);
     if (s != NULL) {
       pw_event_release(last);
       return pw_lp_fail(s, "submit");
@@ -751,7 +763,17 @@ static const pw_bench_runtime_t pw_lp_runtime = {
 static int pw_bench_shapes_run(int argc, char** argv) {
   pw_bench_runtime_t runtime = pw_lp_runtime;
   pw_lp_use_cache = pw_bench_opt_flag(argc, argv, "alloc-cache");
-  if (pw_lp_use_cache) runtime.name = "libpathways+cache";
+  const char* submit = pw_bench_opt_value(argc, argv, "submit");
+  if (submit != NULL && strcmp(submit, "graph") != 0 && strcmp(submit, "exec") != 0) {
+    fprintf(stderr, "shapes: --submit takes exec or graph, not '%s'\n", submit);
+    return 2;
+  }
+  pw_lp_use_armed = submit == NULL || strcmp(submit, "exec") == 0;
+  if (pw_lp_use_cache) {
+    runtime.name = pw_lp_use_armed ? "libpathways+cache" : "libpathways/handle+cache";
+  } else if (!pw_lp_use_armed) {
+    runtime.name = "libpathways/handle";
+  }
   return pw_bench_shapes_main(argc, argv, &runtime);
 }
 

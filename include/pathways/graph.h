@@ -118,6 +118,43 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_submit(
     uint32_t arg_count, const pw_submit_options_t* options,
     pw_buffer_t* out_outputs, uint32_t output_count, pw_event_t** out_done);
 
+/* ---- armed graphs ---------------------------------------------------------
+ *
+ * A graph armed for repeated submission from one thread (what CUDA calls an
+ * instantiated graph, PJRT a loaded executable): the handle look-up, the
+ * finalize check and the graph reference are paid once, at create, and the
+ * armed graph keeps private execution blocks, so a submission neither
+ * takes a block from the client's shared cache nor references the graph
+ * or the client. Runs are the same as pw_graph_submit's, in the same gang
+ * order; runs may overlap (a submission whose private blocks are all in
+ * use takes one from the client's cache, as pw_graph_submit does).
+ *
+ * Thread safety: an armed graph is used by one thread at a time (the
+ * caller serialises pw_graph_exec_submit and pw_graph_exec_destroy on one
+ * armed graph); different armed graphs, and the client itself, may be used
+ * from any threads at once. Completions may run on any thread. */
+typedef struct pw_graph_exec_s pw_graph_exec_t;
+
+/* Arms |graph| (finalizing it if needed) for submission on |client|. The
+ * armed graph keeps the graph alive: its handle may be released. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_exec_create(pw_client_t* client,
+                                                           pw_graph_t graph,
+                                                           pw_graph_exec_t** out_exec);
+
+/* pw_graph_submit for the armed graph: the same arguments, checks, outputs
+ * and done event. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_exec_submit(
+    pw_graph_exec_t* exec, const pw_buffer_t* args, uint32_t arg_count,
+    const pw_submit_options_t* options, pw_buffer_t* out_outputs, uint32_t output_count,
+    pw_event_t** out_done);
+
+/* Waits until every run |exec| submitted has completed (runs always
+ * complete, failed or not), then frees it; NULL is a no-op. Do not call it
+ * from a callback of one of its own runs' events. pw_client_destroy
+ * destroys the armed graphs of the client still alive; using one after
+ * that is undefined. */
+PW_API void pw_graph_exec_destroy(pw_graph_exec_t* exec);
+
 PW_EXTERN_C_END
 
 #endif /* PATHWAYS_GRAPH_H_ */

@@ -1211,37 +1211,40 @@ pw_status_t pw_graph_release(pw_client_t* client, pw_graph_t graph) {
 
 /* ---- submit ------------------------------------------------------------- */
 
-pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buffer_t* args,
-                            uint32_t arg_count, const pw_submit_options_t* options,
-                            pw_buffer_t* out_outputs, uint32_t output_count,
-                            pw_event_t** out_done) {
-  if (out_done) *out_done = NULL;
-  if (client == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_submit: client is NULL");
-  }
+/* What pw_graph_submit and pw_graph_exec_submit check before anything
+ * else; |who| names the call in the messages. */
+static pw_status_t pw_submit_check_args(const char* who, const pw_buffer_t* args,
+                                        uint32_t arg_count, const pw_submit_options_t* options,
+                                        pw_buffer_t* out_outputs, uint32_t output_count) {
   if ((arg_count > 0 && args == NULL) || (output_count > 0 && out_outputs == NULL)) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_graph_submit: args or out_outputs is NULL");
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: args or out_outputs is NULL", who);
   }
   if (options != NULL && options->struct_size < sizeof(size_t) + sizeof(const bool*)) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_graph_submit: options struct_size %zu is too small",
-                          options->struct_size);
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: options struct_size %zu is too small",
+                          who, options->struct_size);
   }
   for (uint32_t i = 0; i < output_count; ++i) out_outputs[i].id = 0;
-  pw_graph_obj_t* g = NULL;
-  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
-  const pw_plan_t* plan = NULL;
-  pw_status_t status = pw__graph_plan(client, g, &plan);
+  return NULL;
+}
+
+/* The rest of a submission, once the plan is known (|status|: an error
+ * found so far, returned after the clean-up). |g|: the caller's
+ * reference to the graph (pw_graph_submit; the execution takes it over),
+ * or NULL with |armed|. */
+static pw_status_t pw_submit_plan(pw_client_t* client, const char* who, pw_graph_obj_t* g,
+                                  pw_graph_exec_obj_t* armed, const pw_plan_t* plan,
+                                  pw_status_t status, const pw_buffer_t* args,
+                                  uint32_t arg_count, const pw_submit_options_t* options,
+                                  pw_buffer_t* out_outputs, uint32_t output_count,
+                                  pw_event_t** out_done) {
   if (status == NULL && arg_count != plan->param_count) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                            "pw_graph_submit: %u arguments given, the graph has %u "
-                            "parameters",
+                            "%s: %u arguments given, the graph has %u parameters", who,
                             arg_count, plan->param_count);
   }
   if (status == NULL && output_count != plan->output_count) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                            "pw_graph_submit: room for %u outputs given, the graph has %u",
+                            "%s: room for %u outputs given, the graph has %u", who,
                             output_count, plan->output_count);
   }
   pw_runtime_t* rt = client->runtime;
@@ -1287,7 +1290,8 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
   }
   pw_event_t* done = NULL;
   if (status == NULL) {
-    status = pw__dispatch_submit(client, plan, &g->header, arg_objs, out_objs, &done);
+    status = pw__dispatch_submit(client, plan, g != NULL ? &g->header : NULL, armed, arg_objs,
+                                 out_objs, &done);
     /* On success the execution took over the look-up's reference. */
     if (status == NULL) g = NULL;
   }
@@ -1327,6 +1331,77 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
     pw_event_release(done);
   }
   return status;
+}
+
+pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buffer_t* args,
+                            uint32_t arg_count, const pw_submit_options_t* options,
+                            pw_buffer_t* out_outputs, uint32_t output_count,
+                            pw_event_t** out_done) {
+  static const char who[] = "pw_graph_submit";
+  if (out_done) *out_done = NULL;
+  if (client == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: client is NULL", who);
+  }
+  PW_RETURN_IF_ERROR(
+      pw_submit_check_args(who, args, arg_count, options, out_outputs, output_count));
+  pw_graph_obj_t* g = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  const pw_plan_t* plan = NULL;
+  pw_status_t status = pw__graph_plan(client, g, &plan);
+  return pw_submit_plan(client, who, g, NULL, plan, status, args, arg_count, options,
+                        out_outputs, output_count, out_done);
+}
+
+/* ---- armed graphs ------------------------------------------------------- */
+
+pw_status_t pw_graph_exec_create(pw_client_t* client, pw_graph_t graph,
+                                 pw_graph_exec_t** out_exec) {
+  if (out_exec == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_exec_create: out_exec is NULL");
+  }
+  *out_exec = NULL;
+  if (client == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_exec_create: client is NULL");
+  }
+  pw_graph_obj_t* g = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  const pw_plan_t* plan = NULL;
+  pw_status_t status = pw__graph_plan(client, g, &plan);
+  pw_graph_exec_obj_t* armed = NULL;
+  if (status == NULL) {
+    status = pw_allocator_calloc(client->runtime->allocator, sizeof(*armed), 0, (void**)&armed);
+  }
+  if (status != NULL) {
+    pw__object_release(&g->header);
+    return pw_status_annotate(status, "pw_graph_exec_create");
+  }
+  armed->client = client;
+  armed->graph = &g->header; /* the look-up's reference, now the armed graph's */
+  armed->plan = plan;
+  pw__dispatch_exec_register(armed);
+  *out_exec = (pw_graph_exec_t*)armed;
+  return NULL;
+}
+
+pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
+                                 uint32_t arg_count, const pw_submit_options_t* options,
+                                 pw_buffer_t* out_outputs, uint32_t output_count,
+                                 pw_event_t** out_done) {
+  static const char who[] = "pw_graph_exec_submit";
+  if (out_done) *out_done = NULL;
+  if (exec == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: exec is NULL", who);
+  }
+  PW_RETURN_IF_ERROR(
+      pw_submit_check_args(who, args, arg_count, options, out_outputs, output_count));
+  pw_graph_exec_obj_t* armed = (pw_graph_exec_obj_t*)exec;
+  return pw_submit_plan(armed->client, who, NULL, armed, armed->plan, NULL, args, arg_count,
+                        options, out_outputs, output_count, out_done);
+}
+
+void pw_graph_exec_destroy(pw_graph_exec_t* exec) {
+  if (exec == NULL) return;
+  pw__dispatch_exec_destroy((pw_graph_exec_obj_t*)exec);
 }
 
 /* ---- read access for other modules (graph/graph_internal.h) ------------- */

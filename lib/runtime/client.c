@@ -62,6 +62,8 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   pw_atomic_init_u32(&client->refs, 1);
   pw_atomic_init_u32(&client->idle_waiters, 0);
   pthread_mutex_init(&client->idle_lock, NULL);
+  pthread_mutex_init(&client->execs_lock, NULL);
+  client->execs = NULL;
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines are monotonic */
@@ -148,6 +150,7 @@ void pw__client_release(pw_client_t* client) {
   pw__dispatch_client_deinit(client);
   pthread_cond_destroy(&client->idle_cond);
   pthread_mutex_destroy(&client->idle_lock);
+  pthread_mutex_destroy(&client->execs_lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));
 }
 

@@ -311,7 +311,28 @@ struct pw_client_s {
     _Alignas(PW_CACHE_LINE) pw_atomic_ptr_t block;
   } block_cache[PW_BLOCK_CACHE_SLOTS];
   _Alignas(PW_CACHE_LINE) pw_atomic_u32_t blocks_closed; /* 1 from pw_client_destroy on */
+  /* Armed graphs alive (pw_graph_exec_create), under |execs_lock|:
+   * pw_client_destroy destroys those left. */
+  pthread_mutex_t execs_lock;
+  struct pw_graph_exec_s* execs;
 };
+
+/* An armed graph (pw_graph_exec_t, include/pathways/graph.h): the graph
+ * and its plan, held for its lifetime, and private execution blocks that
+ * its runs use instead of the client's cache (lib/sched/block.c). */
+#define PW_GRAPH_EXEC_BLOCKS 2
+struct pw_execution_s;
+typedef struct pw_graph_exec_s {
+  pw_client_t* client;
+  pw_object_t* graph; /* retained */
+  const struct pw_plan_s* plan;
+  /* NULL until first used. A block whose references are all gone (refs ==
+   * PW_EXECUTION_PRIVATE) is free for the next submission. */
+  struct pw_execution_s* blocks[PW_GRAPH_EXEC_BLOCKS];
+  uint32_t next_block;
+  struct pw_graph_exec_s* prev;
+  struct pw_graph_exec_s* next;
+} pw_graph_exec_obj_t;
 
 #define PW_CLIENT_REF (UINT64_C(1) << 32)
 #define PW_CLIENT_FOLDED (UINT64_C(1) << 63)
@@ -319,6 +340,11 @@ struct pw_client_s {
 /* A new execution submitted from |stripe|: one reference, one in flight. */
 static inline void pw__client_begin(pw_client_t* client, uint32_t stripe) {
   pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, PW_CLIENT_REF + 1);
+}
+/* The same, without the reference: an execution in an armed graph's
+ * private block (the armed graph lives no longer than the client). */
+static inline void pw__client_begin_count(pw_client_t* client, uint32_t stripe) {
+  pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, 1);
 }
 /* An execution of |stripe| completed: no longer in flight (wakes idle
  * waiters). Its reference stays. lib/runtime/client.c. */
@@ -564,11 +590,19 @@ void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan);
  * the caller) and enqueues it. Fills |outputs| with new buffer objects (one
  * reference each for the caller) and |*out_done| with a retained event.
  * |graph_ref| is a reference to the graph owning |plan| that the execution
- * takes over on success (on failure the caller keeps it). */
+ * takes over on success (on failure the caller keeps it). With |armed|
+ * (then |graph_ref| is NULL and |plan| is armed->plan) the execution runs
+ * in one of the armed graph's private blocks if one is free, else in a
+ * shared block with its own reference on armed->graph. */
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
-                                pw_object_t* graph_ref,
+                                pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
                                 pw_buffer_obj_t* const* args,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done);
+
+/* Links a new armed graph into its client's list / takes it out, waits
+ * for its runs and gives its blocks up (lib/sched/block.c). */
+void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed);
+void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed);
 
 /* Fills the dispatch fields of |plan| (lowered, ops and outputs set).
  * Allocates |plan->values| from the runtime's allocator. */

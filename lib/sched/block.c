@@ -130,7 +130,94 @@ void pw__block_put(pw_client_t* client, pw_execution_t* block) {
   pw_block_free(client->runtime, block);
 }
 
+pw_status_t pw__block_get_own(pw_client_t* client, pw_execution_t** slot, size_t size,
+                              uint64_t plan_id, unsigned char** out, bool* out_prepared) {
+  pw_execution_t* block = *slot;
+  *out_prepared = false;
+  if (block != NULL && block->block_size == size) {
+    if (plan_id != 0 && block->plan_id == plan_id) {
+      *out_prepared = true;
+    } else {
+      /* Its last submission failed before it ran (plan_id 0). */
+      pw_block_release_internal(block);
+      pw_block_release_done(block);
+      memset(block, 0, size);
+    }
+    *out = (unsigned char*)block;
+    return NULL;
+  }
+  if (block != NULL) {
+    *slot = NULL;
+    pw_block_free(client->runtime, block);
+  }
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(client->runtime->allocator, size, 64, (void**)out));
+  *slot = (pw_execution_t*)*out;
+  return NULL;
+}
+
+void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed) {
+  pw_client_t* client = armed->client;
+  pthread_mutex_lock(&client->execs_lock);
+  armed->prev = NULL;
+  armed->next = client->execs;
+  if (client->execs != NULL) client->execs->prev = armed;
+  client->execs = armed;
+  pthread_mutex_unlock(&client->execs_lock);
+}
+
+/* Gives up private |block| of an armed graph being destroyed, once its
+ * last run has completed. Free (only PW_EXECUTION_PRIVATE left): it goes
+ * to the client's cache like any finished block. Still held (a slice's
+ * tail reference, which stays until that slice's next append): it
+ * becomes an ordinary block in one atomic step, with the client
+ * reference an ordinary execution holds, and its last release puts it in
+ * the cache. */
+static void pw_block_disown(pw_client_t* client, pw_execution_t* block) {
+  if (block->done != NULL) {
+    /* Every run completes; after its done event the completion no longer
+     * reads the plan (pw_execution_complete), so the graph may go. */
+    pw_status_free(pw_event_wait(block->done, PW_INFINITE_FUTURE));
+  }
+  pw_atomic_fetch_add_u64(&client->stripes[block->stripe].counts, PW_CLIENT_REF);
+  uint32_t refs = pw_atomic_load_u32_acquire(&block->refs);
+  for (;;) {
+    if (refs == PW_EXECUTION_PRIVATE) {
+      pw__client_release_stripe(client, block->stripe); /* not needed: drop it */
+      pw__block_put(client, block);
+      return;
+    }
+    if (pw_atomic_cas_u32(&block->refs, &refs, refs & ~PW_EXECUTION_PRIVATE)) return;
+  }
+}
+
+void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
+  pw_client_t* client = armed->client;
+  pthread_mutex_lock(&client->execs_lock);
+  if (armed->prev != NULL) {
+    armed->prev->next = armed->next;
+  } else {
+    client->execs = armed->next;
+  }
+  if (armed->next != NULL) armed->next->prev = armed->prev;
+  pthread_mutex_unlock(&client->execs_lock);
+  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
+    if (armed->blocks[i] != NULL) pw_block_disown(client, armed->blocks[i]);
+    armed->blocks[i] = NULL;
+  }
+  pw__object_release(armed->graph);
+  pw_allocator_free(client->runtime->allocator, armed, sizeof(*armed));
+}
+
 void pw__dispatch_client_close(pw_client_t* client) {
+  /* Armed graphs left alive go first: their blocks join the cache, which
+   * is then emptied. Nothing is in flight any more. */
+  for (;;) {
+    pthread_mutex_lock(&client->execs_lock);
+    pw_graph_exec_obj_t* armed = client->execs;
+    pthread_mutex_unlock(&client->execs_lock);
+    if (armed == NULL) break;
+    pw__dispatch_exec_destroy(armed);
+  }
   pw_atomic_exchange_u32(&client->blocks_closed, 1);
   pw_block_cache_drain(client);
 }

@@ -327,7 +327,9 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
 
 /* Drops one reference to |exec|; the last one returns its block to the
  * client's cache and says so: the caller then drops the execution's
- * reference to the client. */
+ * reference to the client. The last one of a private block (refs then
+ * PW_EXECUTION_PRIVATE) only frees it for its armed graph: the execution
+ * took no client reference, and the block may be reused at once. */
 static bool pw_execution_unref(pw_execution_t* exec) {
   if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
   pw_atomic_fence_acquire();
@@ -366,13 +368,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
     pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_counts[2 * k]].ops_completed,
                             plan->home_counts[2 * k + 1]);
   }
-  /* Every op has completed: nobody sets the status any more. */
-  pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
-  if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
-  /* The block keeps its reference on the event: the next run of the plan
-   * in this block recycles it if the submitter let go of it. */
-  pw_status_ignore(pw_event_fail(exec->done, status));
-  for (uint32_t i = 0; i < exec->plan->param_count; ++i) {
+  for (uint32_t i = 0; i < plan->param_count; ++i) {
     pw__object_release(&exec->args[i]->header);
   }
   for (uint32_t o = 0; o < plan->output_count; ++o) {
@@ -381,11 +377,21 @@ static void pw_execution_complete(pw_execution_t* exec) {
       pw_execution_drop_output(&exec->outputs[plan->ops[po->op].output_base + po->output]);
     }
   }
-  /* Nothing reads the plan once every op has completed: drop the graph
-   * now, so a slice whose tail is this execution keeps only the block. */
+  /* Nothing below reads the plan: a private block's armed graph, which
+   * keeps the plan alive, may be destroyed once the event completes
+   * (pw__dispatch_exec_destroy). */
+  plan = NULL;
+  exec->plan = NULL;
+  /* Every op has completed: nobody sets the status any more. */
+  pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
+  if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
+  /* The block keeps its reference on the event: the next run of the plan
+   * in this block recycles it if the submitter let go of it. */
+  pw_status_ignore(pw_event_fail(exec->done, status));
+  /* Drop the graph now (a private block's execution holds none), so a
+   * slice whose tail is this execution keeps only the block. */
   pw__object_release(exec->graph);
   exec->graph = NULL;
-  exec->plan = NULL;
   pw_client_t* client = exec->client;
   uint32_t stripe = exec->stripe;
   /* The block goes back (or is freed, with its device memory) while this
@@ -1113,32 +1119,68 @@ static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t n) {
   return base;
 }
 
-static void pw_execution_free_unsubmitted(pw_execution_t* exec) {
+static void pw_execution_free_unsubmitted(pw_execution_t* exec, bool own) {
   for (uint32_t i = 0; i < exec->output_total; ++i) {
     pw_execution_drop_output(&exec->outputs[i]);
   }
   pw_event_release(exec->done);
   exec->done = NULL;
   exec->plan_id = 0;
-  pw__block_put(exec->client, exec);
+  if (own) {
+    /* Stays in its slot, free; the next submission lays it out again. */
+    pw_atomic_store_u32_relaxed(&exec->refs, PW_EXECUTION_PRIVATE);
+  } else {
+    pw__block_put(exec->client, exec);
+  }
+}
+
+/* A private block of |armed| free for a new run, or NULL. */
+static pw_execution_t** pw_armed_free_block(pw_graph_exec_obj_t* armed) {
+  for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
+    uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
+    pw_execution_t* block = armed->blocks[i];
+    if (block == NULL || pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE) {
+      armed->next_block = i + 1;
+      return &armed->blocks[i];
+    }
+  }
+  return NULL;
 }
 
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
-                                pw_object_t* graph_ref, pw_buffer_obj_t* const* args,
-                                pw_buffer_obj_t** outputs, pw_event_t** out_done) {
+                                pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
+                                pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
+                                pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
   uint32_t stripe = pw__thread_stripe();
-  pw_block_layout_t layout;
-  pw__block_layout(rt, plan, &layout);
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
   unsigned char* block = NULL;
   bool prepared = false;
-  PW_RETURN_IF_ERROR(pw__block_get(client, layout.size, plan_id, &block, &prepared));
+  /* An armed graph runs in a private block when one is free (not in the
+   * debug mode, whose blocks are never reused as laid out). */
+  pw_execution_t** own = armed != NULL && plan_id != 0 ? pw_armed_free_block(armed) : NULL;
+  pw_block_layout_t layout;
+  if (own != NULL && *own != NULL && (*own)->plan_id == plan_id) {
+    /* Laid out by an earlier run: its size and offsets hold. */
+    block = (unsigned char*)*own;
+    prepared = true;
+  } else {
+    pw__block_layout(rt, plan, &layout);
+    if (own != NULL) {
+      PW_RETURN_IF_ERROR(
+          pw__block_get_own(client, own, layout.size, plan_id, &block, &prepared));
+    } else {
+      PW_RETURN_IF_ERROR(pw__block_get(client, layout.size, plan_id, &block, &prepared));
+    }
+  }
   pw_execution_t* exec = (pw_execution_t*)block;
-  exec->block_size = layout.size;
-  exec->internal_at = layout.internal_at;
-  exec->internal_end = layout.internal_at + plan->internal_bytes;
+  if (!prepared) {
+    /* (A prepared block has them already: the same plan and runtime.) */
+    exec->block_size = layout.size;
+    exec->internal_at = layout.internal_at;
+    exec->internal_end = layout.internal_at + plan->internal_bytes;
+  }
   exec->op_count = plan->op_count;
   exec->client = client;
   exec->runtime = rt;
@@ -1157,7 +1199,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     status = pw__event_create_refs(rt->allocator, 2, &exec->done);
   }
   if (status != NULL) {
-    pw_execution_free_unsubmitted(exec);
+    pw_execution_free_unsubmitted(exec, own != NULL);
     return status;
   }
   exec->plan_id = plan_id;
@@ -1205,7 +1247,14 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
     pw__object_retain(&outputs[o]->header);
   }
-  exec->graph = graph_ref; /* the caller's reference, now the execution's */
+  if (own != NULL) {
+    exec->graph = NULL; /* the armed graph keeps it alive */
+  } else if (armed != NULL) {
+    pw__object_retain(armed->graph);
+    exec->graph = armed->graph;
+  } else {
+    exec->graph = graph_ref; /* the caller's reference, now the execution's */
+  }
   *out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the ops collectively (dropped at completion); the submitter's,
@@ -1214,9 +1263,19 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
    * pw_dispatch_append_part), counted here without a window (the
    * submitter appends) and taken by each admission with one. */
   bool appends_counted = !rt->no_gang_order && rt->sched_window == 0;
-  pw_atomic_init_u32(&exec->refs, 2 + (appends_counted ? plan->tail_refs : 0));
+  uint32_t refs = 2 + (appends_counted ? plan->tail_refs : 0);
   exec->stripe = stripe;
-  pw__client_begin(client, stripe);
+  if (own != NULL) {
+    /* A private block: no submitter reference (only this thread can reuse
+     * or free the block, so it stays valid through this call even if the
+     * run is over and every reference gone), no client reference (the
+     * armed graph lives no longer than its client). */
+    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 1));
+    pw__client_begin_count(client, stripe);
+  } else {
+    pw_atomic_init_u32(&exec->refs, refs);
+    pw__client_begin(client, stripe);
+  }
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
@@ -1293,6 +1352,6 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   if (plan->op_count == 0) pw_execution_complete(exec);
   if (outer == NULL) pw_dispatch_drain(&local);
   pw_dispatch_current = outer;
-  pw_execution_release(exec); /* the submitter's reference */
+  if (own == NULL) pw_execution_release(exec); /* the submitter's reference */
   return NULL;
 }

@@ -67,7 +67,17 @@ typedef struct pw_op_s {
   pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
 } pw_op_t;
 
+/* Set in pw_execution_t.refs while the block is private to an armed graph
+ * (pw_graph_exec_t): the last release leaves refs at exactly this value,
+ * which tells the armed graph's next submission the block is free, and
+ * does nothing else (the execution took no reference on its graph or its
+ * client). pw__dispatch_exec_destroy clears it in a block still held, so
+ * that its last release gives it to the client's cache as any block. */
+#define PW_EXECUTION_PRIVATE (UINT32_C(1) << 31)
+
 typedef struct pw_execution_s {
+  /* References (the ops', the submitter's, the slices' on their tails,
+   * waits), and PW_EXECUTION_PRIVATE. */
   pw_atomic_u32_t refs;
   pw_atomic_u32_t ops_remaining;
   pw_atomic_ptr_t status;      /* first error (owned) */
@@ -157,6 +167,12 @@ pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id, un
 
 /* Gives |block| back to its client's cache (or frees it). */
 void pw__block_put(pw_client_t* client, pw_execution_t* block);
+
+/* The block in an armed graph's private |slot| (free: refs ==
+ * PW_EXECUTION_PRIVATE), or a new zeroed one stored there; as
+ * pw__block_get otherwise. */
+pw_status_t pw__block_get_own(pw_client_t* client, pw_execution_t** slot, size_t size,
+                              uint64_t plan_id, unsigned char** out, bool* out_prepared);
 
 /* Lays out a zeroed block for |plan|: op records, internal values, the
  * links inside append groups, the graph outputs' buffers. On failure
