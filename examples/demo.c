@@ -107,15 +107,18 @@ int main(void) {
   CHECK(pw_buffer_from_host(client, vs, &ys, y, sizeof(y), &args[1]));
   CHECK(pw_buffer_from_host(client, vs, &ws, w0, sizeof(w0), &args[2]));
 
-  /* Submit every step up front: each step's weights are the previous
+  /* Arm the step once (handle look-up and finalize checks paid here),
+   * then submit every step up front: each step's weights are the previous
    * step's output future, donated to the next step. */
+  pw_graph_exec_t* armed = NULL;
+  CHECK(pw_graph_exec_create(client, step, &armed));
   pw_buffer_t losses[kSteps];
   pw_event_t* done[kSteps];
   bool donate[3] = {false, false, true};
   pw_submit_options_t opts = {sizeof(opts), donate};
   for (int s = 0; s < kSteps; ++s) {
     pw_buffer_t outs[2];
-    CHECK(pw_graph_submit(client, step, args, 3, s ? &opts : NULL, outs, 2, &done[s]));
+    CHECK(pw_graph_exec_submit(armed, args, 3, s ? &opts : NULL, outs, 2, &done[s]));
     if (s == 0) CHECK(pw_buffer_release(client, args[2]));
     args[2] = outs[0];
     losses[s] = outs[1];
@@ -144,6 +147,7 @@ int main(void) {
   for (int d = 0; d < kD; ++d) printf(" %.4f", ref_w[d]);
   printf("\nmax |w - reference| = %.2e; loss %.4f -> %.4f\n", max_err, first_loss, last_loss);
 
+  pw_graph_exec_destroy(armed);
   pw_client_destroy(client);
   pw_runtime_destroy(runtime);
   bool ok = max_err < 1e-4 && last_loss < first_loss;
