@@ -385,15 +385,26 @@ static void pw_execution_complete(pw_execution_t* exec) {
   /* Every op has completed: nobody sets the status any more. */
   pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
   if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
-  /* The block keeps its reference on the event: the next run of the plan
-   * in this block recycles it if the submitter let go of it. */
-  pw_status_ignore(pw_event_fail(exec->done, status));
-  /* Drop the graph now (a private block's execution holds none), so a
-   * slice whose tail is this execution keeps only the block. */
-  pw__object_release(exec->graph);
+  pw_object_t* graph = exec->graph;
   exec->graph = NULL;
   pw_client_t* client = exec->client;
   uint32_t stripe = exec->stripe;
+  /* A private block's bit stays until its armed graph is destroyed, which
+   * first waits for this event. */
+  bool own = (pw_atomic_load_u32_relaxed(&exec->refs) & PW_EXECUTION_PRIVATE) != 0;
+  /* The block keeps its reference on the event: the next run of the plan
+   * in this block recycles it if the submitter let go of it. For a
+   * private block the event is the ops' hold on it (they took no
+   * reference): once it is published the owner may reuse the block, so
+   * this is the last touch of |exec|. */
+  pw_status_ignore(pw_event_fail(exec->done, status));
+  /* Drop the graph now (a private block's execution holds none), so a
+   * slice whose tail is this execution keeps only the block. */
+  pw__object_release(graph);
+  if (own) {
+    pw__client_end(client, stripe); /* the armed graph keeps the client */
+    return;
+  }
   /* The block goes back (or is freed, with its device memory) while this
    * execution still counts as in flight, so the runtime is alive. */
   bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
@@ -1139,7 +1150,10 @@ static pw_execution_t** pw_armed_free_block(pw_graph_exec_obj_t* armed) {
   for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
     uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
     pw_execution_t* block = armed->blocks[i];
-    if (block == NULL || pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE) {
+    /* Free: its run complete (the event published: a private run's ops
+     * hold no reference) and no slice's tail any more. */
+    if (block == NULL || (pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE &&
+                          (block->done == NULL || pw_event_is_ready(block->done)))) {
       armed->next_block = i + 1;
       return &armed->blocks[i];
     }
@@ -1268,9 +1282,10 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   if (own != NULL) {
     /* A private block: no submitter reference (only this thread can reuse
      * or free the block, so it stays valid through this call even if the
-     * run is over and every reference gone), no client reference (the
-     * armed graph lives no longer than its client). */
-    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 1));
+     * run is over and every reference gone), no ops' reference (the done
+     * event says when they are through: pw_execution_complete), no client
+     * reference (the armed graph lives no longer than its client). */
+    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 2));
     pw__client_begin_count(client, stripe);
   } else {
     pw_atomic_init_u32(&exec->refs, refs);
