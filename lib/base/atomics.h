@@ -65,6 +65,7 @@ static inline void pw_atomic_fence_seq_cst(void) { atomic_thread_fence(memory_or
 /* For Dekker pairs (a locked RMW on one word, then this load of the
  * other, on both sides): a plain load on x86. */
 static inline uint32_t pw_atomic_load_u32_seq_cst(pw_atomic_u32_t* a) { return atomic_load(&a->v); }
+static inline void* pw_atomic_load_ptr_seq_cst(pw_atomic_ptr_t* a) { return atomic_load(&a->v); }
 
 #else /* Concurrency Kit */
 
@@ -114,6 +115,7 @@ static inline void pw_atomic_fence_seq_cst(void) { ck_pr_fence_memory(); }
 /* For Dekker pairs (a locked RMW on one word, then this load of the
  * other, on both sides): on x86 the locked RMW orders it; a plain load. */
 static inline uint32_t pw_atomic_load_u32_seq_cst(pw_atomic_u32_t* a) { return ck_pr_load_32(&a->v); }
+static inline void* pw_atomic_load_ptr_seq_cst(pw_atomic_ptr_t* a) { return ck_pr_load_ptr(&a->v); }
 
 #endif
 

@@ -2,33 +2,34 @@
  *
  * State (all in the event, nothing global):
  *
- *   state      32-bit futex word. Bit 0 is COMPLETED; bits 1..31 count the
- *              waiters that have announced themselves parked (or about to
- *              park). Completion publishes with one fetch_add of COMPLETED and
- *              learns from the old value whether anyone is parked: only then
- *              does it pay for a FUTEX_WAKE. Because the waiter count and the
- *              completed bit share one word, the waiter's announcement and the
- *              completer's publication are ordered by that word's RMWs, and
- *              FUTEX_WAIT re-checks the word in the kernel: no lost wake-up.
  *   callbacks  Treiber stack (LIFO) of pw__event_node_t, pushed with CAS.
- *              Completion claims the event by exchanging the head with
- *              PW_EVENT_CLOSED: the exchange that returns CLOSED belongs to a
- *              second completion, which is rejected (FAILED_PRECONDITION)
- *              without touching |status|. Pushes are the only other writes and
- *              nothing is ever popped singly, so there is no ABA.
- *   status     plain field, written by the one claimer before the release
- *              RMW that sets COMPLETED, read only after an acquire load that
- *              saw COMPLETED.
+ *              Completion publishes by swapping the head for PW_EVENT_CLOSED
+ *              (one CAS): an event is complete exactly when its head reads
+ *              CLOSED. Pushes are the only other writes and nothing is ever
+ *              popped singly, so there is no ABA.
+ *   state      32-bit futex word. CLAIMED (bit 1): a public completion
+ *              (pw_event_signal/fail) claimed the event; a second one finds
+ *              it set and is rejected (FAILED_PRECONDITION) without touching
+ *              |status|. Bits 2..31 count the waiters that have announced
+ *              themselves parked (or about to park). COMPLETED (bit 0) is set
+ *              by a completer that found waiters, before it wakes them: it
+ *              changes the word FUTEX_WAIT re-checks in the kernel.
+ *   status     plain field, written by the completer before the CAS that
+ *              publishes, read only after an acquire load that saw CLOSED.
  *
- * Completion: exchange(callbacks, CLOSED) -> store status -> fetch_add(state,
- * COMPLETED) -> FUTEX_WAKE only if waiters were counted -> run the captured
- * callbacks in registration order (the stack reversed). With neither waiters
- * nor callbacks that is two atomic RMWs (claim + publish) and no syscall.
+ * Completion: [claim: fetch_or(state, CLAIMED)] -> store status -> CAS(head,
+ * CLOSED) -> load state: waiters? fetch_or(COMPLETED) and FUTEX_WAKE -> run
+ * the captured callbacks in registration order (the stack reversed). A
+ * waiter adds itself to state, then loads the head: both sides do a locked
+ * RMW on one word and then load the other's (a Dekker pair), so a waiter
+ * the completer does not count sees CLOSED and does not park. Events the
+ * runtime completes (done and ready events, PW__EVENT_RUNTIME) have one
+ * completer by construction and skip the claim: the public calls reject
+ * them. With neither waiters nor callbacks such a completion is one CAS and
+ * no syscall; a public one adds the claim.
  *
- * A registration that finds CLOSED runs its callback inline. It may have to
- * wait for the claimer to publish its status: that window is a few
- * instructions, and the wait uses the same spin-then-park path as
- * pw_event_wait.
+ * A registration that finds CLOSED runs its callback inline: the status is
+ * already published.
  *
  * Callbacks run with an internal reference held, so a callback may drop the
  * last user reference. Nested completions (a callback completing another
@@ -48,8 +49,9 @@
 #include "event/event_internal.h"
 #include "pathways/event.h"
 
-#define PW_EVENT_COMPLETED 1u
-#define PW_EVENT_WAITER 2u /* one unit of the parked-waiter count */
+#define PW_EVENT_COMPLETED 1u /* set when waiters had to be woken */
+#define PW_EVENT_CLAIMED 2u   /* a public completion claimed the event */
+#define PW_EVENT_WAITER 4u    /* one unit of the parked-waiter count */
 
 /* Head value of a completed event's callback stack: never a node address
  * (nodes are at least pointer-aligned). */
@@ -70,6 +72,7 @@ struct pw_event_s {
   pw_atomic_ptr_t callbacks;
   pw_status_t status;
   pw_allocator_t allocator;
+  uint32_t flags; /* PW__EVENT_RUNTIME: completed by the runtime only */
   /* Trampoline link, used only while this event's callbacks are deferred. */
   pw_event_t* deferred_next;
   pw__event_node_t* deferred_nodes;
@@ -125,7 +128,7 @@ static void pw_event_futex_wake_all(pw_event_t* event) {
 }
 
 static bool pw_event_published(pw_event_t* event) {
-  return (pw_atomic_load_u32_acquire(&event->state) & PW_EVENT_COMPLETED) != 0;
+  return pw_atomic_load_ptr_acquire(&event->callbacks) == PW_EVENT_CLOSED;
 }
 
 /* Waits until |event| has published its completion or |deadline| passes.
@@ -138,18 +141,20 @@ static bool pw_event_block(pw_event_t* event, pw_time_t deadline) {
     pw_atomic_cpu_relax();
     if (pw_event_published(event)) return true;
   }
-  /* Announce before sleeping: a completer whose fetch_add comes after ours
-   * sees the count and wakes us; one whose fetch_add came first is visible
-   * in |seen| or makes FUTEX_WAIT return EAGAIN. */
+  /* Announce before sleeping, then look at the head (seq_cst, after the
+   * locked add): a completer that does not see the count published before
+   * it loaded the count, so we see CLOSED; one that sees it sets COMPLETED
+   * in the word before waking, so a FUTEX_WAIT on the value we read before
+   * returns EAGAIN or is woken. */
   uint32_t seen =
       pw_atomic_fetch_add_u32(&event->state, PW_EVENT_WAITER) + PW_EVENT_WAITER;
   bool in_time = true;
-  while ((seen & PW_EVENT_COMPLETED) == 0 && in_time) {
+  while (pw_atomic_load_ptr_seq_cst(&event->callbacks) != PW_EVENT_CLOSED && in_time) {
     in_time = pw_event_futex_wait(event, seen, deadline);
-    seen = pw_atomic_load_u32_acquire(&event->state);
+    seen = pw_atomic_load_u32_seq_cst(&event->state);
   }
-  uint32_t last = pw_atomic_fetch_sub_u32(&event->state, PW_EVENT_WAITER);
-  return (last & PW_EVENT_COMPLETED) != 0;
+  pw_atomic_fetch_sub_u32(&event->state, PW_EVENT_WAITER);
+  return pw_event_published(event);
 }
 
 uint32_t pw__event_parked_waiters(pw_event_t* event) {
@@ -225,8 +230,9 @@ void pw__event_add_node(pw_event_t* event, pw__event_node_t* node) {
   void* head = pw_atomic_load_ptr_relaxed(&event->callbacks);
   for (;;) {
     if (head == PW_EVENT_CLOSED) {
-      /* Claimed: its status is published within a few instructions. */
-      (void)pw_event_block(event, PW_INFINITE_FUTURE);
+      /* Completed: its status is published (this acquire load pairs with
+       * the publishing CAS; |head| may come from a relaxed load). */
+      (void)pw_event_published(event);
       pw_event_run_node(event, node);
       return;
     }
@@ -243,11 +249,43 @@ void pw__event_add_node(pw_event_t* event, pw__event_node_t* node) {
 
 /* Completes |event| with |status| (consumed). |who| names the public entry
  * point in errors. The caller holds a reference. */
+/* Publishes |status| (consumed) as |event|'s, wakes its waiters and runs
+ * its callbacks. The caller is the event's only completer and holds a
+ * reference. */
+static void pw_event_publish(pw_event_t* event, pw_status_t status) {
+  event->status = status;
+  /* With callbacks, take the reference they run under before publishing:
+   * once CLOSED is visible a waiter may drop the last user reference. The
+   * head only ever grows until this CAS, so a head seen non-NULL stays so. */
+  void* head = pw_atomic_load_ptr_relaxed(&event->callbacks);
+  bool held = false;
+  for (;;) {
+    if (head != NULL && !held) {
+      pw_event_retain(event);
+      held = true;
+    }
+    if (pw_atomic_cas_ptr(&event->callbacks, &head, PW_EVENT_CLOSED)) break;
+  }
+  if (pw_atomic_load_u32_seq_cst(&event->state) >= PW_EVENT_WAITER) {
+    pw_atomic_fetch_or_u32(&event->state, PW_EVENT_COMPLETED);
+    pw_event_futex_wake_all(event);
+  }
+  if (held) pw_event_dispatch(event, pw_event_reverse(head));
+}
+
+/* Completes |event| with |status| (consumed) from a public entry point
+ * (|who| names it in errors): claims it first, so that a second
+ * completion is rejected. The caller holds a reference. */
 static pw_status_t pw_event_complete(pw_event_t* event, pw_status_t status,
                                      const char* who) {
-  pw__event_node_t* nodes =
-      pw_atomic_exchange_ptr(&event->callbacks, PW_EVENT_CLOSED);
-  if (nodes == PW_EVENT_CLOSED) {
+  if (event->flags & PW__EVENT_RUNTIME) {
+    pw_status_free(status);
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "%s: this event is completed by the runtime (an execution's done "
+                          "event or a buffer's ready event)",
+                          who);
+  }
+  if (pw_atomic_fetch_or_u32(&event->state, PW_EVENT_CLAIMED) & PW_EVENT_CLAIMED) {
     pw_status_free(status);
     /* "Already completed" must also mean "ready": let the first completer
      * finish publishing. */
@@ -257,12 +295,12 @@ static pw_status_t pw_event_complete(pw_event_t* event, pw_status_t status,
         "%s: event already completed (%s); the first completion stands", who,
         pw_status_code_string(pw_status_code(event->status)));
   }
-  event->status = status;
-  if (nodes != NULL) pw_event_retain(event); /* held while callbacks run */
-  uint32_t old = pw_atomic_fetch_add_u32(&event->state, PW_EVENT_COMPLETED);
-  if (old >= PW_EVENT_WAITER) pw_event_futex_wake_all(event);
-  if (nodes != NULL) pw_event_dispatch(event, pw_event_reverse(nodes));
+  pw_event_publish(event, status);
   return NULL;
+}
+
+void pw__event_complete_runtime(pw_event_t* event, pw_status_t status) {
+  pw_event_publish(event, status);
 }
 
 /*---------------------------------------------------------------------------
@@ -286,6 +324,7 @@ static pw_status_t pw_event_allocate(pw_allocator_t allocator, const char* who,
   pw_atomic_init_ptr(&event->callbacks, NULL);
   event->status = NULL;
   event->allocator = allocator;
+  event->flags = 0;
   event->deferred_next = NULL;
   event->deferred_nodes = NULL;
   *out_event = event;
@@ -293,17 +332,14 @@ static pw_status_t pw_event_allocate(pw_allocator_t allocator, const char* who,
 }
 
 static void pw_event_destroy(pw_event_t* event) {
-  if (!pw_event_published(event) &&
-      pw_atomic_load_ptr_acquire(&event->callbacks) != NULL) {
+  void* head = pw_atomic_load_ptr_acquire(&event->callbacks);
+  if (head != NULL && head != PW_EVENT_CLOSED) {
     /* Abandoned: nobody is left to complete it, yet its callbacks must run
      * exactly once. Nobody else can reach it, so resurrect it for the
      * completion; the final release below comes back here, completed. */
     pw_atomic_store_u32_relaxed(&event->refs, 1);
-    pw_status_ignore(pw_event_complete(
-        event,
-        pw_status_make(PW_STATUS_CANCELLED,
-                       "event released before it completed"),
-        "pw_event_release"));
+    pw_event_publish(event, pw_status_make(PW_STATUS_CANCELLED,
+                                           "event released before it completed"));
     pw_event_release(event);
     return;
   }
@@ -320,10 +356,11 @@ pw_status_t pw_event_create(pw_allocator_t allocator, pw_event_t** out_event) {
   return pw_event_allocate(allocator, "pw_event_create", out_event);
 }
 
-pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
-                                  pw_event_t** out_event) {
+pw_status_t pw__event_create_runtime(pw_allocator_t allocator, uint32_t refs,
+                                     pw_event_t** out_event) {
   PW_RETURN_IF_ERROR(pw_event_allocate(allocator, "pw_event_create", out_event));
   pw_atomic_init_u32(&(*out_event)->refs, refs);
+  (*out_event)->flags = PW__EVENT_RUNTIME;
   return NULL;
 }
 
@@ -357,7 +394,7 @@ pw_status_t pw_event_create_completed(pw_allocator_t allocator,
   }
   event->status = status;
   pw_atomic_init_ptr(&event->callbacks, PW_EVENT_CLOSED);
-  pw_atomic_init_u32(&event->state, PW_EVENT_COMPLETED);
+  pw_atomic_init_u32(&event->state, PW_EVENT_COMPLETED | PW_EVENT_CLAIMED);
   *out_event = event;
   return NULL;
 }

@@ -31,11 +31,23 @@ typedef struct pw__event_node_s {
  * non-owned |node| alive until its fn has started. |event| is borrowed. */
 void pw__event_add_node(pw_event_t* event, pw__event_node_t* node);
 
-/* pw_event_create with |refs| references (>= 1) to begin with: for an
- * owner that hands references out at once (an execution and its
- * submitter), without a locked add per extra reference. */
-pw_status_t pw__event_create_refs(pw_allocator_t allocator, uint32_t refs,
-                                  pw_event_t** out_event);
+/* pw_event_t.flags: the runtime completes the event, once, with
+ * pw__event_complete_runtime; pw_event_signal and pw_event_fail reject it
+ * (FAILED_PRECONDITION). */
+#define PW__EVENT_RUNTIME 1u
+
+/* pw_event_create for an event the runtime completes (PW__EVENT_RUNTIME:
+ * an execution's done event, a buffer's ready event), with |refs|
+ * references (>= 1) to begin with: an owner that hands references out at
+ * once (an execution and its submitter) needs no locked add per extra
+ * reference. */
+pw_status_t pw__event_create_runtime(pw_allocator_t allocator, uint32_t refs,
+                                     pw_event_t** out_event);
+
+/* Completes a PW__EVENT_RUNTIME event with |status| (consumed). Its one
+ * completer calls it once, holding a reference: no claim, so with neither
+ * waiters nor callbacks it is a single CAS. */
+void pw__event_complete_runtime(pw_event_t* event, pw_status_t status);
 
 /* If the caller's reference is the only one left on |event| (so nothing
  * else can reach it: callbacks still running or deferred hold their own),

@@ -47,7 +47,7 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
     status = pw_allocator_calloc_array(rt->allocator, vslice->slice->device_count,
                                        sizeof(pw_backend_memory_t), 0, (void**)&b->shards);
   }
-  if (status == NULL) status = pw_event_create(rt->allocator, &b->ready);
+  if (status == NULL) status = pw__event_create_runtime(rt->allocator, 1, &b->ready);
   if (status != NULL) {
     pw_buffer_destroy(&b->header);
     return status;
@@ -179,7 +179,7 @@ pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
     status = pw__workers_parallel_for(pw_buffer_workers(b), b->slice->device_count,
                                       pw_buffer_upload_one, &job);
   }
-  if (status == NULL) status = pw_event_signal(b->ready);
+  if (status == NULL) pw__event_complete_runtime(b->ready, NULL);
   if (status != NULL) {
     pw__object_release(&b->header);
     return status;

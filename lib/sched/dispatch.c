@@ -397,7 +397,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
    * private block the event is the ops' hold on it (they took no
    * reference): once it is published the owner may reuse the block, so
    * this is the last touch of |exec|. */
-  pw_status_ignore(pw_event_fail(exec->done, status));
+  pw__event_complete_runtime(exec->done, status);
   /* Drop the graph now (a private block's execution holds none), so a
    * slice whose tail is this execution keeps only the block. */
   pw__object_release(graph);
@@ -433,7 +433,7 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
   for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
     pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
-    pw_status_ignore(pw_event_fail(ready, pw_status_clone(failure)));
+    pw__event_complete_runtime(ready, pw_status_clone(failure));
   }
   /* Successors on |by|'s slice, when it has no other device, are made
    * ready quietly: |by| is the only device that can wait at them. */
@@ -1210,7 +1210,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   if (status == NULL && (exec->done == NULL || !pw__event_recycle(exec->done, 2))) {
     pw_event_release(exec->done);
     exec->done = NULL;
-    status = pw__event_create_refs(rt->allocator, 2, &exec->done);
+    status = pw__event_create_runtime(rt->allocator, 2, &exec->done);
   }
   if (status != NULL) {
     pw_execution_free_unsubmitted(exec, own != NULL);

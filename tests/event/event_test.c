@@ -437,3 +437,98 @@ Test(event, bad_arguments_name_the_argument) {
   pw_event_release(ev);
   expect_no_live_allocations();
 }
+
+/* ---- events the runtime completes (PW__EVENT_RUNTIME) ------------------- */
+
+static pw_event_t* new_runtime_event(uint32_t refs) {
+  pw_event_t* ev = NULL;
+  cr_assert_null(pw__event_create_runtime(pw_test_allocator(&g_counting), refs, &ev));
+  cr_assert_not_null(ev);
+  return ev;
+}
+
+Test(event, runtime_event_rejects_public_completion_and_keeps_its_own) {
+  pw_test_allocator_init(&g_counting);
+  pw_event_t* ev = new_runtime_event(1);
+  expect_code(pw_event_signal(ev), PW_STATUS_FAILED_PRECONDITION,
+              "pw_event_signal: this event is completed by the runtime");
+  expect_code(pw_event_fail(ev, pw_status_make(PW_STATUS_INTERNAL, "user")),
+              PW_STATUS_FAILED_PRECONDITION, "pw_event_fail: this event is completed by");
+  cr_expect_not(pw_event_is_ready(ev), "a rejected completion must not complete it");
+  pw__event_complete_runtime(ev, pw_status_make(PW_STATUS_ABORTED, "op 3 failed"));
+  cr_expect(pw_event_is_ready(ev));
+  expect_code(pw_event_wait(ev, PW_IMMEDIATE_PAST), PW_STATUS_ABORTED, "op 3 failed");
+  /* After completion too: rejected, and the runtime's status stands. */
+  expect_code(pw_event_signal(ev), PW_STATUS_FAILED_PRECONDITION, "completed by the runtime");
+  expect_code(pw_event_wait(ev, PW_IMMEDIATE_PAST), PW_STATUS_ABORTED, "op 3 failed");
+  pw_event_release(ev);
+  expect_no_live_allocations();
+}
+
+Test(event, runtime_completion_wakes_parked_waiters_and_runs_callbacks_in_order) {
+  pw_test_allocator_init(&g_counting);
+  pw_event_t* ev = new_runtime_event(1);
+  enum { kWaiters = 3 };
+  waiter_arg_t args[kWaiters];
+  pthread_t threads[kWaiters];
+  for (int i = 0; i < kWaiters; ++i) {
+    args[i].ev = ev;
+    args[i].result = NULL;
+    cr_assert_eq(pthread_create(&threads[i], NULL, waiter_main, &args[i]), 0);
+  }
+  recorder_t rec = {0};
+  tagged_t tags[3] = {{&rec, 0}, {&rec, 1}, {&rec, 2}};
+  for (int i = 0; i < 3; ++i) cr_assert_null(pw_event_on_ready(ev, record_cb, &tags[i]));
+  while (pw__event_parked_waiters(ev) < kWaiters) sched_yield();
+  cr_expect_eq(atomic_load(&rec.calls), 0);
+  pw__event_complete_runtime(ev, pw_status_make(PW_STATUS_UNAVAILABLE, "slice 1 lost"));
+  for (int i = 0; i < kWaiters; ++i) {
+    pthread_join(threads[i], NULL);
+    expect_code(args[i].result, PW_STATUS_UNAVAILABLE, "slice 1 lost");
+  }
+  cr_expect_eq(atomic_load(&rec.calls), 3);
+  for (int i = 0; i < 3; ++i) {
+    cr_expect_eq(rec.order[i], i, "callback %d ran in position %d", rec.order[i], i);
+    cr_expect_eq(rec.codes[i], PW_STATUS_UNAVAILABLE);
+  }
+  cr_expect_eq(pw__event_parked_waiters(ev), 0);
+  /* A callback registered afterwards runs inline with the status. */
+  tagged_t late = {&rec, 7};
+  cr_assert_null(pw_event_on_ready(ev, record_cb, &late));
+  cr_expect_eq(atomic_load(&rec.calls), 4);
+  cr_expect_eq(rec.order[3], 7);
+  pw_event_release(ev);
+  expect_no_live_allocations();
+}
+
+/* The completer's callbacks may drop the last reference: the completion
+ * holds its own while they run. */
+static void release_event_cb(void* user, pw_status_t status) {
+  pw_status_free(status);
+  pw_event_release(user);
+}
+
+Test(event, runtime_event_callback_may_release_the_last_reference) {
+  pw_test_allocator_init(&g_counting);
+  pw_event_t* ev = new_runtime_event(2); /* the completer's and the callback's */
+  cr_assert_null(pw_event_on_ready(ev, release_event_cb, ev));
+  pw__event_complete_runtime(ev, NULL);
+  pw_event_release(ev); /* the completer's: the last one */
+  expect_no_live_allocations();
+}
+
+Test(event, recycled_runtime_event_is_incomplete_again_and_still_rejects_users) {
+  pw_test_allocator_init(&g_counting);
+  pw_event_t* ev = new_runtime_event(1);
+  pw__event_complete_runtime(ev, pw_status_make(PW_STATUS_INTERNAL, "first run"));
+  cr_assert(pw__event_recycle(ev, 2));
+  cr_expect_not(pw_event_is_ready(ev));
+  expect_code(pw_event_wait(ev, PW_IMMEDIATE_PAST), PW_STATUS_DEADLINE_EXCEEDED, NULL);
+  expect_code(pw_event_signal(ev), PW_STATUS_FAILED_PRECONDITION, "completed by the runtime");
+  pw__event_complete_runtime(ev, NULL);
+  cr_expect_null(pw_event_wait(ev, PW_IMMEDIATE_PAST));
+  cr_expect_not(pw__event_recycle(ev, 1), "two references: not recyclable");
+  pw_event_release(ev);
+  pw_event_release(ev);
+  expect_no_live_allocations();
+}
