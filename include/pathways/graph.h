@@ -149,10 +149,10 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_exec_submit(
     pw_event_t** out_done);
 
 /* Waits until every run |exec| submitted has completed (runs always
- * complete, failed or not), then frees it; NULL is a no-op. Do not call it
- * from a callback of one of its own runs' events. pw_client_destroy
- * destroys the armed graphs of the client still alive; using one after
- * that is undefined. */
+ * complete, failed or not; their done events have completed when this
+ * returns), then frees it; NULL is a no-op. Do not call it from a callback
+ * of one of its own runs' events. pw_client_destroy destroys the armed
+ * graphs of the client still alive; using one after that is undefined. */
 PW_API void pw_graph_exec_destroy(pw_graph_exec_t* exec);
 
 PW_EXTERN_C_END

@@ -330,6 +330,9 @@ typedef struct pw_graph_exec_s {
    * PW_EXECUTION_PRIVATE) is free for the next submission. */
   struct pw_execution_s* blocks[PW_GRAPH_EXEC_BLOCKS];
   uint32_t next_block;
+  /* Its runs in shared blocks (both private ones were busy) not complete
+   * yet: pw_graph_exec_destroy waits for them too. */
+  pw_atomic_u32_t shared_runs;
   struct pw_graph_exec_s* prev;
   struct pw_graph_exec_s* next;
 } pw_graph_exec_obj_t;

@@ -2,7 +2,10 @@
  * otherwise recompute), block layout, and the per-client cache of laid-out
  * blocks. The op records and the protocol that uses them are in
  * dispatch.c; see dispatch_internal.h. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
@@ -203,6 +206,18 @@ void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
   for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
     if (armed->blocks[i] != NULL) pw_block_disown(client, armed->blocks[i]);
     armed->blocks[i] = NULL;
+  }
+  /* Its runs in shared blocks hold their own graph reference, but the
+   * contract is that every run has completed when this returns; they
+   * count themselves out after their done event (pw_execution_complete).
+   * Runs always complete; this is not a hot path. */
+  for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&armed->shared_runs) != 0; ++spins) {
+    if (spins < 64) {
+      sched_yield();
+    } else {
+      struct timespec pause = {0, 50 * 1000};
+      nanosleep(&pause, NULL);
+    }
   }
   pw__object_release(armed->graph);
   pw_allocator_free(client->runtime->allocator, armed, sizeof(*armed));

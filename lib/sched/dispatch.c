@@ -405,6 +405,11 @@ static void pw_execution_complete(pw_execution_t* exec) {
     pw__client_end(client, stripe); /* the armed graph keeps the client */
     return;
   }
+  pw_graph_exec_obj_t* armed = exec->armed;
+  exec->armed = NULL;
+  /* After the done event: pw_graph_exec_destroy returns when its runs
+   * have completed, and then |armed| is gone. */
+  if (armed != NULL) pw_atomic_fetch_sub_u32(&armed->shared_runs, 1);
   /* The block goes back (or is freed, with its device memory) while this
    * execution still counts as in flight, so the runtime is alive. */
   bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
@@ -1261,11 +1266,13 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
     pw__object_retain(&outputs[o]->header);
   }
+  exec->armed = own == NULL ? armed : NULL;
   if (own != NULL) {
     exec->graph = NULL; /* the armed graph keeps it alive */
   } else if (armed != NULL) {
     pw__object_retain(armed->graph);
     exec->graph = armed->graph;
+    pw_atomic_fetch_add_u32(&armed->shared_runs, 1);
   } else {
     exec->graph = graph_ref; /* the caller's reference, now the execution's */
   }

@@ -88,6 +88,9 @@ typedef struct pw_execution_s {
   pw_event_t* done;
   pw_buffer_obj_t** args;      /* retained */
   pw_buffer_obj_t** outputs;   /* every op output, retained */
+  /* A run of an armed graph in a shared block (counted in its
+   * shared_runs until the run completes), else NULL. */
+  pw_graph_exec_obj_t* armed;
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   uint32_t stripe;             /* the submitting thread's client stripe */
