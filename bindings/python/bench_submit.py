@@ -7,6 +7,8 @@ Prints JSON lines:
   {"metric": "us_per_submit", ...}        Graph.submit of an already-built
                                           graph: the C submit plus wrapping
                                           its outputs and done event
+  {"metric": "us_per_submit_armed", ...}  ArmedGraph.submit of the same
+                                          graph armed (Graph.arm())
   {"metric": "us_per_submit_c", ...}      the same submit made straight
                                           through the private cffi module
                                           (no Python objects): the C cost
@@ -78,6 +80,15 @@ def main(argv):
                 keep[i] = sub(x)
             submit.keep = keep
 
+        armed = g.arm()
+
+        def submit_armed(n):
+            keep = [None] * n
+            sub = armed.submit
+            for i in range(n):
+                keep[i] = sub(x)
+            submit_armed.keep = keep
+
         cptr, gh, bid = client._box.ptr, g._h[0], x.id
 
         def submit_c(n):
@@ -112,7 +123,8 @@ def main(argv):
             for _ in range(n):
                 sub(x).done.wait()
 
-        results = {"us_per_trivial_call": [], "us_per_submit": [], "us_per_submit_c": [],
+        results = {"us_per_trivial_call": [], "us_per_submit": [], "us_per_submit_armed": [],
+                   "us_per_submit_c": [],
                    "us_python_per_submit": [], "us_per_release": [], "us_per_wait": [],
                    "us_per_step": []}
         gc.disable()
@@ -126,6 +138,9 @@ def main(argv):
                 results["us_per_submit_c"].append(c_cost)
                 results["us_per_submit"].append(py_cost)
                 results["us_python_per_submit"].append(py_cost - c_cost)
+                results["us_per_submit_armed"].append(timed(submit_armed, args.iterations))
+                submit_armed.keep[-1].wait()
+                del submit_armed.keep
                 wait.events = [ex.done for ex in submit.keep]
                 wait.events[-1].wait()
                 for ev in wait.events:  # all complete: time only the wait call
@@ -139,6 +154,7 @@ def main(argv):
                 results["us_per_step"].append(timed(step, max(1, args.iterations // 4)))
         finally:
             gc.enable()
+        armed.close()
         leaked = client.live_handles - 4  # vslice, x, exe, graph
         client.close()
 

@@ -364,6 +364,16 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph,
                             pw_buffer_t* out_outputs, uint32_t output_count,
                             pw_event_t** out_done);
 
+typedef struct pw_graph_exec_s pw_graph_exec_t;
+
+pw_status_t pw_graph_exec_create(pw_client_t* client, pw_graph_t graph,
+                                 pw_graph_exec_t** out_exec);
+pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
+                                 uint32_t arg_count, const pw_submit_options_t* options,
+                                 pw_buffer_t* out_outputs, uint32_t output_count,
+                                 pw_event_t** out_done);
+void pw_graph_exec_destroy(pw_graph_exec_t* exec);
+
 /* ---- backends/cpu.h ----------------------------------------------------- */
 #define PW_CPU_MAX_DEVICES ...
 #define PW_CPU_MAX_WORKERS ...

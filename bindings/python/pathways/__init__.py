@@ -38,7 +38,7 @@ from ._errors import (
     error_class,
 )
 from ._event import Event
-from ._graph import Execution, Graph, Value
+from ._graph import ArmedGraph, Execution, Graph, Value
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
@@ -48,8 +48,8 @@ from ._types import ALL, DTYPES, REPLICATED, ArraySpec, Program, Sharding, repli
 __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
-    "ALL", "DTYPES", "REPLICATED", "ArraySpec", "Attr", "Buffer", "Client", "Device",
-    "Event", "Executable", "Execution", "Graph", "KernelCall", "Param", "Program",
+    "ALL", "DTYPES", "REPLICATED", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
+    "Device", "Event", "Executable", "Execution", "Graph", "KernelCall", "Param", "Program",
     "Runtime", "Sharding", "Slice", "VSlice", "Value", "replicated", "split",
     "PathwaysError", "CancelledError", "UnknownError", "InvalidArgumentError",
     "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",

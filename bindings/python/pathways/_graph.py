@@ -1,12 +1,12 @@
-"""Graphs: a builder with readable reprs, and submission."""
+"""Graphs: a builder with readable reprs, submission, and armed graphs."""
 
 import threading
 
 from . import _lowlevel
 from ._handle import ClientHandle
-from ._errors import check, take_error
+from ._errors import FailedPreconditionError, check, take_error
 from ._event import Event
-from ._lowlevel import ffi, lib
+from ._lowlevel import ffi, in_callback, lib
 from ._objects import Executable, _adopt_buffer, _vslice_handle
 from ._types import ArraySpec, as_sharding, as_spec, mesh_text
 
@@ -278,19 +278,7 @@ class Graph(ClientHandle):
             if mine:
                 lock.release()
         box.live += nout
-        client = self.client
-        outputs = tuple([_adopt_buffer(client, bid, spec, vslice)
-                         for bid, (spec, vslice) in zip(ids, self._out_meta)])
-        if donate is not None:
-            for k, d in enumerate(donate):
-                if d and args[k]._id:
-                    args[k]._id = 0
-                    box.live -= 1
-        ev = _new_event()
-        ev._ptr = done
-        ex = _new_execution()
-        ex.graph, ex.outputs, ex.done = self, outputs, ev
-        return ex
+        return _execution(self, box, args, ids, done, donate)
 
     def run(self, *args, donate=None, timeout=None):
         """submit(), wait for the execution, and return its outputs (one
@@ -298,6 +286,17 @@ class Graph(ClientHandle):
         ex = self.submit(*args, donate=donate)
         ex.wait(timeout)
         return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
+
+    def arm(self):
+        """Arms the graph for repeated submission: finalizes it (errors
+        name the node) and returns an ArmedGraph, whose submit() skips the
+        handle look-up and the graph reference of each Graph.submit and
+        runs in execution blocks of its own. The ArmedGraph keeps the graph
+        alive: this Graph may be released while it is open. Close it
+        (close(), `with`, or garbage collection) before reusing its
+        memory; closing the client closes it."""
+        _lowlevel.flush_deferred()
+        return ArmedGraph(self)
 
     def __repr__(self):
         computes = sum(1 for n in self._nodes.values() if n.kind != "parameter")
@@ -320,6 +319,200 @@ def _new_event():
 
 def _new_execution():
     return object.__new__(Execution)
+
+
+def _execution(graph, box, args, ids, done, donate):
+    """The Execution of a submission of |graph| that returned output handle
+    ids |ids| (counted already in |box|, the client's) and the done event
+    reference |done|; marks the Buffers donated from |args| released."""
+    client = graph.client
+    outputs = tuple([_adopt_buffer(client, bid, spec, vslice)
+                     for bid, (spec, vslice) in zip(ids, graph._out_meta)])
+    if donate is not None:
+        for k, d in enumerate(donate):
+            if d and args[k]._id:
+                args[k]._id = 0
+                box.live -= 1
+    ev = _new_event()
+    ev._ptr = done
+    ex = _new_execution()
+    ex.graph, ex.outputs, ex.done = graph, outputs, ev
+    return ex
+
+
+# ---- armed graphs ----------------------------------------------------------------
+
+
+class _ArmedBox:
+    """The C armed graph (pw_graph_exec_t*), shared by the ArmedGraph and
+    its client's box (_ClientBox.armed) so that whichever closes first
+    leaves the other a None. |lock| serialises the C calls on it (the C
+    API allows one thread at a time per armed graph): submissions, and the
+    destruction, which then never overlaps a submission or another
+    destruction in progress."""
+
+    __slots__ = ("ptr", "lock")
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.lock = threading.Lock()
+
+    def destroy(self, cbox):
+        """Waits for the armed graph's runs and frees it (GIL released);
+        idempotent. |cbox|: its client's _ClientBox, which must still hold
+        the C client."""
+        with self.lock:
+            ptr, self.ptr = self.ptr, None
+            if ptr is None:
+                return
+            lib.pw_graph_exec_destroy(ptr)
+            # Only now: a client closing meanwhile on another thread found
+            # this box in |armed| and is waiting for the lock, not
+            # destroying the C client under this call.
+            cbox.armed.discard(self)
+            cbox.live -= 1
+
+
+class ArmedGraph:
+    """A graph armed for repeated submission (Graph.arm()): what CUDA calls
+    an instantiated graph. submit() and run() are Graph's, with the same
+    arguments, checks, outputs (an Execution) and errors, minus the
+    per-submission handle look-up and graph reference; runs may overlap,
+    like the graph's own.
+
+        with g.arm() as step:
+            for batch in batches:
+                ex = step.submit(w, batch, donate=[True, False])
+                w = ex.outputs[0]
+
+    close() (or leaving a `with` block, or garbage collection) waits for
+    its runs, then frees it (see docs/python.md for a known gap in the C
+    library's wait); closing its client (or the runtime) closes it first.
+    A closed ArmedGraph raises ValueError when used. Thread-safe:
+    submissions from several threads are serialised.
+    Not to be closed from inside a callback (FailedPreconditionError: it
+    would wait for the pool thread running the callback); one collected
+    there is closed later, off that thread."""
+
+    __slots__ = ("graph", "client", "_box", "_cargs", "_couts", "_cdone", "__weakref__")
+
+    def __init__(self, graph):
+        self._box = None
+        if not isinstance(graph, Graph):
+            raise TypeError(f"expected a Graph, not {type(graph).__name__}")
+        ptr = graph._live()
+        graph.finalize()
+        self.graph = graph
+        self.client = graph.client
+        # One set of C arrays: submissions are serialised by the box's lock.
+        self._cargs = ffi.new("pw_buffer_t[]", max(1, len(graph._params)))
+        self._couts = ffi.new("pw_buffer_t[]", max(1, len(graph._outputs)))
+        self._cdone = ffi.new("pw_event_t**")
+        out = ffi.new("pw_graph_exec_t**")
+        check(lib.pw_graph_exec_create(ptr, graph._hv, out))
+        cbox = graph.client._box
+        self._box = box = _ArmedBox(out[0])
+        cbox.armed.add(box)
+        cbox.live += 1
+
+    def _closed_error(self):
+        name = self.graph.name or ""
+        if self.client._box.ptr is None:
+            return ValueError(f"operation on an ArmedGraph of closed client "
+                              f"{self.client.name!r} (graph {name!r})")
+        return ValueError(f"operation on a closed ArmedGraph (graph {name!r})")
+
+    @property
+    def name(self):
+        return self.graph.name
+
+    @property
+    def closed(self):
+        box = self._box
+        return box is None or box.ptr is None
+
+    def submit(self, *args, donate=None):
+        """Graph.submit through the armed graph: runs it once on Buffers
+        |args| (one per parameter, in order) and returns an Execution at
+        once. |donate|: one flag per argument; a donated argument is
+        consumed (its Buffer is released)."""
+        box = self._box
+        if box.ptr is None:
+            raise self._closed_error()
+        g = self.graph
+        nargs = len(g._params)
+        nout = len(g._outputs)
+        if len(args) != nargs:
+            raise TypeError(f"graph {g.name or ''!r} takes {nargs} argument(s), got {len(args)}")
+        opts = ffi.NULL if donate is None else g._donate_options(donate)
+        cargs, couts, cdone = self._cargs, self._couts, self._cdone
+        cbox = self.client._box
+        with box.lock:
+            ptr = box.ptr
+            if ptr is None:  # closed by another thread meanwhile
+                raise self._closed_error()
+            i = 0
+            try:
+                for i, b in enumerate(args):
+                    bid = b._id
+                    if not bid:
+                        raise ValueError(f"argument {i} is a released Buffer")
+                    cargs[i].id = bid
+            except AttributeError:
+                raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
+            status = lib.pw_graph_exec_submit(ptr, cargs, nargs, opts, couts, nout, cdone)
+            if status:
+                raise take_error(status)
+            if nout == 1:
+                ids = (couts[0].id,)
+            else:
+                ids = [couts[k].id for k in range(nout)]
+            done = cdone[0]
+            cbox.live += nout
+        return _execution(g, cbox, args, ids, done, donate)
+
+    def run(self, *args, donate=None, timeout=None):
+        """submit(), wait for the execution, and return its outputs (one
+        Buffer, or a tuple if the graph has several outputs)."""
+        ex = self.submit(*args, donate=donate)
+        ex.wait(timeout)
+        return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
+
+    def close(self):
+        """Waits for its runs (pw_graph_exec_destroy; they always complete,
+        failed or not), then frees it. Idempotent; a no-op once its client is
+        closed. Not allowed from inside a callback."""
+        box = self._box
+        if box is None or box.ptr is None:
+            return
+        if in_callback():
+            raise FailedPreconditionError(
+                "cannot close an ArmedGraph from inside a pathways callback (a pool thread): "
+                "it waits for its runs")
+        box.destroy(self.client._box)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        box = getattr(self, "_box", None)
+        if box is None or box.ptr is None or _lowlevel is None:
+            return
+        cbox = self.client._box
+        if in_callback():
+            _lowlevel.defer(lambda: box.destroy(cbox))
+        else:
+            box.destroy(cbox)
+
+    def __repr__(self):
+        g = self.graph
+        if self.closed:
+            return f"<ArmedGraph {g.name or ''!r} closed>"
+        return (f"<ArmedGraph {g.name or ''!r}: {len(g._params)} parameter(s), "
+                f"{len(g._outputs)} output(s)>")
 
 
 class Execution:

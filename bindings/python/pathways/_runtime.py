@@ -444,18 +444,26 @@ class _ClientBox:
     """The C client pointer, shared by the Client and its runtime so that
     whichever closes first leaves the other a NULL, never a dangling
     pointer. |live| counts the handles created through this client and not
-    released yet."""
+    released yet. |armed| holds the boxes of its armed graphs still alive
+    (pathways._graph._ArmedBox), destroyed before the client: the C client
+    would destroy them itself and leave their Python pointers dangling."""
 
-    __slots__ = ("ptr", "live", "runtime", "__weakref__")
+    __slots__ = ("ptr", "live", "runtime", "armed", "__weakref__")
 
     def __init__(self, ptr, runtime):
         self.ptr = ptr
         self.live = 0
         self.runtime = runtime
+        self.armed = set()
 
     def destroy(self):
         ptr, self.ptr = self.ptr, None
         if ptr is not None:
+            # Each waits for its runs (GIL released); one another thread is
+            # submitting to or destroying is waited for (its lock).
+            for armed in list(self.armed):
+                armed.destroy(self)
+            self.armed.clear()
             # Waits for the client's in-flight executions (GIL released).
             lib.pw_client_destroy(ptr)
             self.live = 0
@@ -463,8 +471,9 @@ class _ClientBox:
 
 class Client:
     """A job of the runtime. Everything it creates (virtual slices,
-    executables, buffers, graphs) belongs to it; close() (or `with`, or
-    garbage collection) waits for its in-flight work and frees all of it.
+    executables, buffers, graphs, armed graphs) belongs to it; close() (or
+    `with`, or garbage collection) waits for its in-flight work and frees
+    all of it.
 
     |live_handles| counts the C handles created through this client and not
     released yet: it returns to its earlier value once the Python objects
@@ -539,7 +548,8 @@ class Client:
 
     def close(self):
         """Waits for this client's in-flight work, then frees everything it
-        owns. Idempotent. Not allowed from inside a callback."""
+        owns (armed graphs still open are closed first). Idempotent. Not
+        allowed from inside a callback."""
         box = self._box
         if box is None or box.ptr is None:
             return

@@ -68,6 +68,69 @@ def test_handles_and_memory_return_to_baseline(runtime, client, vs):
             assert after[side]["failed_allocations"] == 0
 
 
+def armed_workload(client, vs, flush, steps=5, explicit=False):
+    """Armed graphs: reruns, a donation chain, runs overlapping (more than
+    the armed graph's private blocks), callbacks; then a plain submission
+    (|flush|) so that the slice's tail is the same execution every time."""
+    x = vs.put(f32(8, 2), pw.split(0))
+    exe = vs.compile(program("scale", [x.spec], [x.spec], alpha=0.5))
+    py = vs.compile(program("leak_probe", [x.spec], [x.spec]))
+    g = client.graph("armed")
+    p = g.parameter(vs, x.spec)
+    g.output(g.compute(py, g.compute(exe, p)))
+    armed = g.arm()
+    outs = [armed.submit(x) for _ in range(steps)]
+    for ex in outs:
+        ex.done.add_done_callback(lambda err: None)
+    w = armed.submit(vs.put(f32(8, 2), pw.split(0)), donate=[True]).outputs[0]
+    for _ in range(steps):
+        w = armed.submit(w, donate=[True]).outputs[0]
+    for ex in outs:
+        ex.result(timeout=30).numpy()
+    w.numpy(timeout=30)
+    g.release()  # the armed graph keeps the graph
+    if explicit:
+        armed.close()
+        for ex in outs:
+            ex.outputs[0].release()
+            ex.done.close()
+        for obj in (w, py, exe, x):
+            obj.release()
+    flush()
+    return weakref.ref(armed)
+
+
+def test_armed_graphs_return_to_baseline(runtime, client, vs):
+    runtime.register_kernel("leak_probe", lambda call: call.inputs[0] + 1)
+    fx = vs.put(f32(8))
+    fg = one_node_graph(client, vs, vs.compile(program("copy", [fx.spec], [fx.spec])), fx.spec)
+
+    def flush():
+        fg.run(fx, timeout=30)
+
+    armed_workload(client, vs, flush, steps=20)  # warm up
+    collect()
+    flush()
+    handles = client.live_handles
+    memory = runtime.memory_stats()
+
+    for explicit in (False, True):
+        ref = armed_workload(client, vs, flush, steps=20, explicit=explicit)
+        if explicit:
+            assert client.live_handles == handles
+        collect()
+        flush()
+        assert ref() is None
+        assert client.live_handles == handles
+        assert not client._box.armed
+        after = runtime.memory_stats()
+        for side in ("host", "device"):
+            assert after[side]["live_blocks"] == memory[side]["live_blocks"], (side, after)
+            assert after[side]["live_bytes"] == memory[side]["live_bytes"], (side, after)
+            assert after[side]["mismatched_frees"] == 0
+            assert after[side]["failed_allocations"] == 0
+
+
 def test_closing_a_client_frees_everything_it_owned(runtime):
     runtime.register_kernel("leak_probe", lambda call: call.inputs[0])
     # Another client's one-op graph on the same slice: run before each
@@ -85,6 +148,8 @@ def test_closing_a_client_frees_everything_it_owned(runtime):
     vs = client.vslice("2x4")
     workload(client, vs, steps=3)
     kept = (vs.put(np.zeros(8, np.float32)), vs.compile(program("copy", [ox.spec], [ox.spec])))
+    armed = one_node_graph(client, vs, kept[1], ox.spec).arm()  # left open
+    armed.submit(kept[0])
     assert client.live_handles > 0
     client.close()                   # frees what the Python objects still hold
     assert client.live_handles == 0
@@ -94,8 +159,9 @@ def test_closing_a_client_frees_everything_it_owned(runtime):
     for side in ("host", "device"):
         assert after[side]["live_blocks"] == before[side]["live_blocks"], (side, after)
         assert after[side]["live_bytes"] == before[side]["live_bytes"], (side, after)
-    for obj in kept:
-        obj.release()  # harmless after close
+    assert armed.closed
+    for obj in kept + (armed,):
+        obj.close()  # harmless after close
     other.close()
 
 
