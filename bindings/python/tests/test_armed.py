@@ -209,11 +209,6 @@ def two_gates(runtime):
         e.set()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "libpathways: pw_graph_exec_destroy waits only for the runs in the armed "
-    "graph's private blocks (pw__dispatch_exec_destroy, lib/sched/block.c), not "
-    "for a run that fell back to a block of the client's cache, although "
-    "graph.h says it waits for every run it submitted"))
 def test_close_waits_for_runs_beyond_the_private_blocks(runtime, client, vs1, two_gates):
     exe = vs1.compile(program("gate2", [SOLO], [SOLO]))
     g = one_node_graph(client, vs1, exe, SOLO)
