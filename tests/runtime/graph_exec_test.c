@@ -667,6 +667,75 @@ Test(graph_exec, destroy_while_a_private_block_is_the_tail_of_two_slices) {
   env_deinit(&e);
 }
 
+/* The debug mode without gang order never reuses blocks as laid out, so
+ * every armed run takes a block from the client's cache: destroy must
+ * still wait for all of them (here 5, none able to finish until the test
+ * runs the deferred launches). */
+Test(graph_exec, destroy_waits_for_every_run_without_gang_order) {
+  pw_test_allocator_t t;
+  pw_test_allocator_init(&t);
+  pw_double_options_t dopts;
+  pw_double_options_init(&dopts);
+  dopts.device_count = 8;
+  dopts.completion = PW_DOUBLE_COMPLETE_DEFERRED;
+  dopts.allocator = pw_test_allocator(&t);
+  pw_backend_t backend;
+  OK(pw_double_backend_create(&dopts, &backend));
+  pw_double_backend_t* dbl = pw_double_backend_from(&backend);
+  pw_slice_desc_t desc;
+  memset(&desc, 0, sizeof(desc));
+  OK(pw_mesh_shape_parse("2x4", &desc.mesh));
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.allocator = pw_test_allocator(&t);
+  ro.backends = &backend;
+  ro.backend_count = 1;
+  ro.slices = &desc;
+  ro.slice_count = 1;
+  ro.debug_disable_gang_order = true;
+  env_t e;
+  memset(&e, 0, sizeof(e));
+  OK(pw_runtime_create(&ro, &e.f.runtime));
+  OK(pw_client_create(e.f.runtime, NULL, &e.f.client));
+  e.f.dbl = dbl;
+  OK(pw_fixture_vslice(&e.f, "2x4", &e.vs));
+  OK(pw_fixture_compile(&e.f, e.vs, kCopy8, &e.copy));
+  int64_t dims[1] = {8};
+  e.spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  OK(pw_graph_create(e.f.client, &e.g));
+  uint32_t p, a;
+  OK(pw_graph_add_parameter(e.f.client, e.g, e.vs, &e.spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(e.f.client, e.g, "a", e.copy, e.vs, &in, 1, &a));
+  OK(pw_graph_add_output(e.f.client, e.g, pw_value(a, 0)));
+  for (int i = 0; i < 8; ++i) e.data[i] = (float)(10 - i);
+  OK(pw_buffer_from_host(e.f.client, e.vs, &e.spec, e.data, sizeof(e.data), &e.x));
+  destroyer_t d = {NULL, false};
+  OK(pw_graph_exec_create(e.f.client, e.g, &d.exec));
+  /* A few complete runs first, then 5 left in flight. */
+  for (int r = 0; r < 3; ++r) armed_run_ok(&e, d.exec, e.x, e.data);
+  enum { RUNS = 5 };
+  pw_event_t* done[RUNS];
+  pw_buffer_t ys[RUNS];
+  for (int r = 0; r < RUNS; ++r) {
+    OK(pw_graph_exec_submit(d.exec, &e.x, 1, NULL, &ys[r], 1, &done[r]));
+  }
+  pthread_t th;
+  pthread_create(&th, NULL, destroy_thread, &d);
+  bool early = returned_within(&d, 200);
+  run_all(&e.f);
+  pthread_join(th, NULL);
+  cr_assert_not(early, "pw_graph_exec_destroy returned with %d runs in flight", RUNS);
+  for (int r = 0; r < RUNS; ++r) {
+    OK(pw_fixture_wait(done[r]));
+    expect8(&e, ys[r], e.data, "run finished under destroy");
+    OK(pw_buffer_release(e.f.client, ys[r]));
+  }
+  pw_fixture_deinit(&e.f);
+  cr_assert_eq(pw_test_allocator_live(&t), 0, "%zu leaked", pw_test_allocator_live(&t));
+}
+
 typedef struct resumer_t {
   pw_double_backend_t* dbl;
   int delay_ms;
