@@ -58,10 +58,12 @@ typedef struct env_t {
   float data[8];
 } env_t;
 
-static void env_init(env_t* e, pw_fixture_backend_t kind, uint32_t slices) {
+static void env_init_sched(env_t* e, pw_fixture_backend_t kind, uint32_t slices,
+                           pw_sched_policy_t policy, uint32_t window) {
   memset(e, 0, sizeof(*e));
   pw_test_allocator_init(&e->t);
-  OK(pw_fixture_init(&e->f, kind, slices, "2x4", pw_test_allocator(&e->t)));
+  OK(pw_fixture_init_sched(&e->f, kind, slices, "2x4", pw_test_allocator(&e->t), policy,
+                           window));
   OK(pw_fixture_vslice(&e->f, "2x4", &e->vs));
   if (slices > 1) OK(pw_fixture_vslice(&e->f, "2x4", &e->other));
   OK(pw_fixture_compile(&e->f, e->vs, kCopy8, &e->copy));
@@ -75,6 +77,11 @@ static void env_init(env_t* e, pw_fixture_backend_t kind, uint32_t slices) {
   OK(pw_graph_add_output(e->f.client, e->g, pw_value(a, 0)));
   for (int i = 0; i < 8; ++i) e->data[i] = (float)(i + 1);
   OK(pw_buffer_from_host(e->f.client, e->vs, &e->spec, e->data, sizeof(e->data), &e->x));
+}
+
+static void env_init(env_t* e, pw_fixture_backend_t kind, uint32_t slices) {
+  pw_sched_policy_t none = {NULL, NULL};
+  env_init_sched(e, kind, slices, none, 0);
 }
 
 /* Destroys the client and runtime; nothing the runtime allocated is left. */
@@ -618,9 +625,10 @@ Test(graph_exec, client_destroyed_while_its_armed_block_is_the_slice_tail) {
  * slice 0 drops one; slice 1's stays until the runtime goes, after the
  * client: the block then goes to a closed cache (freed) and drops the
  * client's last reference. */
-Test(graph_exec, destroy_while_a_private_block_is_the_tail_of_two_slices) {
+static void tail_of_two_slices(pw_fixture_backend_t kind, pw_sched_policy_t policy,
+                               uint32_t window) {
   env_t e;
-  env_init(&e, PW_FIXTURE_DOUBLE_INLINE, 2);
+  env_init_sched(&e, kind, 2, policy, window);
   pw_vslice_span_t span;
   memset(&span, 0, sizeof(span));
   span.struct_size = sizeof(span);
@@ -665,6 +673,14 @@ Test(graph_exec, destroy_while_a_private_block_is_the_tail_of_two_slices) {
   cr_assert_eq(pw_double_backend_launch_count(e.f.dbl, 0), 4);
   cr_assert_eq(pw_double_backend_launch_count(e.f.dbl, 8), 3);
   env_deinit(&e);
+}
+
+Test(graph_exec, destroy_while_a_private_block_is_the_tail_of_two_slices) {
+  pw_sched_policy_t none = {NULL, NULL};
+  tail_of_two_slices(PW_FIXTURE_DOUBLE_INLINE, none, 0);
+}
+Test(graph_exec, destroy_while_a_private_block_is_the_tail_of_two_slices_threaded_window) {
+  tail_of_two_slices(PW_FIXTURE_DOUBLE_THREADED, pw_sched_policy_fifo(), 2);
 }
 
 /* The debug mode without gang order never reuses blocks as laid out, so
