@@ -475,6 +475,60 @@ Test(graph_exec, overlapping_runs_fall_back_to_the_shared_cache) {
   env_deinit(&e);
 }
 
+/* A private block keeps its last run's done event and recycles it for
+ * its next run only if the submitter let go of it: an event the test
+ * still holds stays complete with its own status while its block runs
+ * again, and each run's event carries that run's status only (runs 3 and
+ * 5 fail at launch, 4 at completion). */
+Test(graph_exec, done_events_of_reruns_are_fresh_whether_recycled_or_not) {
+  env_t e;
+  env_init(&e, PW_FIXTURE_DOUBLE_DEFERRED, 1);
+  pw_graph_exec_t* exec = NULL;
+  OK(pw_graph_exec_create(e.f.client, e.g, &exec));
+  pw_buffer_t y;
+  pw_event_t* first = NULL;
+  OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &y, 1, &first));
+  OK(pw_buffer_release(e.f.client, y));
+  run_all(&e.f);
+  OK(pw_event_wait(first, pw_deadline_from_timeout(DEADLINE_NS)));
+  pw_event_t* held = NULL;
+  for (int run = 2; run <= 9; ++run) {
+    if (run == 3 || run == 5) {
+      pw_double_backend_fail_launch(e.f.dbl, 2, PW_STATUS_DATA_LOSS, PW_DOUBLE_FAIL_AT_LAUNCH);
+    }
+    if (run == 4) {
+      pw_double_backend_fail_launch(e.f.dbl, 8, PW_STATUS_ABORTED, PW_DOUBLE_FAIL_AT_COMPLETION);
+    }
+    pw_event_t* done = NULL;
+    OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &y, 1, &done));
+    OK(pw_buffer_release(e.f.client, y));
+    cr_assert_neq(done, first, "run %d got the event run 1's submitter still holds", run);
+    cr_assert_neq(done, held, "run %d got the event run 2's submitter still holds", run);
+    cr_assert_not(pw_event_is_ready(done), "run %d: event complete before its run", run);
+    cr_assert(pw_event_is_ready(first), "run 1's event was reset under its holder");
+    run_all(&e.f);
+    pw_status_t st = pw_event_wait(done, pw_deadline_from_timeout(DEADLINE_NS));
+    pw_status_code_t want = run == 3 || run == 5 ? PW_STATUS_DATA_LOSS
+                            : run == 4           ? PW_STATUS_ABORTED
+                                                 : PW_STATUS_OK;
+    cr_assert_eq(pw_status_code(st), want, "run %d: %s", run, pw_status_message(st));
+    pw_status_free(st);
+    if (run == 2) {
+      held = done; /* kept until the end */
+    } else {
+      pw_event_release(done);
+    }
+  }
+  pw_status_t st = pw_event_wait(first, 0);
+  cr_assert_null(st, "run 1's event changed status");
+  st = pw_event_wait(held, 0);
+  cr_assert_null(st, "run 2's event changed status");
+  pw_event_release(first);
+  pw_event_release(held);
+  pw_graph_exec_destroy(exec);
+  env_deinit(&e);
+}
+
 typedef struct destroyer_t {
   pw_graph_exec_t* exec;
   atomic_bool returned;
