@@ -30,14 +30,18 @@ static const char* kCopy8 = "copy\ninput f32[8] split(0,all)\noutput f32[8] spli
 
 /* ---- white-box probes (see the file comment) ---------------------------- */
 
-/* Private blocks of |exec| that exist and are not free (a run in them, or
- * a slice's tail reference). */
+/* Private blocks of |exec| that exist and are not free: a run in them
+ * (its done event not complete: a private run's ops hold no reference), or
+ * a slice's tail reference. */
 static int private_busy(pw_graph_exec_t* exec) {
   pw_graph_exec_obj_t* armed = (pw_graph_exec_obj_t*)exec;
   int n = 0;
   for (int i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
     pw_execution_t* b = armed->blocks[i];
-    if (b != NULL && pw_atomic_load_u32_acquire(&b->refs) != PW_EXECUTION_PRIVATE) n++;
+    if (b == NULL) continue;
+    bool free = pw_atomic_load_u32_acquire(&b->refs) == PW_EXECUTION_PRIVATE &&
+                (b->done == NULL || pw_event_is_ready(b->done));
+    if (!free) n++;
   }
   return n;
 }
