@@ -11,6 +11,27 @@ from ._objects import Executable, _adopt_buffer, _vslice_handle
 from ._types import ArraySpec, as_sharding, as_spec, mesh_text
 
 
+
+def _fill_args(cargs, args):
+    """Writes the handle ids of Buffers |args| into the C array |cargs|."""
+    i = 0
+    try:
+        for i, b in enumerate(args):
+            bid = b._id
+            if not bid:
+                raise ValueError(f"argument {i} is a released Buffer")
+            cargs[i].id = bid
+    except AttributeError:
+        raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
+
+
+def _output_ids(couts, nout):
+    """The output handle ids a submit wrote into |couts|."""
+    if nout == 1:
+        return (couts[0].id,)
+    return [couts[k].id for k in range(nout)]
+
+
 class Value:
     """An edge of a graph: output |output| of node |node|, with its spec.
     repr: %node (first output) or %node.output."""
@@ -257,22 +278,11 @@ class Graph(ClientHandle):
                 cargs = ffi.new("pw_buffer_t[]", max(1, nargs))
                 couts = ffi.new("pw_buffer_t[]", max(1, nout))
                 cdone = ffi.new("pw_event_t**")
-            i = 0
-            try:
-                for i, b in enumerate(args):
-                    bid = b._id
-                    if not bid:
-                        raise ValueError(f"argument {i} is a released Buffer")
-                    cargs[i].id = bid
-            except AttributeError:
-                raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
+            _fill_args(cargs, args)
             status = lib.pw_graph_submit(cptr, self._hv, cargs, nargs, opts, couts, nout, cdone)
             if status:
                 raise take_error(status)
-            if nout == 1:
-                ids = (couts[0].id,)
-            else:
-                ids = [couts[k].id for k in range(nout)]
+            ids = _output_ids(couts, nout)
             done = cdone[0]
         finally:
             if mine:
@@ -451,22 +461,11 @@ class ArmedGraph:
             ptr = box.ptr
             if ptr is None:  # closed by another thread meanwhile
                 raise self._closed_error()
-            i = 0
-            try:
-                for i, b in enumerate(args):
-                    bid = b._id
-                    if not bid:
-                        raise ValueError(f"argument {i} is a released Buffer")
-                    cargs[i].id = bid
-            except AttributeError:
-                raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
+            _fill_args(cargs, args)
             status = lib.pw_graph_exec_submit(ptr, cargs, nargs, opts, couts, nout, cdone)
             if status:
                 raise take_error(status)
-            if nout == 1:
-                ids = (couts[0].id,)
-            else:
-                ids = [couts[k].id for k in range(nout)]
+            ids = _output_ids(couts, nout)
             done = cdone[0]
             cbox.live += nout
         return _execution(g, cbox, args, ids, done, donate)
