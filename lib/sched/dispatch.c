@@ -90,8 +90,14 @@ enum {
   PW_CURSOR_WAITING = 0,
   PW_CURSOR_RUNNING = 1,
   PW_CURSOR_IDLE = 2,
+  /* Reached the op and reading its inputs-ready flag: nobody else may
+   * claim the op meanwhile (a readier that finds it hands the launch over
+   * by setting RUNNING instead), so the op cannot run, complete and be
+   * freed under the reader. See pw_dispatch_settle. */
+  PW_CURSOR_ARRIVING = 3,
   PW_CURSOR_TAG_MASK = 3,
 };
+_Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 
 enum {
   PW_WORK_LAUNCH = 1,
@@ -194,9 +200,30 @@ static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
   }
 }
 
-/* |d|'s cursor already holds op|WAITING (set by the caller). */
+/* |d|'s cursor already holds op|WAITING (set by the caller, who keeps
+ * |op|'s execution alive through this call: an appender). */
 static void pw_dispatch_arrived(pw_device_t* d, pw_op_t* op) {
   if (pw_atomic_load_u32_acquire(&op->inputs_ready)) pw_dispatch_try_claim(d, op);
+}
+
+/* |d|'s cursor holds op|ARRIVING (set by the caller with a locked
+ * instruction, the device's half of the Dekker pair with the readier's
+ * exchange of the flag). Nobody else can claim |op| in that state, so it
+ * stays alive while its flag is read here, although nothing else holds its
+ * execution: the thread driving |d| may be the only one that knows of
+ * |op|. Ready: launch. Not ready: WAITING (a readier will claim it), and
+ * |op| is not touched again; unless a readier came meanwhile and handed
+ * the launch over (RUNNING), which makes the CAS fail. */
+static void pw_dispatch_settle(pw_device_t* d, pw_op_t* op) {
+  if (!pw_atomic_load_u32_acquire(&op->inputs_ready)) {
+    void* expected = pw_cursor(op, PW_CURSOR_ARRIVING);
+    if (pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(op, PW_CURSOR_WAITING))) return;
+  } else {
+    /* A readier may set the same value concurrently. */
+    pw_atomic_store_ptr_release(&d->cursor, pw_cursor(op, PW_CURSOR_RUNNING));
+  }
+  d->running = op;
+  pw_dispatch_push(d, PW_WORK_LAUNCH);
 }
 
 /* |direct|: launch now rather than as a work item (see
@@ -215,8 +242,8 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct) {
     }
     return;
   }
-  pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_WAITING));
-  pw_dispatch_arrived(d, op);
+  pw_atomic_exchange_ptr(&d->cursor, pw_cursor(op, PW_CURSOR_ARRIVING));
+  pw_dispatch_settle(d, op);
 }
 
 /* Debug mode without gang order: launch on every device now, in whatever
@@ -300,11 +327,20 @@ static void pw_dispatch_inputs_ready(pw_op_t* op) {
     return;
   }
   void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
+  void* arriving = pw_cursor(op, PW_CURSOR_ARRIVING);
   for (uint32_t p = 0; p < slice->span_count; ++p) {
     pw_slice_t* part = slice->span[p];
     for (uint32_t i = 0; i < part->device_count; ++i) {
       pw_device_t* d = &part->devices[i];
-      if (pw_atomic_load_ptr_relaxed(&d->cursor) == waiting) pw_dispatch_try_claim(d, op);
+      void* cursor = pw_atomic_load_ptr_relaxed(&d->cursor);
+      /* A device still arriving gets the launch handed over: its thread
+       * launches (pw_dispatch_settle). If it moved on to WAITING first,
+       * the CAS fails, reloads |cursor|, and the claim follows. */
+      if (cursor == arriving &&
+          pw_atomic_cas_ptr(&d->cursor, &cursor, pw_cursor(op, PW_CURSOR_RUNNING))) {
+        continue;
+      }
+      if (cursor == waiting) pw_dispatch_try_claim(d, op);
     }
   }
 }
@@ -685,8 +721,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   next = pw_atomic_load_ptr_acquire(link);
   void* expected = pw_cursor(op, PW_CURSOR_IDLE);
   if (next != NULL &&
-      pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_WAITING))) {
-    pw_dispatch_arrived(d, next);
+      pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(next, PW_CURSOR_ARRIVING))) {
+    /* |next| belongs to another submission, which may have returned: only
+     * ARRIVING keeps it alive while this reads it. */
+    pw_dispatch_settle(d, next);
   }
   /* A one-device op has no other device to count out. */
   if (op->slice->device_count == 1) {
