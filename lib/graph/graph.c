@@ -1262,11 +1262,19 @@ static pw_status_t pw_submit_plan(pw_client_t* client, const char* who, pw_graph
   }
   uint32_t looked_up = 0;
   for (; status == NULL && looked_up < arg_count; ++looked_up) {
-    char what[32];
-    snprintf(what, sizeof(what), "args[%u]", looked_up);
-    status = pw__handle_lookup(client, args[looked_up].id, PW_OBJECT_BUFFER, what,
+    status = pw__handle_lookup(client, args[looked_up].id, PW_OBJECT_BUFFER, "args",
                                (pw_object_t**)&arg_objs[looked_up]);
-    if (status != NULL) break;
+    if (status != NULL) {
+      /* Name the argument (formatted only on this cold path): look it up
+       * again with its index in the message; the same failure, unless the
+       * handle changed meanwhile, in which case the look-up stands. */
+      pw_status_free(status);
+      char what[32];
+      snprintf(what, sizeof(what), "args[%u]", looked_up);
+      status = pw__handle_lookup(client, args[looked_up].id, PW_OBJECT_BUFFER, what,
+                                 (pw_object_t**)&arg_objs[looked_up]);
+      if (status != NULL) break;
+    }
     pw_buffer_obj_t* b = arg_objs[looked_up];
     const pw_array_spec_t* want = &plan->param_specs[looked_up];
     const pw_vslice_obj_t* want_vs = plan->param_vslices[looked_up];
