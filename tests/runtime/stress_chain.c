@@ -37,59 +37,13 @@
 #define N 8
 #define IN_FLIGHT 4
 #define DEADLINE_NS 30000000000LL
+#define STRESS_NAME "stress_runtime_chain"
+#include "stress_flights.h"
 
 static int g_iterations = 300;
 static int g_threads = 4;
 static pw_runtime_t* g_runtime;
 static pw_client_t* g_shared;
-static _Atomic int g_failures;
-static _Atomic long g_checked;
-
-static bool ok(pw_status_t s, const char* what, int thread) {
-  if (s == NULL) return true;
-  char m[512];
-  pw_status_format(s, m, sizeof(m));
-  fprintf(stderr, "stress_runtime_chain: thread %d: %s: %s\n", thread, what, m);
-  pw_status_free(s);
-  g_failures++;
-  return false;
-}
-
-#define TRY(expr, what)                      \
-  do {                                       \
-    if (!ok((expr), (what), index)) goto out; \
-  } while (0)
-
-typedef struct flight_t {
-  pw_buffer_t x, y;
-  pw_event_t* done;
-  float want[N];
-} flight_t;
-
-/* Waits for |f|, checks y, releases its buffers. */
-static bool land(pw_client_t* client, flight_t* f, int index) {
-  bool good = ok(pw_event_wait(f->done, pw_deadline_from_timeout(DEADLINE_NS)), "wait", index);
-  pw_event_release(f->done);
-  f->done = NULL;
-  float back[N] = {0};
-  if (good) {
-    good = ok(pw_buffer_to_host(client, f->y, back, sizeof(back),
-                                pw_deadline_from_timeout(DEADLINE_NS)),
-              "to_host", index);
-  }
-  for (int e = 0; good && e < N; ++e) {
-    if (back[e] != f->want[e]) {
-      fprintf(stderr, "stress_runtime_chain: thread %d: element %d is %g, want %g\n", index, e,
-              (double)back[e], (double)f->want[e]);
-      g_failures++;
-      good = false;
-    }
-  }
-  if (good) g_checked++;
-  good &= ok(pw_buffer_release(client, f->y), "release y", index);
-  good &= ok(pw_buffer_release(client, f->x), "release x", index);
-  return good;
-}
 
 static void* submitter(void* arg) {
   int index = (int)(intptr_t)arg;

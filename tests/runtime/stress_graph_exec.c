@@ -50,6 +50,8 @@
 #define IN_FLIGHT 6
 #define MAX_ORDER 65536
 #define DEADLINE_NS 60000000000LL
+#define STRESS_NAME "stress_graph_exec"
+#include "stress_flights.h"
 
 static const char* kCopy = "copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";
 
@@ -61,28 +63,11 @@ static pw_vslice_t g_shared_vs[SLICES];
  * threads 0 and 1 arm it, thread 4 submits it by handle, thread 5 arms it
  * every other time. */
 static pw_graph_t g_shared_graph;
-static _Atomic int g_failures;
 static _Atomic long g_runs[SLICES];        /* runs on each slice, all clients */
 static _Atomic long g_shared_runs[SLICES]; /* runs of the shared client */
 static _Atomic long g_events;              /* done events asked for */
 static _Atomic long g_callbacks_ok, g_callbacks_failed;
-static _Atomic long g_checked;             /* outputs read back and right */
 static _Atomic long g_destroys;            /* armed graphs destroyed with runs in flight */
-
-static bool ok(pw_status_t s, const char* what, int thread) {
-  if (s == NULL) return true;
-  char m[512];
-  pw_status_format(s, m, sizeof(m));
-  fprintf(stderr, "stress_graph_exec: thread %d: %s: %s\n", thread, what, m);
-  pw_status_free(s);
-  g_failures++;
-  return false;
-}
-
-#define TRY(expr, what)                       \
-  do {                                        \
-    if (!ok((expr), (what), index)) goto out; \
-  } while (0)
 
 static void count_completion(void* user, pw_status_t status) {
   (void)user;
@@ -106,12 +91,6 @@ typedef struct lane_t {
   pw_array_spec_t spec;
   long runs;
 } lane_t;
-
-typedef struct flight_t {
-  pw_buffer_t x, y;
-  pw_event_t* done;
-  float want[N];
-} flight_t;
 
 /* x -> copy "a" -> copy "b" -> output, on |lane->vs|. */
 static pw_status_t lane_graph(lane_t* lane, pw_graph_t* out) {
@@ -197,31 +176,6 @@ static bool submit(lane_t* lane, flight_t* f, int index, int i, bool keep, bool 
   bool good = ok(pw_buffer_release(lane->client, f->x), "release x", index);
   good &= ok(pw_buffer_release(lane->client, f->y), "release y", index);
   f->x.id = f->y.id = 0;
-  return good;
-}
-
-/* Waits for |f|, checks its output, releases everything. */
-static bool land(pw_client_t* client, flight_t* f, int index) {
-  bool good = ok(pw_event_wait(f->done, pw_deadline_from_timeout(DEADLINE_NS)), "wait", index);
-  pw_event_release(f->done);
-  f->done = NULL;
-  float back[N] = {0};
-  if (good) {
-    good = ok(pw_buffer_to_host(client, f->y, back, sizeof(back),
-                                pw_deadline_from_timeout(DEADLINE_NS)),
-              "to_host", index);
-  }
-  for (int e = 0; good && e < N; ++e) {
-    if (back[e] != f->want[e]) {
-      fprintf(stderr, "stress_graph_exec: thread %d: element %d is %g, want %g\n", index, e,
-              (double)back[e], (double)f->want[e]);
-      g_failures++;
-      good = false;
-    }
-  }
-  if (good) g_checked++;
-  good &= ok(pw_buffer_release(client, f->y), "release y", index);
-  good &= ok(pw_buffer_release(client, f->x), "release x", index);
   return good;
 }
 
