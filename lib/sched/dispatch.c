@@ -102,6 +102,9 @@ _Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 enum {
   PW_WORK_LAUNCH = 1,
   PW_WORK_DONE = 2,
+  /* Arrive at d->running (the next op, not ready yet when the device
+   * finished its last one): pw_dispatch_device_finished. */
+  PW_WORK_ARRIVE = 3,
 };
 
 /* ---- trampoline --------------------------------------------------------- */
@@ -121,6 +124,7 @@ static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
 static void pw_dispatch_device_finished(pw_device_t* d, bool direct);
+static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct);
 static void pw_sched_kick(pw_slice_t* slice);
 
 static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame);
@@ -134,6 +138,10 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
       d->work_next = NULL;
       if (d->work_kind == PW_WORK_LAUNCH) {
         pw_dispatch_device_launch(d);
+      } else if (d->work_kind == PW_WORK_ARRIVE) {
+        pw_op_t* op = d->running;
+        d->running = NULL;
+        pw_dispatch_arrive(d, op, true);
       } else {
         pw_dispatch_device_finished(d, true);
       }
@@ -708,8 +716,25 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
      * device waiting there (quietly, if |d| is its slice's only device),
      * and |d| arrives on the fast path. |next| stays alive: |d| has not
      * passed it, so its execution cannot complete. */
-    if (op->slice->device_count == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+    uint32_t gang = op->slice->device_count; /* |op| may be gone after its completion */
+    if (gang == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
       pw_dispatch_op_complete(op, d);
+    }
+    /* A gang device whose |next| is not ready while other work is queued
+     * on this thread (typically the rest of the gang finishing |op|, which
+     * readies |next|): arrive after that work, when |next| is likely
+     * ready, on the fast path, rather than wait at it now (an exchange, a
+     * CAS, and the readier's claim). Meanwhile the cursor still names |op|
+     * RUNNING (a stale value once |op| has completed): nobody claims or
+     * appends at it, and nothing reads |op| through it. Not on one-device
+     * slices: nothing else on the thread readies their next op sooner,
+     * and a pipeline's stages would lose their wavefront order. */
+    pw_dispatch_frame_t* frame = pw_dispatch_current;
+    if (gang > 1 && frame != NULL && frame->head != NULL &&
+        !pw_atomic_load_u32_acquire(&next->inputs_ready)) {
+      d->running = next;
+      pw_dispatch_push(d, PW_WORK_ARRIVE);
+      return;
     }
     pw_dispatch_arrive(d, next, direct);
     return;
