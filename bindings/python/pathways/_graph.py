@@ -32,6 +32,19 @@ def _output_ids(couts, nout):
     return [couts[k].id for k in range(nout)]
 
 
+class _Runs:
+    """run() over the class's submit(): Graph and ArmedGraph."""
+
+    __slots__ = ()
+
+    def run(self, *args, donate=None, timeout=None):
+        """submit(), wait for the execution, and return its outputs (one
+        Buffer, or a tuple if the graph has several outputs)."""
+        ex = self.submit(*args, donate=donate)
+        ex.wait(timeout)
+        return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
+
+
 class Value:
     """An edge of a graph: output |output| of node |node|, with its spec.
     repr: %node (first output) or %node.output."""
@@ -71,7 +84,7 @@ class _Node:
         return f"{lhs} = {label}{self.executable.name}({args}): {outs}{where}"
 
 
-class Graph(ClientHandle):
+class Graph(_Runs, ClientHandle):
     """A program: parameters (arrays supplied at submit), compute nodes
     (an executable on a virtual slice) and outputs. Build it, then submit
     it as often as you like: the first submit (or finalize()) validates and
@@ -290,13 +303,6 @@ class Graph(ClientHandle):
         box.live += nout
         return _execution(self, box, args, ids, done, donate)
 
-    def run(self, *args, donate=None, timeout=None):
-        """submit(), wait for the execution, and return its outputs (one
-        Buffer, or a tuple if the graph has several outputs)."""
-        ex = self.submit(*args, donate=donate)
-        ex.wait(timeout)
-        return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
-
     def arm(self):
         """Arms the graph for repeated submission: finalizes it (errors
         name the node) and returns an ArmedGraph, whose submit() skips the
@@ -383,7 +389,7 @@ class _ArmedBox:
             cbox.live -= 1
 
 
-class ArmedGraph:
+class ArmedGraph(_Runs):
     """A graph armed for repeated submission (Graph.arm()): what CUDA calls
     an instantiated graph. submit() and run() are Graph's, with the same
     arguments, checks, outputs (an Execution) and errors, minus the
@@ -469,13 +475,6 @@ class ArmedGraph:
             done = cdone[0]
             cbox.live += nout
         return _execution(g, cbox, args, ids, done, donate)
-
-    def run(self, *args, donate=None, timeout=None):
-        """submit(), wait for the execution, and return its outputs (one
-        Buffer, or a tuple if the graph has several outputs)."""
-        ex = self.submit(*args, donate=donate)
-        ex.wait(timeout)
-        return ex.outputs[0] if len(ex.outputs) == 1 else ex.outputs
 
     def close(self):
         """Waits for its runs (pw_graph_exec_destroy; they always complete,
