@@ -1377,7 +1377,7 @@ pw_status_t pw_graph_exec_create(pw_client_t* client, pw_graph_t graph,
   pw_status_t status = pw__graph_plan(client, g, &plan);
   pw_graph_exec_obj_t* armed = NULL;
   if (status == NULL) {
-    status = pw_allocator_calloc(client->runtime->allocator, sizeof(*armed), 0, (void**)&armed);
+    status = pw_allocator_calloc(client->runtime->allocator, sizeof(*armed), 64, (void**)&armed);
   }
   if (status != NULL) {
     pw__object_release(&g->header);

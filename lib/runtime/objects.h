@@ -322,13 +322,33 @@ struct pw_client_s {
  * its runs use instead of the client's cache (lib/sched/block.c). */
 #define PW_GRAPH_EXEC_BLOCKS 2
 struct pw_execution_s;
+
+/* One private block of an armed graph and the count of its runs. A
+ * private run touches neither the client's in-flight counts nor its
+ * per-slice op counts (locked instructions on words every run of the
+ * client shares): it is counted here, by plain stores, as the slot has
+ * one writer at a time. The armed graph's user submits (|submitted|); the
+ * thread completing the slot's current run stores |counted| before its
+ * done event and |finished| after it, as its last touch of the run. A
+ * slot is reused only once |finished| caught up, so the next run's
+ * completer comes after this one. pw_client_wait_idle, pw_client_slice_stats
+ * and pw__dispatch_exec_destroy read them (lib/sched/block.c). */
+typedef struct pw_graph_exec_slot_s {
+  /* NULL until first used. Free for the next submission when its
+   * references are all gone (refs == PW_EXECUTION_PRIVATE) and its last
+   * run finished. Set by the armed graph's user; read under the client's
+   * execs_lock by others (a block is replaced only when free). */
+  _Alignas(64) pw_atomic_ptr_t block;
+  pw_atomic_u64_t submitted;
+  pw_atomic_u64_t counted;  /* runs in the op counts (pw_client_slice_stats) */
+  pw_atomic_u64_t finished; /* runs through their completion */
+} pw_graph_exec_slot_t;
+
 typedef struct pw_graph_exec_s {
+  pw_graph_exec_slot_t slots[PW_GRAPH_EXEC_BLOCKS];
   pw_client_t* client;
   pw_object_t* graph; /* retained */
   const struct pw_plan_s* plan;
-  /* NULL until first used. A block whose references are all gone (refs ==
-   * PW_EXECUTION_PRIVATE) is free for the next submission. */
-  struct pw_execution_s* blocks[PW_GRAPH_EXEC_BLOCKS];
   uint32_t next_block;
   /* Its runs in shared blocks (both private ones were busy) not complete
    * yet: pw_graph_exec_destroy waits for them too. */
@@ -343,11 +363,6 @@ typedef struct pw_graph_exec_s {
 /* A new execution submitted from |stripe|: one reference, one in flight. */
 static inline void pw__client_begin(pw_client_t* client, uint32_t stripe) {
   pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, PW_CLIENT_REF + 1);
-}
-/* The same, without the reference: an execution in an armed graph's
- * private block (the armed graph lives no longer than the client). */
-static inline void pw__client_begin_count(pw_client_t* client, uint32_t stripe) {
-  pw_atomic_fetch_add_u64(&client->stripes[stripe].counts, 1);
 }
 /* An execution of |stripe| completed: no longer in flight (wakes idle
  * waiters). Its reference stays. lib/runtime/client.c. */
@@ -606,6 +621,15 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
  * for its runs and gives its blocks up (lib/sched/block.c). */
 void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed);
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed);
+/* Runs of |client|'s armed graphs in their private blocks not finished
+ * yet (they are not in the client's in-flight counts), and their ops
+ * counted on physical slice |slice| (not in its sched entries until their
+ * armed graph is destroyed). Take execs_lock. */
+uint64_t pw__dispatch_private_inflight(pw_client_t* client);
+uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice);
+/* One step of a polling wait on a cold path: a yield for the first 64
+ * |spins|, then 50 us sleeps. */
+void pw__dispatch_backoff(uint32_t spins);
 
 /* Fills the dispatch fields of |plan| (lowered, ops and outputs set).
  * Allocates |plan->values| from the runtime's allocator. */

@@ -133,9 +133,9 @@ void pw__block_put(pw_client_t* client, pw_execution_t* block) {
   pw_block_free(client->runtime, block);
 }
 
-pw_status_t pw__block_get_own(pw_client_t* client, pw_execution_t** slot, size_t size,
+pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, size_t size,
                               uint64_t plan_id, unsigned char** out, bool* out_prepared) {
-  pw_execution_t* block = *slot;
+  pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
   *out_prepared = false;
   if (block != NULL && block->block_size == size) {
     if (plan_id != 0 && block->plan_id == plan_id) {
@@ -150,11 +150,14 @@ pw_status_t pw__block_get_own(pw_client_t* client, pw_execution_t** slot, size_t
     return NULL;
   }
   if (block != NULL) {
-    *slot = NULL;
+    /* Readers of the slot hold execs_lock (pw__dispatch_private_inflight). */
+    pthread_mutex_lock(&client->execs_lock);
+    pw_atomic_store_ptr_relaxed(&slot->block, NULL);
+    pthread_mutex_unlock(&client->execs_lock);
     pw_block_free(client->runtime, block);
   }
   PW_RETURN_IF_ERROR(pw_allocator_calloc(client->runtime->allocator, size, 64, (void**)out));
-  *slot = (pw_execution_t*)*out;
+  pw_atomic_store_ptr_release(&slot->block, *out);
   return NULL;
 }
 
@@ -169,18 +172,13 @@ void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed) {
 }
 
 /* Gives up private |block| of an armed graph being destroyed, once its
- * last run has completed. Free (only PW_EXECUTION_PRIVATE left): it goes
+ * last run has finished. Free (only PW_EXECUTION_PRIVATE left): it goes
  * to the client's cache like any finished block. Still held (a slice's
  * tail reference, which stays until that slice's next append): it
  * becomes an ordinary block in one atomic step, with the client
  * reference an ordinary execution holds, and its last release puts it in
  * the cache. */
 static void pw_block_disown(pw_client_t* client, pw_execution_t* block) {
-  if (block->done != NULL) {
-    /* Every run completes; after its done event the completion no longer
-     * reads the plan (pw_execution_complete), so the graph may go. */
-    pw_status_free(pw_event_wait(block->done, PW_INFINITE_FUTURE));
-  }
   pw_atomic_fetch_add_u64(&client->stripes[block->stripe].counts, PW_CLIENT_REF);
   uint32_t refs = pw_atomic_load_u32_acquire(&block->refs);
   for (;;) {
@@ -193,9 +191,87 @@ static void pw_block_disown(pw_client_t* client, pw_execution_t* block) {
   }
 }
 
+void pw__dispatch_backoff(uint32_t spins) {
+  if (spins < 64) {
+    sched_yield();
+  } else {
+    struct timespec pause = {0, 50 * 1000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* Runs of |armed| in its private blocks not finished yet. */
+static uint64_t pw_armed_private_inflight(pw_graph_exec_obj_t* armed) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
+    /* |submitted| first: a run submitted after this read cannot make the
+     * difference negative, only finish early. */
+    uint64_t submitted = pw_atomic_load_u64_acquire(&armed->slots[i].submitted);
+    uint64_t finished = pw_atomic_load_u64_acquire(&armed->slots[i].finished);
+    if (submitted > finished) n += submitted - finished;
+  }
+  return n;
+}
+
+/* Runs of |armed| that have counted their ops, times its plan's ops on
+ * |slice|. */
+static uint64_t pw_armed_private_ops(pw_graph_exec_obj_t* armed, uint32_t slice) {
+  const pw_plan_t* plan = armed->plan;
+  uint64_t runs = 0;
+  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
+    runs += pw_atomic_load_u64_acquire(&armed->slots[i].counted);
+  }
+  uint64_t ops = 0;
+  for (uint32_t k = 0; k < plan->home_count_n; ++k) {
+    if (plan->home_counts[2 * k] == slice) ops += plan->home_counts[2 * k + 1];
+  }
+  return runs * ops;
+}
+
+uint64_t pw__dispatch_private_inflight(pw_client_t* client) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&client->execs_lock);
+  for (pw_graph_exec_obj_t* a = client->execs; a != NULL; a = a->next) {
+    n += pw_armed_private_inflight(a);
+  }
+  pthread_mutex_unlock(&client->execs_lock);
+  return n;
+}
+
+uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&client->execs_lock);
+  for (pw_graph_exec_obj_t* a = client->execs; a != NULL; a = a->next) {
+    n += pw_armed_private_ops(a, slice);
+  }
+  pthread_mutex_unlock(&client->execs_lock);
+  return n;
+}
+
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
   pw_client_t* client = armed->client;
+  /* The contract is that every run has completed when this returns. A
+   * private run is through once its slot's |finished| moves (after its
+   * done event: pw_execution_complete); runs in shared blocks hold their
+   * own graph reference and count themselves out of shared_runs after
+   * their done event. Runs always complete; this is not a hot path. */
+  for (uint32_t spins = 0; pw_armed_private_inflight(armed) != 0 ||
+                           pw_atomic_load_u32_acquire(&armed->shared_runs) != 0;
+       ++spins) {
+    pw__dispatch_backoff(spins);
+  }
+  /* Its op counts move to the client's, in the same step as it leaves the
+   * list, so pw_client_slice_stats never sees them twice or not at all. */
   pthread_mutex_lock(&client->execs_lock);
+  const pw_plan_t* plan = armed->plan;
+  uint64_t runs = 0;
+  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
+    runs += pw_atomic_load_u64_relaxed(&armed->slots[i].counted);
+  }
+  for (uint32_t k = 0; runs != 0 && k < plan->home_count_n; ++k) {
+    pw_atomic_fetch_add_u64(&client->sched_entries[plan->home_counts[2 * k]].ops_completed,
+                            runs * plan->home_counts[2 * k + 1]);
+  }
   if (armed->prev != NULL) {
     armed->prev->next = armed->next;
   } else {
@@ -204,20 +280,9 @@ void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
   if (armed->next != NULL) armed->next->prev = armed->prev;
   pthread_mutex_unlock(&client->execs_lock);
   for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
-    if (armed->blocks[i] != NULL) pw_block_disown(client, armed->blocks[i]);
-    armed->blocks[i] = NULL;
-  }
-  /* Its runs in shared blocks hold their own graph reference, but the
-   * contract is that every run has completed when this returns; they
-   * count themselves out after their done event (pw_execution_complete).
-   * Runs always complete; this is not a hot path. */
-  for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&armed->shared_runs) != 0; ++spins) {
-    if (spins < 64) {
-      sched_yield();
-    } else {
-      struct timespec pause = {0, 50 * 1000};
-      nanosleep(&pause, NULL);
-    }
+    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&armed->slots[i].block);
+    if (block != NULL) pw_block_disown(client, block);
+    pw_atomic_store_ptr_relaxed(&armed->slots[i].block, NULL);
   }
   pw__object_release(armed->graph);
   pw_allocator_free(client->runtime->allocator, armed, sizeof(*armed));

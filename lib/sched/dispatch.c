@@ -404,13 +404,26 @@ static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
   pw__object_release(&b->header);
 }
 
+/* |slot|'s count moves by one: only the thread completing its current run
+ * writes it (see pw_graph_exec_slot_t). */
+static void pw_slot_count(pw_atomic_u64_t* count) {
+  pw_atomic_store_u64_release(count, pw_atomic_load_u64_relaxed(count) + 1);
+}
+
 static void pw_execution_complete(pw_execution_t* exec) {
   const pw_plan_t* plan = exec->plan;
+  pw_graph_exec_slot_t* own = exec->own_slot;
   /* Ops are counted per home slice here, at once (before the done event,
-   * so a waiter sees them), not one locked add per op. */
-  for (uint32_t k = 0; k < plan->home_count_n; ++k) {
-    pw_atomic_fetch_add_u64(&exec->client->sched_entries[plan->home_counts[2 * k]].ops_completed,
-                            plan->home_counts[2 * k + 1]);
+   * so a waiter sees them), not one locked add per op; a private run's
+   * by its slot (pw__dispatch_private_ops). */
+  if (own != NULL) {
+    pw_slot_count(&own->counted);
+  } else {
+    for (uint32_t k = 0; k < plan->home_count_n; ++k) {
+      pw_atomic_fetch_add_u64(
+          &exec->client->sched_entries[plan->home_counts[2 * k]].ops_completed,
+          plan->home_counts[2 * k + 1]);
+    }
   }
   for (uint32_t i = 0; i < plan->param_count; ++i) {
     pw__object_release(&exec->args[i]->header);
@@ -433,22 +446,20 @@ static void pw_execution_complete(pw_execution_t* exec) {
   exec->graph = NULL;
   pw_client_t* client = exec->client;
   uint32_t stripe = exec->stripe;
-  /* A private block's bit stays until its armed graph is destroyed, which
-   * first waits for this event. */
-  bool own = (pw_atomic_load_u32_relaxed(&exec->refs) & PW_EXECUTION_PRIVATE) != 0;
   /* The block keeps its reference on the event: the next run of the plan
-   * in this block recycles it if the submitter let go of it. For a
-   * private block the event is the ops' hold on it (they took no
-   * reference): once it is published the owner may reuse the block, so
-   * this is the last touch of |exec|. */
+   * in this block recycles it if the submitter let go of it. */
   pw__event_complete_runtime(exec->done, status);
-  /* Drop the graph now (a private block's execution holds none), so a
-   * slice whose tail is this execution keeps only the block. */
-  pw__object_release(graph);
-  if (own) {
-    pw__client_end(client, stripe); /* the armed graph keeps the client */
+  if (own != NULL) {
+    /* The ops' hold on a private block (they took no reference): once it
+     * moves, the owner may reuse the block, and pw_graph_exec_destroy
+     * (which waits for it) may free the slot; the armed graph keeps the
+     * client and the graph. The last touch of anything of the run. */
+    pw_slot_count(&own->finished);
     return;
   }
+  /* Drop the graph now, so a slice whose tail is this execution keeps
+   * only the block. */
+  pw__object_release(graph);
   pw_graph_exec_obj_t* armed = exec->armed;
   exec->armed = NULL;
   /* After the done event: pw_graph_exec_destroy returns when its runs
@@ -1213,17 +1224,20 @@ static void pw_execution_free_unsubmitted(pw_execution_t* exec, bool own) {
   }
 }
 
-/* A private block of |armed| free for a new run, or NULL. */
-static pw_execution_t** pw_armed_free_block(pw_graph_exec_obj_t* armed) {
+/* A slot of |armed| whose private block is free for a new run, or NULL. */
+static pw_graph_exec_slot_t* pw_armed_free_slot(pw_graph_exec_obj_t* armed) {
   for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
     uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
-    pw_execution_t* block = armed->blocks[i];
-    /* Free: its run complete (the event published: a private run's ops
-     * hold no reference) and no slice's tail any more. */
-    if (block == NULL || (pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE &&
-                          (block->done == NULL || pw_event_is_ready(block->done)))) {
+    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
+    /* Free: its last run finished (its completion is through: a private
+     * run's ops hold no reference) and no slice's tail any more. */
+    if (block == NULL ||
+        (pw_atomic_load_u64_acquire(&slot->finished) ==
+             pw_atomic_load_u64_relaxed(&slot->submitted) &&
+         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE)) {
       armed->next_block = i + 1;
-      return &armed->blocks[i];
+      return slot;
     }
   }
   return NULL;
@@ -1235,17 +1249,19 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   *out_done = NULL;
-  uint32_t stripe = pw__thread_stripe();
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
   unsigned char* block = NULL;
   bool prepared = false;
   /* An armed graph runs in a private block when one is free (not in the
    * debug mode, whose blocks are never reused as laid out). */
-  pw_execution_t** own = armed != NULL && plan_id != 0 ? pw_armed_free_block(armed) : NULL;
+  pw_graph_exec_slot_t* own = armed != NULL && plan_id != 0 ? pw_armed_free_slot(armed) : NULL;
+  pw_execution_t* own_block = own != NULL ? pw_atomic_load_ptr_relaxed(&own->block) : NULL;
+  /* A private run is not counted on a client stripe (the block keeps 0). */
+  uint32_t stripe = own != NULL ? 0 : pw__thread_stripe();
   pw_block_layout_t layout;
-  if (own != NULL && *own != NULL && (*own)->plan_id == plan_id) {
+  if (own_block != NULL && own_block->plan_id == plan_id) {
     /* Laid out by an earlier run: its size and offsets hold. */
-    block = (unsigned char*)*own;
+    block = (unsigned char*)own_block;
     prepared = true;
   } else {
     pw__block_layout(rt, plan, &layout);
@@ -1330,6 +1346,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw__object_retain(&outputs[o]->header);
   }
   exec->armed = own == NULL ? armed : NULL;
+  exec->own_slot = own;
   if (own != NULL) {
     exec->graph = NULL; /* the armed graph keeps it alive */
   } else if (armed != NULL) {
@@ -1352,11 +1369,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   if (own != NULL) {
     /* A private block: no submitter reference (only this thread can reuse
      * or free the block, so it stays valid through this call even if the
-     * run is over and every reference gone), no ops' reference (the done
-     * event says when they are through: pw_execution_complete), no client
-     * reference (the armed graph lives no longer than its client). */
+     * run is over and every reference gone), no ops' reference (the slot's
+     * |finished| says when they are through: pw_execution_complete), no
+     * client reference (the armed graph lives no longer than its client),
+     * and in flight on its slot rather than on a client stripe. */
     pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 2));
-    pw__client_begin_count(client, stripe);
+    pw_atomic_store_u64_release(&own->submitted, pw_atomic_load_u64_relaxed(&own->submitted) + 1);
   } else {
     pw_atomic_init_u32(&exec->refs, refs);
     pw__client_begin(client, stripe);

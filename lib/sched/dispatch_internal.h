@@ -91,6 +91,9 @@ typedef struct pw_execution_s {
   /* A run of an armed graph in a shared block (counted in its
    * shared_runs until the run completes), else NULL. */
   pw_graph_exec_obj_t* armed;
+  /* A run in an armed graph's private block: the slot that counts it
+   * (pw_graph_exec_slot_t), else NULL. */
+  pw_graph_exec_slot_t* own_slot;
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   uint32_t stripe;             /* the submitting thread's client stripe */
@@ -171,10 +174,10 @@ pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id, un
 /* Gives |block| back to its client's cache (or frees it). */
 void pw__block_put(pw_client_t* client, pw_execution_t* block);
 
-/* The block in an armed graph's private |slot| (free: refs ==
- * PW_EXECUTION_PRIVATE), or a new zeroed one stored there; as
+/* The block in an armed graph's private |slot| (free: see
+ * pw_graph_exec_slot_t), or a new zeroed one stored there; as
  * pw__block_get otherwise. */
-pw_status_t pw__block_get_own(pw_client_t* client, pw_execution_t** slot, size_t size,
+pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, size_t size,
                               uint64_t plan_id, unsigned char** out, bool* out_prepared);
 
 /* Lays out a zeroed block for |plan|: op records, internal values, the

@@ -31,16 +31,18 @@ static const char* kCopy8 = "copy\ninput f32[8] split(0,all)\noutput f32[8] spli
 /* ---- white-box probes (see the file comment) ---------------------------- */
 
 /* Private blocks of |exec| that exist and are not free: a run in them
- * (its done event not complete: a private run's ops hold no reference), or
- * a slice's tail reference. */
+ * (not finished on its slot: a private run's ops hold no reference), or a
+ * slice's tail reference. */
 static int private_busy(pw_graph_exec_t* exec) {
   pw_graph_exec_obj_t* armed = (pw_graph_exec_obj_t*)exec;
   int n = 0;
   for (int i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
-    pw_execution_t* b = armed->blocks[i];
+    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_execution_t* b = pw_atomic_load_ptr_acquire(&slot->block);
     if (b == NULL) continue;
     bool free = pw_atomic_load_u32_acquire(&b->refs) == PW_EXECUTION_PRIVATE &&
-                (b->done == NULL || pw_event_is_ready(b->done));
+                pw_atomic_load_u64_acquire(&slot->finished) ==
+                    pw_atomic_load_u64_acquire(&slot->submitted);
     if (!free) n++;
   }
   return n;
@@ -1042,9 +1044,85 @@ Test(graph_exec, slice_stats_count_armed_runs) {
   OK(pw_client_slice_stats(e.f.client, s1, &before[1]));
   cr_assert_eq(before[0].ops_completed - after[0].ops_completed, RUNS * per0);
   cr_assert_eq(before[1].ops_completed - after[1].ops_completed, RUNS * per1);
+  /* The armed graph's counts move to the client's when it goes: none lost,
+   * none twice. */
+  pw_graph_exec_destroy(exec);
+  OK(pw_client_slice_stats(e.f.client, s0, &after[0]));
+  OK(pw_client_slice_stats(e.f.client, s1, &after[1]));
+  cr_assert_eq(after[0].ops_completed, before[0].ops_completed);
+  cr_assert_eq(after[1].ops_completed, before[1].ops_completed);
+  /* And a second armed graph counts on top of them. */
+  OK(pw_graph_exec_create(e.f.client, g, &exec));
+  OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &y, 1, &done));
+  OK(pw_fixture_wait(done));
+  OK(pw_buffer_release(e.f.client, y));
+  OK(pw_client_slice_stats(e.f.client, s0, &before[0]));
+  cr_assert_eq(before[0].ops_completed - after[0].ops_completed, per0);
+  pw_graph_exec_destroy(exec);
+  OK(pw_graph_release(e.f.client, g));
+  env_deinit(&e);
+}
+
+typedef struct idle_waiter_t {
+  pw_client_t* client;
+  pw_event_t* done; /* of the run waited for */
+  pw_status_t status;
+  atomic_bool done_ready; /* when pw_client_wait_idle returned */
+  destroyer_t returned;
+} idle_waiter_t;
+
+static void* wait_idle_thread(void* arg) {
+  idle_waiter_t* w = arg;
+  w->status = pw_client_wait_idle(w->client, pw_deadline_from_timeout(DEADLINE_NS));
+  atomic_store(&w->done_ready, pw_event_is_ready(w->done));
+  atomic_store(&w->returned.returned, true);
+  return NULL;
+}
+
+/* A run in a private block is in flight for pw_client_wait_idle although it
+ * is not counted on the client's stripes: a short deadline expires naming
+ * it; a waiting thread returns only after it completed, its done event
+ * then complete. |runs| 1: one private block; 3: both, and one run in the
+ * client's cache. */
+static void wait_idle_waits_for(int runs) {
+  env_t e;
+  env_init(&e, PW_FIXTURE_DOUBLE_DEFERRED, 1);
+  pw_graph_exec_t* exec = NULL;
+  OK(pw_graph_exec_create(e.f.client, e.g, &exec));
+  pw_event_t* done[3];
+  pw_buffer_t ys[3];
+  for (int r = 0; r < runs; ++r) {
+    OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &ys[r], 1, &done[r]));
+  }
+  pw_status_t st = pw_client_wait_idle(e.f.client, pw_deadline_from_timeout(20 * 1000000LL));
+  cr_assert_eq(pw_status_code(st), PW_STATUS_DEADLINE_EXCEEDED);
+  char want[64];
+  snprintf(want, sizeof(want), "still has %d executions in flight", runs);
+  cr_assert_not_null(strstr(pw_status_message(st), want), "%s", pw_status_message(st));
+  pw_status_free(st);
+  idle_waiter_t w = {.client = e.f.client, .done = done[runs - 1]};
+  pthread_t th;
+  pthread_create(&th, NULL, wait_idle_thread, &w);
+  bool early = returned_within(&w.returned, 200);
+  run_all(&e.f);
+  pthread_join(th, NULL);
+  cr_assert_not(early, "pw_client_wait_idle returned with %d runs in flight", runs);
+  OK(w.status);
+  cr_assert(atomic_load(&w.done_ready), "idle before the last run's done event completed");
+  for (int r = 0; r < runs; ++r) {
+    cr_assert(pw_event_is_ready(done[r]));
+    OK(pw_fixture_wait(done[r]));
+    expect8(&e, ys[r], e.data, "run waited for by wait_idle");
+    OK(pw_buffer_release(e.f.client, ys[r]));
+  }
+  OK(pw_client_wait_idle(e.f.client, PW_IMMEDIATE_PAST));
+  armed_run_ok(&e, exec, e.x, e.data);
   pw_graph_exec_destroy(exec);
   env_deinit(&e);
 }
+
+Test(graph_exec, wait_idle_waits_for_a_run_in_a_private_block) { wait_idle_waits_for(1); }
+Test(graph_exec, wait_idle_waits_for_private_and_shared_runs) { wait_idle_waits_for(3); }
 
 /* Armed runs of two graphs and handle submissions of both, interleaved on
  * one slice from one thread, some launches run between submissions: every
