@@ -117,6 +117,10 @@ typedef struct pw_dispatch_frame_s {
    * pw_dispatch_count_out. */
   pw_op_t* count_op;
   uint32_t count_n;
+  /* Ops of |done_exec| that completed on this thread and have not been
+   * counted out of its ops_remaining yet: pw_dispatch_ops_done. */
+  uint32_t done_n;
+  struct pw_execution_s* done_exec;
 } pw_dispatch_frame_t;
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
@@ -128,6 +132,7 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct);
 static void pw_sched_kick(pw_slice_t* slice);
 
 static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame);
+static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame);
 
 static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
   for (;;) {
@@ -146,10 +151,16 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
         pw_dispatch_device_finished(d, true);
       }
     }
-    /* Counts held back by pw_dispatch_count_out go in before the frame
-     * ends; completing their op may queue more work. */
-    if (frame->count_op == NULL) return;
-    pw_dispatch_count_flush(frame);
+    /* Counts held back by pw_dispatch_count_out and pw_dispatch_ops_done
+     * go in before the frame ends; completing their op or execution may
+     * queue more work. */
+    if (frame->count_op != NULL) {
+      pw_dispatch_count_flush(frame);
+    } else if (frame->done_exec != NULL) {
+      pw_dispatch_done_flush(frame);
+    } else {
+      return;
+    }
   }
 }
 
@@ -167,7 +178,7 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
-  pw_dispatch_frame_t local = {d, d, NULL, 0};
+  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL};
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
@@ -486,11 +497,58 @@ static void pw_dispatch_producer_done(pw_op_t* succ, bool quiet) {
   }
 }
 
+/* One op of |exec| completed. Its count out of ops_remaining is held in
+ * this thread's frame while the ops that complete next on this thread
+ * belong to the same execution, as pw_dispatch_count_out holds a gang's
+ * devices: a run whose ops all complete on one thread (an inline backend)
+ * counts them with no locked instruction at all (the thread that counted
+ * every op knows nobody else counted one), otherwise one per stretch.
+ * The frame adds it when an op of another execution completes, before
+ * the user's callbacks of an op's ready events run, or before it ends:
+ * |exec| completes no later than the end of this drain. |exec| stays
+ * alive meanwhile: it has not completed. */
+static void pw_dispatch_ops_done(pw_execution_t* exec) {
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (exec->op_count == 1) {
+    pw_execution_complete(exec);
+    return;
+  }
+  if (frame == NULL) {
+    if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
+    return;
+  }
+  if (frame->done_exec == exec) {
+    if (++frame->done_n == exec->op_count) pw_dispatch_done_flush(frame);
+    return;
+  }
+  if (frame->done_exec != NULL) pw_dispatch_done_flush(frame);
+  frame->done_exec = exec;
+  frame->done_n = 1;
+}
+
+static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame) {
+  pw_execution_t* exec = frame->done_exec;
+  uint32_t n = frame->done_n;
+  frame->done_exec = NULL;
+  frame->done_n = 0;
+  /* All of its ops counted here: nobody else counted one. */
+  if (n == exec->op_count || pw_atomic_fetch_sub_u32(&exec->ops_remaining, n) == n) {
+    pw_execution_complete(exec);
+  }
+}
+
 /* Every device of |op| is done. |by|: the device that finished last, if
  * its cursor still names |op| (pw_dispatch_device_done), else NULL. */
 static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_execution_t* exec = op->exec;
   pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
+  /* The ready events' callbacks are the user's: this thread holds back no
+   * other execution's count while they run (one may wait for it). */
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (op->external_outputs != 0 && frame != NULL && frame->done_exec != NULL &&
+      frame->done_exec != exec) {
+    pw_dispatch_done_flush(frame);
+  }
   for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
     pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
     pw__event_complete_runtime(ready, pw_status_clone(failure));
@@ -536,9 +594,7 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
     }
   }
   pw_op_rearm(op);
-  if (exec->op_count == 1 || pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) {
-    pw_execution_complete(exec);
-  }
+  pw_dispatch_ops_done(exec);
 }
 
 /* ---- device work -------------------------------------------------------- */
@@ -1382,7 +1438,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
 
