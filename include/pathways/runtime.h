@@ -148,7 +148,11 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
 PW_API void pw_client_destroy(pw_client_t* client);
 
 /* Blocks until none of the client's executions is in flight, or |deadline|
- * passes (DEADLINE_EXCEEDED, saying how many are still running). */
+ * passes (DEADLINE_EXCEEDED, saying how many are still running). Runs of
+ * armed graphs count too; those in an armed graph's private blocks are
+ * polled (their completion signals nothing), so the wait for them may
+ * overshoot by up to about 50 us. When it returns, the done events of the
+ * runs it waited for have completed. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_wait_idle(pw_client_t* client,
                                                           pw_time_t deadline);
 
