@@ -1299,7 +1299,7 @@ static pw_status_t pw_submit_plan(pw_client_t* client, const char* who, pw_graph
   pw_event_t* done = NULL;
   if (status == NULL) {
     status = pw__dispatch_submit(client, plan, g != NULL ? &g->header : NULL, armed, arg_objs,
-                                 out_objs, &done);
+                                 out_objs, out_done != NULL ? &done : NULL);
     /* On success the execution took over the look-up's reference. */
     if (status == NULL) g = NULL;
   }

@@ -606,7 +606,9 @@ void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan);
 
 /* Instantiates |plan| with |args| (already validated, references owned by
  * the caller) and enqueues it. Fills |outputs| with new buffer objects (one
- * reference each for the caller) and |*out_done| with a retained event.
+ * reference each for the caller) and |*out_done| with a retained event
+ * (|out_done| NULL: the run has no done event at all; its outputs' ready
+ * events still carry its errors).
  * |graph_ref| is a reference to the graph owning |plan| that the execution
  * takes over on success (on failure the caller keeps it). With |armed|
  * (then |graph_ref| is NULL and |plan| is armed->plan) the execution runs

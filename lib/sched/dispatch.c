@@ -459,7 +459,11 @@ static void pw_execution_complete(pw_execution_t* exec) {
   uint32_t stripe = exec->stripe;
   /* The block keeps its reference on the event: the next run of the plan
    * in this block recycles it if the submitter let go of it. */
-  pw__event_complete_runtime(exec->done, status);
+  if (exec->done_wanted) {
+    pw__event_complete_runtime(exec->done, status);
+  } else {
+    pw_status_free(status); /* nobody asked: the outputs' events carry it */
+  }
   if (own != NULL) {
     /* The ops' hold on a private block (they took no reference): once it
      * moves, the owner may reuse the block, and pw_graph_exec_destroy
@@ -1304,7 +1308,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
                                 pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
-  *out_done = NULL;
+  if (out_done != NULL) *out_done = NULL;
   uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
   unsigned char* block = NULL;
   bool prepared = false;
@@ -1346,8 +1350,11 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   /* The done event has two references: the block's (the execution
    * completes it; the block keeps it for its next run) and the
    * submitter's. A reused block recycles its last run's event when the
-   * submitter of that run has released it. */
-  if (status == NULL && (exec->done == NULL || !pw__event_recycle(exec->done, 2))) {
+   * submitter of that run has released it. A run without one leaves the
+   * block's last event as it is. */
+  exec->done_wanted = out_done != NULL;
+  if (status == NULL && exec->done_wanted &&
+      (exec->done == NULL || !pw__event_recycle(exec->done, 2))) {
     pw_event_release(exec->done);
     exec->done = NULL;
     status = pw__event_create_runtime(rt->allocator, 2, &exec->done);
@@ -1412,7 +1419,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
   } else {
     exec->graph = graph_ref; /* the caller's reference, now the execution's */
   }
-  *out_done = exec->done;
+  if (out_done != NULL) *out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   /* refs: the ops collectively (dropped at completion); the submitter's,
    * dropped when this call returns, so that nothing here can touch a

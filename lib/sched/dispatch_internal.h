@@ -85,7 +85,12 @@ typedef struct pw_execution_s {
   pw_runtime_t* runtime;
   pw_object_t* graph;          /* retained: keeps the plan alive */
   const pw_plan_t* plan;
+  /* The block's reference on its last done event (recycled by the next
+   * run that asks for one); completed by this run only if |done_wanted|:
+   * a run submitted without a done event (out_done NULL) has none, since
+   * nobody could hold or wait for it. */
   pw_event_t* done;
+  bool done_wanted;
   pw_buffer_obj_t** args;      /* retained */
   pw_buffer_obj_t** outputs;   /* every op output, retained */
   /* A run of an armed graph in a shared block (counted in its

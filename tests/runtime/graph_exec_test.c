@@ -854,6 +854,80 @@ Test(graph_exec, client_destroy_destroys_armed_graphs_left_alive) {
   env_deinit(&e);
 }
 
+/* Runs submitted without a done event (out_done NULL) interleaved with
+ * runs that ask for one, in both private blocks and the client's cache:
+ * each output holds its data; a failed run without an event fails its
+ * output and nothing else (the next run's event is OK); an event a
+ * submitter still holds stays complete with its run's status while its
+ * block runs again without one; the next run that asks for one gets a
+ * fresh, incomplete event. */
+static void runs_without_done_events(pw_fixture_backend_t kind) {
+  env_t e;
+  env_init(&e, kind, 1);
+  pw_graph_exec_t* exec = NULL;
+  OK(pw_graph_exec_create(e.f.client, e.g, &exec));
+  pw_buffer_t y;
+  pw_event_t* first = NULL;
+  OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &y, 1, &first));
+  if (e.f.dbl != NULL) run_all(&e.f);
+  OK(pw_event_wait(first, pw_deadline_from_timeout(DEADLINE_NS))); /* kept */
+  expect8(&e, y, e.data, "run 1");
+  OK(pw_buffer_release(e.f.client, y));
+  for (int run = 2; run <= 14; ++run) {
+    bool failing = run == 6 || run == 7;
+    if (failing && e.f.dbl != NULL) {
+      pw_double_backend_fail_launch(e.f.dbl, 2, PW_STATUS_DATA_LOSS, PW_DOUBLE_FAIL_AT_LAUNCH);
+    }
+    bool with_event = run % 4 == 0;
+    /* Runs 9-11 overlap (three in flight with a deferred backend): the
+     * third goes to the client's cache. */
+    int batch = run == 9 ? 3 : 1;
+    pw_buffer_t ys[3];
+    pw_event_t* done[3] = {NULL, NULL, NULL};
+    for (int b = 0; b < batch; ++b) {
+      OK(pw_graph_exec_submit(exec, &e.x, 1, NULL, &ys[b], 1, with_event ? &done[b] : NULL));
+      if (with_event) {
+        cr_assert_neq(done[b], first, "run %d got the event run 1's submitter holds", run);
+      }
+    }
+    cr_assert(pw_event_is_ready(first), "run 1's event was reset under its holder");
+    if (e.f.dbl != NULL) run_all(&e.f);
+    for (int b = 0; b < batch; ++b) {
+      if (with_event) OK(pw_fixture_wait(done[b])); /* and releases it */
+      if (failing && e.f.dbl != NULL) {
+        float back[8];
+        pw_status_t s = pw_buffer_to_host(e.f.client, ys[b], back, sizeof(back),
+                                          pw_deadline_from_timeout(DEADLINE_NS));
+        cr_assert_eq(pw_status_code(s), PW_STATUS_DATA_LOSS, "run %d output: %s", run,
+                     pw_status_message(s));
+        pw_status_free(s);
+      } else {
+        expect8(&e, ys[b], e.data, "run without an event");
+      }
+      OK(pw_buffer_release(e.f.client, ys[b]));
+    }
+    run += batch - 1;
+  }
+  pw_status_t st = pw_event_wait(first, 0);
+  cr_assert_null(st, "run 1's event changed status");
+  pw_event_release(first);
+  /* Nothing is left in flight, and the counts saw every run. */
+  OK(pw_client_wait_idle(e.f.client, PW_IMMEDIATE_PAST));
+  armed_run_ok(&e, exec, e.x, e.data);
+  pw_graph_exec_destroy(exec);
+  env_deinit(&e);
+}
+
+Test(graph_exec, runs_without_done_events_inline) {
+  runs_without_done_events(PW_FIXTURE_DOUBLE_INLINE);
+}
+Test(graph_exec, runs_without_done_events_deferred) {
+  runs_without_done_events(PW_FIXTURE_DOUBLE_DEFERRED);
+}
+Test(graph_exec, runs_without_done_events_threaded) {
+  runs_without_done_events(PW_FIXTURE_DOUBLE_THREADED);
+}
+
 /* ---- failures ----------------------------------------------------------- */
 
 /* A launch of run 2 fails (at launch, then at completion): its event
