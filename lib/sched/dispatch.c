@@ -587,6 +587,9 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   if (rt->sched_charge) {
     pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
     uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
+    /* Re-armed here rather than in pw_op_rearm: without charging the
+     * op's third cache line is not touched at all. */
+    pw_atomic_store_u64_relaxed(&op->device_ns, 0);
     pw_atomic_fetch_add_u64(&entry->device_ns, ns);
     pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
   }

@@ -64,7 +64,9 @@ typedef struct pw_op_s {
   pw_atomic_u32_t appended;
   uint64_t client_seq;         /* scheduler window: client submission order */
   pw_device_t* slots;          /* debug mode without gang order only */
-  pw_atomic_u64_t device_ns;   /* measured device time (charging policies) */
+  /* Measured device time (charging policies only, which also re-arm it:
+   * pw_dispatch_op_complete; without one this line is not touched). */
+  pw_atomic_u64_t device_ns;
 } pw_op_t;
 
 /* Set in pw_execution_t.refs while the block is private to an armed graph
@@ -150,7 +152,6 @@ static inline void pw_op_rearm(pw_op_t* op) {
   pw_atomic_store_u32_relaxed(&op->pending, op->init_pending);
   pw_atomic_store_u32_relaxed(&op->inputs_ready, 0);
   pw_atomic_store_u32_relaxed(&op->devices_remaining, op->slice->device_count);
-  pw_atomic_store_u64_relaxed(&op->device_ns, 0);
 }
 
 static inline size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
