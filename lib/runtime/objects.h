@@ -336,8 +336,7 @@ struct pw_execution_s;
 typedef struct pw_graph_exec_slot_s {
   /* NULL until first used. Free for the next submission when its
    * references are all gone (refs == PW_EXECUTION_PRIVATE) and its last
-   * run finished. Set by the armed graph's user; read under the client's
-   * execs_lock by others (a block is replaced only when free). */
+   * run finished. Set and read by the armed graph's user only. */
   _Alignas(64) pw_atomic_ptr_t block;
   pw_atomic_u64_t submitted;
   pw_atomic_u64_t counted;  /* runs in the op counts (pw_client_slice_stats) */
@@ -630,7 +629,7 @@ void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed);
 uint64_t pw__dispatch_private_inflight(pw_client_t* client);
 uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice);
 /* One step of a polling wait on a cold path: a yield for the first 64
- * |spins|, then 50 us sleeps. */
+ * |spins|, then 50 us sleeps for about 10 ms, then 1 ms sleeps. */
 void pw__dispatch_backoff(uint32_t spins);
 
 /* Fills the dispatch fields of |plan| (lowered, ops and outputs set).

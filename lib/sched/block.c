@@ -150,10 +150,7 @@ pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, s
     return NULL;
   }
   if (block != NULL) {
-    /* Readers of the slot hold execs_lock (pw__dispatch_private_inflight). */
-    pthread_mutex_lock(&client->execs_lock);
     pw_atomic_store_ptr_relaxed(&slot->block, NULL);
-    pthread_mutex_unlock(&client->execs_lock);
     pw_block_free(client->runtime, block);
   }
   PW_RETURN_IF_ERROR(pw_allocator_calloc(client->runtime->allocator, size, 64, (void**)out));
@@ -195,7 +192,9 @@ void pw__dispatch_backoff(uint32_t spins) {
   if (spins < 64) {
     sched_yield();
   } else {
-    struct timespec pause = {0, 50 * 1000};
+    /* 50 us for about 10 ms, then 1 ms: a long run is not polled 20,000
+     * times a second. */
+    struct timespec pause = {0, spins < 64 + 200 ? 50 * 1000 : 1000 * 1000};
     nanosleep(&pause, NULL);
   }
 }
@@ -251,10 +250,22 @@ uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice) {
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
   pw_client_t* client = armed->client;
   /* The contract is that every run has completed when this returns. A
-   * private run is through once its slot's |finished| moves (after its
-   * done event: pw_execution_complete); runs in shared blocks hold their
-   * own graph reference and count themselves out of shared_runs after
-   * their done event. Runs always complete; this is not a hot path. */
+   * private run is through once its slot's |finished| moves, right after
+   * its done event (pw_execution_complete): a run that has one is waited
+   * for on it (this is the armed graph's user, the only thread that
+   * changes a block's event), then its slot is polled. Runs in shared
+   * blocks hold their own graph reference and count themselves out of
+   * shared_runs after their done event. Runs always complete; this is
+   * not a hot path. */
+  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
+    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
+    if (block != NULL && block->done_wanted && block->done != NULL &&
+        pw_atomic_load_u64_acquire(&slot->finished) !=
+            pw_atomic_load_u64_relaxed(&slot->submitted)) {
+      pw_status_free(pw_event_wait(block->done, PW_INFINITE_FUTURE));
+    }
+  }
   for (uint32_t spins = 0; pw_armed_private_inflight(armed) != 0 ||
                            pw_atomic_load_u32_acquire(&armed->shared_runs) != 0;
        ++spins) {
