@@ -109,7 +109,9 @@ typedef struct pw_submit_options_t {
  * |output_count| new buffers (exactly the graph's output count), valid at
  * once and ready later. |out_done| (may be NULL) receives a retained event
  * that completes when every op of this execution has, with the first error.
- * |options| may be NULL. On a validation or allocation failure nothing was
+ * With |out_done| NULL the run has no done event at all (it costs nothing):
+ * its errors reach its outputs' ready events, and pw_client_wait_idle still
+ * waits for it. |options| may be NULL. On a validation or allocation failure nothing was
  * enqueued and no handle was created or consumed. (If the client's handle
  * table cannot grow after the work was enqueued, the error is returned, no
  * output handle is created, and the enqueued work still completes.) */
