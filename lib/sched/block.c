@@ -515,7 +515,8 @@ void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan) {
 void pw__block_layout(const pw_runtime_t* rt, const pw_plan_t* plan,
                             pw_block_layout_t* l) {
   l->ops_at = pw_align_up(sizeof(pw_execution_t), 64);
-  l->args_at = l->ops_at + plan->op_count * sizeof(pw_op_t);
+  l->cold_at = l->ops_at + plan->op_count * sizeof(pw_op_t);
+  l->args_at = l->cold_at + plan->op_count * sizeof(pw_op_cold_t);
   l->outs_at = l->args_at + plan->param_count * sizeof(pw_buffer_obj_t*);
   l->ins_at = l->outs_at + plan->output_total * sizeof(pw_buffer_obj_t*);
   l->slots_at = pw_align_up(l->ins_at + plan->input_total * sizeof(pw_buffer_obj_t*), 64);
@@ -541,6 +542,7 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
   unsigned char* block = (unsigned char*)exec;
   pw_runtime_t* rt = exec->runtime;
   exec->ops = (pw_op_t*)(block + l->ops_at);
+  exec->op_cold = (pw_op_cold_t*)(block + l->cold_at);
   exec->args = (pw_buffer_obj_t**)(block + l->args_at);
   exec->outputs = (pw_buffer_obj_t**)(block + l->outs_at);
   pw_buffer_obj_t** input_ptrs = (pw_buffer_obj_t**)(block + l->ins_at);
@@ -562,7 +564,8 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
     op->output_count = (uint8_t)p->output_count;
     bool guarded = pw_op_guarded(rt, p);
     op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
-                          (p->static_deps == 1 && !guarded ? PW_OP_READY_ON_ONE : 0));
+                          (p->static_deps == 1 && !guarded ? PW_OP_READY_ON_ONE : 0) |
+                          (slots != NULL ? PW_OP_UNORDERED : 0));
     op->loaded = p->kind == PW_PLAN_TRANSFER ? NULL : p->executable->loaded;
     op->successors = p->successors;
     op->successor_count = p->successor_count;
@@ -601,14 +604,15 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
       op->arg_waits = waits;
       waits += p->param_inputs;
     }
+    pw_op_cold_t* cold = &exec->op_cold[i];
     if (slots != NULL) {
-      op->slots = slots;
+      cold->slots = slots;
       slots += op->slice->device_count;
     }
     if (op->slice->span_count > 1) {
       op->links = links;
       links += op->slice->span_count;
-      op->sched_links = queue_links;
+      cold->sched_links = queue_links;
       queue_links += op->slice->span_count;
     }
     pw_op_rearm(op);

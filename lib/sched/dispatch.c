@@ -289,7 +289,7 @@ static void pw_dispatch_launch_unordered(pw_op_t* op) {
   uint32_t per = slice->device_count / slice->span_count;
   for (uint32_t k = 0; k < slice->device_count; ++k) {
     uint32_t i = (pw_op_gang_id(op) & 1) ? slice->device_count - 1 - k : k;
-    pw_device_t* slot = &op->slots[i];
+    pw_device_t* slot = &pw_op_cold(op)->slots[i];
     slot->slice = slice->span[i / per];
     slot->mesh_index = i % per;
     slot->backend_device = slot->slice->devices[i % per].backend_device;
@@ -341,7 +341,7 @@ static void pw_dispatch_inputs_ready(pw_op_t* op) {
   pw_dispatch_allocate_outputs(op);
   pw_atomic_exchange_u32(&op->inputs_ready, 1);
   pw_slice_t* slice = op->slice;
-  if (op->slots != NULL) {
+  if (op->flags & PW_OP_UNORDERED) {
     pw_dispatch_launch_unordered(op);
     return;
   }
@@ -586,10 +586,11 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_runtime_t* rt = slice->runtime;
   if (rt->sched_charge) {
     pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
-    uint64_t ns = pw_atomic_load_u64_relaxed(&op->device_ns);
+    pw_atomic_u64_t* device_ns = &pw_op_cold(op)->device_ns;
+    uint64_t ns = pw_atomic_load_u64_relaxed(device_ns);
     /* Re-armed here rather than in pw_op_rearm: without charging the
-     * op's third cache line is not touched at all. */
-    pw_atomic_store_u64_relaxed(&op->device_ns, 0);
+     * op's cold part is not touched at all. */
+    pw_atomic_store_u64_relaxed(device_ns, 0);
     pw_atomic_fetch_add_u64(&entry->device_ns, ns);
     pw_atomic_fetch_add_u64(&entry->pending_charge_ns, ns);
   }
@@ -765,7 +766,8 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   pw_status_t status = d->done_status;
   d->done_status = NULL;
   if (op->slice->runtime->sched_charge && d->launch_ns != 0) {
-    pw_atomic_fetch_add_u64(&op->device_ns, (uint64_t)(pw_clock_now() - d->launch_ns));
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns,
+                            (uint64_t)(pw_clock_now() - d->launch_ns));
     d->launch_ns = 0;
   }
   if (status != NULL) {
@@ -998,7 +1000,8 @@ enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_MAX_CANDIDATES = 128 
 
 /* |op|'s queue link on its |p|-th part. */
 static inline pw_op_t** pw_op_sched_link(pw_op_t* op, uint32_t p) {
-  return op->sched_links ? &op->sched_links[p] : &op->sched_next;
+  pw_op_cold_t* cold = pw_op_cold(op);
+  return cold->sched_links ? &cold->sched_links[p] : &cold->sched_next;
 }
 
 /* Whether |e|'s head is its client's next op to admit; if not, parks |e|
@@ -1006,7 +1009,7 @@ static inline pw_op_t** pw_op_sched_link(pw_op_t* op, uint32_t p) {
  * racing with the parking is not missed). */
 static bool pw_sched_in_order(pw_sched_entry_t* e) {
   pw_client_t* client = e->client;
-  if (e->head->client_seq == pw_atomic_load_u64_acquire(&client->admit_next)) return true;
+  if (pw_op_cold(e->head)->client_seq == pw_atomic_load_u64_acquire(&client->admit_next)) return true;
   uint32_t idle = 0;
   if (pw_atomic_cas_u32(&e->order_waiting, &idle, 1)) {
     void* top = pw_atomic_load_ptr_relaxed(&client->order_waiters);
@@ -1014,7 +1017,7 @@ static bool pw_sched_in_order(pw_sched_entry_t* e) {
       e->order_next = top;
     } while (!pw_atomic_cas_ptr(&client->order_waiters, &top, e));
   }
-  return e->head->client_seq == pw_atomic_load_u64_acquire(&client->admit_next);
+  return pw_op_cold(e->head)->client_seq == pw_atomic_load_u64_acquire(&client->admit_next);
 }
 
 /* |op| (of |client|) entered its sequences: the client's next op may be
@@ -1071,10 +1074,10 @@ static void pw_sched_take_incoming(pw_slice_t* slice) {
     pw_sched_entry_t* e = &op->exec->client->sched_entries[slice->index];
     if (e->tail == NULL) {
       e->head = e->tail = op;
-    } else if (e->tail->client_seq < op->client_seq) {
+    } else if (pw_op_cold(e->tail)->client_seq < pw_op_cold(op)->client_seq) {
       *pw_op_sched_link(e->tail, pw_span_position(e->tail->slice, slice)) = op;
       e->tail = op;
-    } else if (op->client_seq < e->head->client_seq) {
+    } else if (pw_op_cold(op)->client_seq < pw_op_cold(e->head)->client_seq) {
       /* Two threads submitting for one client pushed out of their order:
        * keep the queue in submission order. (A blocked head is the
        * client's next op: nothing submitted later can go before it.) */
@@ -1083,7 +1086,7 @@ static void pw_sched_take_incoming(pw_slice_t* slice) {
     } else {
       pw_op_t* at = e->head;
       pw_op_t** at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
-      while (*at_next != NULL && (*at_next)->client_seq < op->client_seq) {
+      while (*at_next != NULL && pw_op_cold(*at_next)->client_seq < pw_op_cold(op)->client_seq) {
         at = *at_next;
         at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
       }
@@ -1118,7 +1121,7 @@ static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
   if (e->head == NULL) e->tail = NULL;
   *link = NULL;
   e->blocked = false;
-  if (op->sched_links != NULL) pw_execution_release(op->exec);
+  if (pw_op_cold(op)->sched_links != NULL) pw_execution_release(op->exec);
   if (--e->queued == 0) {
     e->active = false;
     for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
@@ -1136,11 +1139,11 @@ static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
 static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op_t* op) {
   e->blocked = true;
   pw_slice_t* span = op->slice;
-  if (pw_atomic_fetch_add_u32(&op->parts_picked, 1) + 1 != span->span_count) return;
+  if (pw_atomic_fetch_add_u32(&pw_op_cold(op)->parts_picked, 1) + 1 != span->span_count) return;
   for (uint32_t p = 0; p < span->span_count; ++p) {
     pw_atomic_fetch_add_u32(&span->span[p]->sched_admitted, 1);
   }
-  pw_atomic_store_u32_release(&op->appended, 1);
+  pw_atomic_store_u32_release(&pw_op_cold(op)->appended, 1);
   pw_client_t* client = e->client;
   pw_sched_pop(slice, e);
   pw_dispatch_append(span, op->exec, op, op);
@@ -1156,7 +1159,9 @@ static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op
 static void pw_sched_drop_appended(pw_slice_t* slice) {
   for (pw_sched_entry_t* e = slice->sched_active; e;) {
     pw_sched_entry_t* next = e->active_next; /* popping may deactivate |e| */
-    if (e->blocked && pw_atomic_load_u32_acquire(&e->head->appended)) pw_sched_pop(slice, e);
+    if (e->blocked && pw_atomic_load_u32_acquire(&pw_op_cold(e->head)->appended)) {
+      pw_sched_pop(slice, e);
+    }
     e = next;
   }
 }
@@ -1393,16 +1398,17 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
     for (uint32_t i = 0; i < plan->op_count; ++i) {
       pw_op_t* op = &exec->ops[i];
-      op->client_seq = seq + i;
-      op->sched_next = NULL;
+      pw_op_cold_t* cold = &exec->op_cold[i];
+      cold->client_seq = seq + i;
+      cold->sched_next = NULL;
       pw_atomic_init_ptr(&op->slice_next, NULL);
       if (op->links != NULL) {
         for (uint32_t k = 0; k < op->slice->span_count; ++k) {
           pw_atomic_init_ptr(&op->links[k], NULL);
-          op->sched_links[k] = NULL;
+          cold->sched_links[k] = NULL;
         }
-        pw_atomic_init_u32(&op->parts_picked, 0);
-        pw_atomic_init_u32(&op->appended, 0);
+        pw_atomic_init_u32(&cold->parts_picked, 0);
+        pw_atomic_init_u32(&cold->appended, 0);
       }
     }
   }

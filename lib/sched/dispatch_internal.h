@@ -13,18 +13,21 @@ enum {
   PW_OP_TRANSFER = 1u,     /* a transfer op (else compute) */
   PW_OP_READY_ON_ONE = 2u, /* one producing op and no guard: its completion
                             * makes the inputs ready, no counter needed */
+  PW_OP_UNORDERED = 4u,    /* the debug mode without gang order: launched
+                            * on its slots (pw_op_cold_t.slots) */
 };
 
-/* An op record in an execution block (176 bytes on 64-bit hosts, packed
- * back to back). The first 64 bytes hold what the launch path reads and
+/* An op record in an execution block (128 bytes on 64-bit hosts, two
+ * cache lines, packed back to back; what few runs touch is in its
+ * pw_op_cold_t). The first 64 bytes hold what the launch path reads and
  * the per-run counters, the next 64 what completion reads; both are
  * filled from the plan when the block is laid out, so the hot path never
  * touches the plan op. The per-run state is armed at layout and re-armed
  * by the op's own completion (pw_op_rearm), while its lines are hot:
  * resubmitting a cached block does not walk its ops. */
 typedef struct pw_op_s {
-  /* -- launch -- */
-  pw_atomic_u32_t pending;
+  /* -- launch -- (a record is two cache lines: ops start a line) */
+  _Alignas(64) pw_atomic_u32_t pending;
   pw_atomic_u32_t inputs_ready;
   pw_atomic_u32_t devices_remaining;
   uint8_t input_count;
@@ -54,7 +57,14 @@ typedef struct pw_op_s {
    * parameter inputs), in the execution block: waits for arguments that
    * are not ready yet. NULL for ops without parameter inputs. */
   pw__event_node_t* arg_waits;
-  /* -- scheduler window, spanning, charging, debug mode -- */
+} pw_op_t;
+
+_Static_assert(sizeof(void*) != 8 || sizeof(pw_op_t) == 128, "an op record is two cache lines");
+
+/* What few runs touch, out of the op record's two lines: the scheduler
+ * window's links and order, the debug mode's slots, charging's device
+ * time. In the block, one per op (pw_execution_t.op_cold, by op index). */
+typedef struct pw_op_cold_s {
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
   /* Spanning ops under a scheduler window: one queue link per part (else
    * NULL: sched_next is the link), how many parts' schedulers picked the
@@ -65,9 +75,9 @@ typedef struct pw_op_s {
   uint64_t client_seq;         /* scheduler window: client submission order */
   pw_device_t* slots;          /* debug mode without gang order only */
   /* Measured device time (charging policies only, which also re-arm it:
-   * pw_dispatch_op_complete; without one this line is not touched). */
+   * pw_dispatch_op_complete). */
   pw_atomic_u64_t device_ns;
-} pw_op_t;
+} pw_op_cold_t;
 
 /* Set in pw_execution_t.refs while the block is private to an armed graph
  * (pw_graph_exec_t): the last release leaves refs at exactly this value,
@@ -117,7 +127,12 @@ typedef struct pw_execution_s {
   size_t internal_at;
   size_t internal_end;
   pw_op_t* ops;
+  pw_op_cold_t* op_cold;       /* one per op */
 } pw_execution_t;
+
+static inline pw_op_cold_t* pw_op_cold(const pw_op_t* op) {
+  return &op->exec->op_cold[op->index];
+}
 
 /* |op|'s link to its successor in the sequence of its |p|-th part. */
 static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
@@ -159,11 +174,11 @@ static inline size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a 
 /* Element count of an allocation that may hold none (at least 1). */
 static inline size_t pw_nz(uint32_t n) { return n ? n : 1; }
 
-/* One block: header | ops | args | outputs | op input pointers | debug
+/* One block: header | ops | their cold parts | args | outputs | op input pointers | debug
  * slots | internal values | parameter waits | spanning ops' sequence links
  * | their queue links. */
 typedef struct pw_block_layout_s {
-  size_t ops_at, args_at, outs_at, ins_at, slots_at, internal_at, waits_at, links_at,
+  size_t ops_at, cold_at, args_at, outs_at, ins_at, slots_at, internal_at, waits_at, links_at,
       queue_links_at, size;
 } pw_block_layout_t;
 
