@@ -13,11 +13,16 @@
 /* Bytes of one internal value in the block: its buffer object and, when
  * the slice has more devices than the object holds inline, its shard
  * array. */
+/* Bytes of an internal value in a block: its buffer object (and shard
+ * array beyond PW_BUFFER_INLINE_SHARDS devices), rounded up to a cache
+ * line, so that what a launch reads of it (the shards) never straddles
+ * two lines. */
 static size_t pw_internal_value_bytes(uint32_t device_count) {
-  return pw_align_up(sizeof(pw_buffer_obj_t), 16) +
-         (device_count <= PW_BUFFER_INLINE_SHARDS
-              ? 0
-              : pw_align_up(device_count * sizeof(pw_backend_memory_t), 16));
+  return pw_align_up(pw_align_up(sizeof(pw_buffer_obj_t), 16) +
+                         (device_count <= PW_BUFFER_INLINE_SHARDS
+                              ? 0
+                              : pw_align_up(device_count * sizeof(pw_backend_memory_t), 16)),
+                     64);
 }
 
 
@@ -526,7 +531,7 @@ void pw__block_layout(const pw_runtime_t* rt, const pw_plan_t* plan,
       slot_count += plan->ops[i].vslice->slice->device_count;
     }
   }
-  l->internal_at = l->slots_at + slot_count * sizeof(pw_device_t);
+  l->internal_at = pw_align_up(l->slots_at + slot_count * sizeof(pw_device_t), 64);
   l->waits_at = pw_align_up(l->internal_at + plan->internal_bytes, 16);
   l->links_at = l->waits_at + plan->param_input_total * sizeof(pw__event_node_t);
   l->queue_links_at = l->links_at + plan->link_total * sizeof(pw_atomic_ptr_t);
