@@ -129,7 +129,6 @@ static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
 static void pw_dispatch_device_finished(pw_device_t* d, bool direct);
 static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct);
-static void pw_sched_kick(pw_slice_t* slice);
 
 static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame);
 static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame);
@@ -190,10 +189,6 @@ static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
   return (void*)((uintptr_t)op | tag);
 }
 
-/* Position of physical slice |part| among |slice|'s parts. */
-static inline uint32_t pw_span_position(const pw_slice_t* slice, const pw_slice_t* part) {
-  return slice->span_count == 1 ? 0 : slice->span_position[part->index];
-}
 
 /* |op|'s link in the sequence of physical slice |part|. */
 static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
@@ -207,9 +202,6 @@ static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d)
   return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
 }
 
-static inline uint64_t pw_op_gang_id(const pw_op_t* op) {
-  return op->exec->gang_base + op->index;
-}
 
 static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
   void* expected = pw_cursor(op, PW_CURSOR_WAITING);
@@ -598,7 +590,7 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
     /* A spanning op took a window slot on each of its slices. */
     for (uint32_t k = 0; k < op->slice->span_count; ++k) {
       pw_atomic_fetch_sub_u32(&op->slice->span[k]->sched_admitted, 1);
-      pw_sched_kick(op->slice->span[k]);
+      pw__sched_kick(op->slice->span[k]);
     }
   }
   pw_op_rearm(op);
@@ -967,267 +959,12 @@ static void pw_dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t*
   }
 }
 
-/* ---- gang scheduler (with a window) ------------------------------------ */
-
-/* Ops wait in per-client queues; whoever holds the slice's scheduler
- * (BUSY bit, taken without blocking: a thread that finds it held sets
- * PENDING and leaves, and the holder loops again) admits ops into the
- * sequence while fewer than |window| are unfinished, asking the policy
- * which client goes next. Submitters and completing device threads only
- * ever try the bit; nobody waits for it.
- *
- * A spanning op waits in its client's queue on every part. A part's
- * scheduler that picks it leaves it at the head, the client "blocked" on
- * that part (its later ops there must not overtake it), and goes on with
- * other clients; the part that picks it last appends it to all parts at
- * once, counts it in every part's window, and kicks the other parts, which
- * then drop it from their queues. So on each part the op enters after the
- * client's earlier ops there (dependencies point backwards), and a picked
- * op holds no window slot while it waits, so two spanning ops picked in
- * opposite orders on two parts cannot starve each other.
- *
- * Across slices, a client's ops are admitted in the order it submitted
- * them (client->admit_next): an op's producers, in its graph or earlier
- * ones, were submitted before it, so they are in their sequences before it
- * enters its own. Otherwise an admitted op could hold its devices (and a
- * window slot) waiting for a producer still queued behind a full window on
- * another slice whose admitted ops wait on this slice: a cycle. A holder
- * whose client head is not next parks the entry on the client's
- * order_waiters stack; whoever admits the client's next op wakes them.
- * Clients never depend on each other's buffers, so policies still choose
- * freely between clients. */
-enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_MAX_CANDIDATES = 128 };
-
-/* |op|'s queue link on its |p|-th part. */
-static inline pw_op_t** pw_op_sched_link(pw_op_t* op, uint32_t p) {
-  pw_op_cold_t* cold = pw_op_cold(op);
-  return cold->sched_links ? &cold->sched_links[p] : &cold->sched_next;
+void pw__dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
+                         pw_op_t* last) {
+  pw_dispatch_append(slice, exec, first, last);
 }
 
-/* Whether |e|'s head is its client's next op to admit; if not, parks |e|
- * on the client's order_waiters (then checks again, so that an admission
- * racing with the parking is not missed). */
-static bool pw_sched_in_order(pw_sched_entry_t* e) {
-  pw_client_t* client = e->client;
-  if (pw_op_cold(e->head)->client_seq == pw_atomic_load_u64_acquire(&client->admit_next)) return true;
-  uint32_t idle = 0;
-  if (pw_atomic_cas_u32(&e->order_waiting, &idle, 1)) {
-    void* top = pw_atomic_load_ptr_relaxed(&client->order_waiters);
-    do {
-      e->order_next = top;
-    } while (!pw_atomic_cas_ptr(&client->order_waiters, &top, e));
-  }
-  return pw_op_cold(e->head)->client_seq == pw_atomic_load_u64_acquire(&client->admit_next);
-}
-
-/* |op| (of |client|) entered its sequences: the client's next op may be
- * admitted; kick the slices parked waiting for it. */
-static void pw_sched_admitted_in_order(pw_client_t* client) {
-  pw_atomic_fetch_add_u64(&client->admit_next, 1);
-  pw_sched_entry_t* e = pw_atomic_exchange_ptr(&client->order_waiters, NULL);
-  pw_runtime_t* rt = client->runtime;
-  while (e != NULL) {
-    pw_sched_entry_t* next = e->order_next;
-    pw_atomic_store_u32_release(&e->order_waiting, 0);
-    pw_sched_kick(&rt->slices[e - client->sched_entries]);
-    e = next;
-  }
-}
-
-static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
-  pw_sched_candidate_t c;
-  c.client = e->client->tag;
-  c.weight = e->client->weight;
-  c.priority = e->client->priority;
-  c.head_sequence = e->head ? pw_op_gang_id(e->head) : UINT64_MAX;
-  c.queued = e->queued;
-  c.scratch = e->scratch;
-  return c;
-}
-
-static void pw_sched_charge_pending(pw_runtime_t* rt, pw_sched_entry_t* e) {
-  if (!rt->sched_charge) return;
-  uint64_t ns = pw_atomic_exchange_u64(&e->pending_charge_ns, 0);
-  if (ns != 0 && rt->sched_policy.vtable->charge != NULL) {
-    pw_sched_candidate_t c = pw_sched_candidate(e);
-    rt->sched_policy.vtable->charge(rt->sched_policy.self, &c, ns);
-  }
-}
-
-/* Moves submitted ops into their clients' queues (holder only). */
-static void pw_sched_take_incoming(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
-  pw_op_t* list = pw_atomic_exchange_ptr(&slice->sched_incoming, NULL);
-  pw_op_t* fifo = NULL;
-  while (list != NULL) { /* the stack is newest first: reverse it */
-    pw_op_t** link = pw_op_sched_link(list, pw_span_position(list->slice, slice));
-    pw_op_t* next = *link;
-    *link = fifo;
-    fifo = list;
-    list = next;
-  }
-  while (fifo != NULL) {
-    pw_op_t* op = fifo;
-    uint32_t p = pw_span_position(op->slice, slice);
-    fifo = *pw_op_sched_link(op, p);
-    *pw_op_sched_link(op, p) = NULL;
-    pw_sched_entry_t* e = &op->exec->client->sched_entries[slice->index];
-    if (e->tail == NULL) {
-      e->head = e->tail = op;
-    } else if (pw_op_cold(e->tail)->client_seq < pw_op_cold(op)->client_seq) {
-      *pw_op_sched_link(e->tail, pw_span_position(e->tail->slice, slice)) = op;
-      e->tail = op;
-    } else if (pw_op_cold(op)->client_seq < pw_op_cold(e->head)->client_seq) {
-      /* Two threads submitting for one client pushed out of their order:
-       * keep the queue in submission order. (A blocked head is the
-       * client's next op: nothing submitted later can go before it.) */
-      *pw_op_sched_link(op, pw_span_position(op->slice, slice)) = e->head;
-      e->head = op;
-    } else {
-      pw_op_t* at = e->head;
-      pw_op_t** at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
-      while (*at_next != NULL && pw_op_cold(*at_next)->client_seq < pw_op_cold(op)->client_seq) {
-        at = *at_next;
-        at_next = pw_op_sched_link(at, pw_span_position(at->slice, slice));
-      }
-      *pw_op_sched_link(op, pw_span_position(op->slice, slice)) = *at_next;
-      *at_next = op;
-    }
-    e->queued++;
-    if (!e->active) {
-      pw_sched_charge_pending(rt, e);
-      if (rt->sched_policy.vtable->activate != NULL) {
-        pw_sched_candidate_t others[PW_SCHED_MAX_CANDIDATES];
-        uint32_t n = 0;
-        for (pw_sched_entry_t* o = slice->sched_active; o && n < PW_SCHED_MAX_CANDIDATES;
-             o = o->active_next) {
-          others[n++] = pw_sched_candidate(o);
-        }
-        pw_sched_candidate_t me = pw_sched_candidate(e);
-        rt->sched_policy.vtable->activate(rt->sched_policy.self, &me, others, n);
-      }
-      e->active = true;
-      e->active_next = slice->sched_active;
-      slice->sched_active = e;
-    }
-  }
-}
-
-/* Removes the head of |e|'s queue on |slice| (holder only). */
-static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
-  pw_op_t* op = e->head;
-  pw_op_t** link = pw_op_sched_link(op, pw_span_position(op->slice, slice));
-  e->head = *link;
-  if (e->head == NULL) e->tail = NULL;
-  *link = NULL;
-  e->blocked = false;
-  if (pw_op_cold(op)->sched_links != NULL) pw_execution_release(op->exec);
-  if (--e->queued == 0) {
-    e->active = false;
-    for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
-      if (*p == e) {
-        *p = e->active_next;
-        break;
-      }
-    }
-    e->active_next = NULL;
-  }
-}
-
-/* |slice|'s scheduler picked spanning |op| (head of |e|): block the client
- * here; the last of its parts to pick it appends it everywhere. */
-static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op_t* op) {
-  e->blocked = true;
-  pw_slice_t* span = op->slice;
-  if (pw_atomic_fetch_add_u32(&pw_op_cold(op)->parts_picked, 1) + 1 != span->span_count) return;
-  for (uint32_t p = 0; p < span->span_count; ++p) {
-    pw_atomic_fetch_add_u32(&span->span[p]->sched_admitted, 1);
-  }
-  pw_atomic_store_u32_release(&pw_op_cold(op)->appended, 1);
-  pw_client_t* client = e->client;
-  pw_sched_pop(slice, e);
-  pw_dispatch_append(span, op->exec, op, op);
-  pw_sched_admitted_in_order(client);
-  /* The other parts drop it from their queues and unblock the client. */
-  for (uint32_t p = 0; p < span->span_count; ++p) {
-    if (span->span[p] != slice) pw_sched_kick(span->span[p]);
-  }
-}
-
-/* Unblocks the clients whose spanning head another part has appended
- * meanwhile: drops it from their queues here (holder only). */
-static void pw_sched_drop_appended(pw_slice_t* slice) {
-  for (pw_sched_entry_t* e = slice->sched_active; e;) {
-    pw_sched_entry_t* next = e->active_next; /* popping may deactivate |e| */
-    if (e->blocked && pw_atomic_load_u32_acquire(&pw_op_cold(e->head)->appended)) {
-      pw_sched_pop(slice, e);
-    }
-    e = next;
-  }
-}
-
-/* Admits ops while the window has room (holder only). */
-static void pw_sched_admit(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
-  pw_sched_take_incoming(slice);
-  for (pw_sched_entry_t* e = slice->sched_active; e; e = e->active_next) {
-    pw_sched_charge_pending(rt, e);
-  }
-  while (slice->sched_active != NULL &&
-         pw_atomic_load_u32_acquire(&slice->sched_admitted) < rt->sched_window) {
-    pw_sched_candidate_t cands[PW_SCHED_MAX_CANDIDATES];
-    pw_sched_entry_t* entries[PW_SCHED_MAX_CANDIDATES];
-    uint32_t n = 0;
-    pw_sched_drop_appended(slice);
-    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;
-         e = e->active_next) {
-      if (!e->blocked && pw_sched_in_order(e)) {
-        entries[n] = e;
-        cands[n++] = pw_sched_candidate(e);
-      }
-    }
-    if (n == 0) break; /* every backlogged client waits for another slice */
-    uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, cands, n);
-    if (pick >= n) pick = 0; /* a misbehaving policy cannot break the order */
-    pw_sched_entry_t* e = entries[pick];
-    pw_op_t* op = e->head;
-    if (op->slice->span_count > 1) {
-      pw_sched_pick_spanning(slice, e, op);
-      continue;
-    }
-    pw_client_t* client = e->client;
-    pw_sched_pop(slice, e);
-    pw_atomic_fetch_add_u32(&slice->sched_admitted, 1);
-    pw_dispatch_append(slice, op->exec, op, op);
-    pw_sched_admitted_in_order(client);
-  }
-  pw_sched_drop_appended(slice);
-}
-
-static void pw_sched_kick(pw_slice_t* slice) {
-  if (pw_atomic_fetch_or_u32(&slice->sched_state, PW_SCHED_PENDING) & PW_SCHED_BUSY) return;
-  for (;;) {
-    uint32_t state = pw_atomic_load_u32_acquire(&slice->sched_state);
-    if ((state & PW_SCHED_BUSY) || !(state & PW_SCHED_PENDING)) return;
-    if (pw_atomic_cas_u32(&slice->sched_state, &state, PW_SCHED_BUSY)) break;
-  }
-  for (;;) {
-    pw_sched_admit(slice);
-    uint32_t expected = PW_SCHED_BUSY;
-    if (pw_atomic_cas_u32(&slice->sched_state, &expected, 0)) return;
-    /* PENDING was set while admitting: clear it and go again. */
-    pw_atomic_store_u32_release(&slice->sched_state, PW_SCHED_BUSY);
-  }
-}
-
-/* Queues |op| for |slice|'s scheduler (one of its parts). */
-static void pw_sched_submit(pw_slice_t* slice, pw_op_t* op) {
-  pw_op_t** link = pw_op_sched_link(op, pw_span_position(op->slice, slice));
-  void* head = pw_atomic_load_ptr_relaxed(&slice->sched_incoming);
-  do {
-    *link = head;
-  } while (!pw_atomic_cas_ptr(&slice->sched_incoming, &head, op));
-}
+void pw__execution_release(pw_execution_t* exec) { pw_execution_release(exec); }
 
 /* ---- submit ------------------------------------------------------------- */
 
@@ -1484,12 +1221,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     } else {
       pw_slice_t* slice = first->slice;
       /* A queued spanning op keeps its execution alive until every part's
-       * queue has dropped it (pw_sched_pop). */
+       * queue has dropped it (pw_sched_pop in window.c). */
       if (slice->span_count > 1) pw_atomic_fetch_add_u32(&exec->refs, slice->span_count * (j - i));
       for (uint32_t p = 0; p < slice->span_count; ++p) {
-        for (uint32_t k = i; k < j; ++k) pw_sched_submit(slice->span[p], &exec->ops[k]);
+        for (uint32_t k = i; k < j; ++k) pw__sched_submit(slice->span[p], &exec->ops[k]);
       }
-      for (uint32_t p = 0; p < slice->span_count; ++p) pw_sched_kick(slice->span[p]);
+      for (uint32_t p = 0; p < slice->span_count; ++p) pw__sched_kick(slice->span[p]);
     }
   }
   /* Arguments not ready yet (outputs of earlier executions) add a

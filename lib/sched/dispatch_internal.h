@@ -182,6 +182,32 @@ typedef struct pw_block_layout_s {
       queue_links_at, size;
 } pw_block_layout_t;
 
+/* Position of physical slice |part| among |slice|'s parts. */
+static inline uint32_t pw_span_position(const pw_slice_t* slice, const pw_slice_t* part) {
+  return slice->span_count == 1 ? 0 : slice->span_position[part->index];
+}
+
+static inline uint64_t pw_op_gang_id(const pw_op_t* op) {
+  return op->exec->gang_base + op->index;
+}
+
+/* ---- dispatch.c, for window.c ------------------------------------------- */
+
+/* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
+ * sequence of every part of |slice| (pw_dispatch_append). */
+void pw__dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
+                         pw_op_t* last);
+/* Drops one reference to |exec| (pw_execution_release). */
+void pw__execution_release(pw_execution_t* exec);
+
+/* ---- window.c: the gang scheduler of a runtime with a window ------------ */
+
+/* Queues |op| for |slice|'s scheduler (one of its parts). */
+void pw__sched_submit(pw_slice_t* slice, pw_op_t* op);
+/* Admits what |slice|'s scheduler can, unless another thread holds it
+ * (which then goes again). */
+void pw__sched_kick(pw_slice_t* slice);
+
 /* ---- block.c ------------------------------------------------------------ */
 
 /* Where everything lies in a block for |plan|. */
