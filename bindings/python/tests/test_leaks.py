@@ -7,6 +7,7 @@ references) until the next one replaces it, so every measurement is taken
 after the same last operation on the slice."""
 
 import gc
+import time
 import weakref
 
 import numpy as np
@@ -14,6 +15,35 @@ import numpy as np
 import pathways as pw
 
 from conftest import collect, f32, one_node_graph, program
+
+
+SIDES = ("host", "device")
+
+
+def _live(stats):
+    return tuple((stats[side]["live_blocks"], stats[side]["live_bytes"]) for side in SIDES)
+
+
+def settled_stats(runtime, want=None, timeout=5.0):
+    """runtime.memory_stats() once the last completions are through. A done
+    event completes before its completing thread has run the event's
+    callbacks (a Python one waits for the GIL this thread holds) and handed
+    the execution's block back, so the counts may lag for a moment: with
+    |want| (earlier stats), until they equal them; without, until two
+    samples 5 ms apart agree. Sleeping releases the GIL. A real leak still
+    fails: the counts never come back."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        collect()
+        stats = runtime.memory_stats()
+        live = _live(stats)
+        if (live == _live(want) if want is not None else live == last):
+            return stats
+        if time.monotonic() > deadline:
+            return stats
+        last = live
+        time.sleep(0.005)
 
 
 def workload(client, vs, steps=5, explicit=False):
@@ -48,7 +78,7 @@ def test_handles_and_memory_return_to_baseline(runtime, client, vs):
     workload(client, vs, steps=20)  # warm up: tables grow once, kernels load
     collect()
     handles = client.live_handles
-    memory = runtime.memory_stats()
+    memory = settled_stats(runtime)
     assert memory["host"]["mismatched_frees"] == 0
     assert memory["device"]["mismatched_frees"] == 0
 
@@ -60,8 +90,8 @@ def test_handles_and_memory_return_to_baseline(runtime, client, vs):
         collect()
         assert ref() is None
         assert client.live_handles == handles
-        after = runtime.memory_stats()
-        for side in ("host", "device"):
+        after = settled_stats(runtime, memory)
+        for side in SIDES:
             assert after[side]["live_blocks"] == memory[side]["live_blocks"], (side, after)
             assert after[side]["live_bytes"] == memory[side]["live_bytes"], (side, after)
             assert after[side]["mismatched_frees"] == 0
@@ -112,7 +142,7 @@ def test_armed_graphs_return_to_baseline(runtime, client, vs):
     collect()
     flush()
     handles = client.live_handles
-    memory = runtime.memory_stats()
+    memory = settled_stats(runtime)
 
     for explicit in (False, True):
         ref = armed_workload(client, vs, flush, steps=20, explicit=explicit)
@@ -123,8 +153,8 @@ def test_armed_graphs_return_to_baseline(runtime, client, vs):
         assert ref() is None
         assert client.live_handles == handles
         assert not client._box.armed
-        after = runtime.memory_stats()
-        for side in ("host", "device"):
+        after = settled_stats(runtime, memory)
+        for side in SIDES:
             assert after[side]["live_blocks"] == memory[side]["live_blocks"], (side, after)
             assert after[side]["live_bytes"] == memory[side]["live_bytes"], (side, after)
             assert after[side]["mismatched_frees"] == 0
@@ -142,7 +172,7 @@ def test_closing_a_client_frees_everything_it_owned(runtime):
                            ox.spec)
     flush.run(ox, timeout=30)
     collect()
-    before = runtime.memory_stats()
+    before = settled_stats(runtime)
 
     client = runtime.client("doomed")
     vs = client.vslice("2x4")
@@ -155,8 +185,8 @@ def test_closing_a_client_frees_everything_it_owned(runtime):
     assert client.live_handles == 0
     flush.run(ox, timeout=30)
     collect()
-    after = runtime.memory_stats()
-    for side in ("host", "device"):
+    after = settled_stats(runtime, before)
+    for side in SIDES:
         assert after[side]["live_blocks"] == before[side]["live_blocks"], (side, after)
         assert after[side]["live_bytes"] == before[side]["live_bytes"], (side, after)
     assert armed.closed
