@@ -10,9 +10,6 @@
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
 
-/* Bytes of one internal value in the block: its buffer object and, when
- * the slice has more devices than the object holds inline, its shard
- * array. */
 /* Bytes of an internal value in a block: its buffer object (and shard
  * array beyond PW_BUFFER_INLINE_SHARDS devices), rounded up to a cache
  * line, so that what a launch reads of it (the shards) never straddles
@@ -204,8 +201,10 @@ void pw__dispatch_backoff(uint32_t spins) {
   }
 }
 
-/* Runs of |armed| in its private blocks not finished yet. */
-static uint64_t pw_armed_private_inflight(pw_graph_exec_obj_t* armed) {
+/* Runs of |armed| in its private blocks not finished yet (on any slice:
+ * |slice| is for pw_client_sum_armed). */
+static uint64_t pw_armed_private_inflight(pw_graph_exec_obj_t* armed, uint32_t slice) {
+  (void)slice;
   uint64_t n = 0;
   for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
     /* |submitted| first: a run submitted after this read cannot make the
@@ -217,14 +216,19 @@ static uint64_t pw_armed_private_inflight(pw_graph_exec_obj_t* armed) {
   return n;
 }
 
-/* Runs of |armed| that have counted their ops, times its plan's ops on
- * |slice|. */
-static uint64_t pw_armed_private_ops(pw_graph_exec_obj_t* armed, uint32_t slice) {
-  const pw_plan_t* plan = armed->plan;
+/* Runs of |armed| in its private blocks that have counted their ops. */
+static uint64_t pw_armed_counted_runs(pw_graph_exec_obj_t* armed) {
   uint64_t runs = 0;
   for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
     runs += pw_atomic_load_u64_acquire(&armed->slots[i].counted);
   }
+  return runs;
+}
+
+/* Those runs times its plan's ops on |slice|. */
+static uint64_t pw_armed_private_ops(pw_graph_exec_obj_t* armed, uint32_t slice) {
+  const pw_plan_t* plan = armed->plan;
+  uint64_t runs = pw_armed_counted_runs(armed);
   uint64_t ops = 0;
   for (uint32_t k = 0; k < plan->home_count_n; ++k) {
     if (plan->home_counts[2 * k] == slice) ops += plan->home_counts[2 * k + 1];
@@ -232,24 +236,23 @@ static uint64_t pw_armed_private_ops(pw_graph_exec_obj_t* armed, uint32_t slice)
   return runs * ops;
 }
 
-uint64_t pw__dispatch_private_inflight(pw_client_t* client) {
+/* |count| summed over |client|'s armed graphs (|slice|: for |count|). */
+static uint64_t pw_client_sum_armed(pw_client_t* client,
+                                    uint64_t (*count)(pw_graph_exec_obj_t*, uint32_t),
+                                    uint32_t slice) {
   uint64_t n = 0;
   pthread_mutex_lock(&client->execs_lock);
-  for (pw_graph_exec_obj_t* a = client->execs; a != NULL; a = a->next) {
-    n += pw_armed_private_inflight(a);
-  }
+  for (pw_graph_exec_obj_t* a = client->execs; a != NULL; a = a->next) n += count(a, slice);
   pthread_mutex_unlock(&client->execs_lock);
   return n;
 }
 
+uint64_t pw__dispatch_private_inflight(pw_client_t* client) {
+  return pw_client_sum_armed(client, pw_armed_private_inflight, 0);
+}
+
 uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice) {
-  uint64_t n = 0;
-  pthread_mutex_lock(&client->execs_lock);
-  for (pw_graph_exec_obj_t* a = client->execs; a != NULL; a = a->next) {
-    n += pw_armed_private_ops(a, slice);
-  }
-  pthread_mutex_unlock(&client->execs_lock);
-  return n;
+  return pw_client_sum_armed(client, pw_armed_private_ops, slice);
 }
 
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
@@ -271,7 +274,7 @@ void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
       pw_status_free(pw_event_wait(block->done, PW_INFINITE_FUTURE));
     }
   }
-  for (uint32_t spins = 0; pw_armed_private_inflight(armed) != 0 ||
+  for (uint32_t spins = 0; pw_armed_private_inflight(armed, 0) != 0 ||
                            pw_atomic_load_u32_acquire(&armed->shared_runs) != 0;
        ++spins) {
     pw__dispatch_backoff(spins);
@@ -279,15 +282,8 @@ void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed) {
   /* Its op counts move to the client's, in the same step as it leaves the
    * list, so pw_client_slice_stats never sees them twice or not at all. */
   pthread_mutex_lock(&client->execs_lock);
-  const pw_plan_t* plan = armed->plan;
-  uint64_t runs = 0;
-  for (uint32_t i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
-    runs += pw_atomic_load_u64_relaxed(&armed->slots[i].counted);
-  }
-  for (uint32_t k = 0; runs != 0 && k < plan->home_count_n; ++k) {
-    pw_atomic_fetch_add_u64(&client->sched_entries[plan->home_counts[2 * k]].ops_completed,
-                            runs * plan->home_counts[2 * k + 1]);
-  }
+  uint64_t runs = pw_armed_counted_runs(armed);
+  if (runs != 0) pw_plan_count_ops(client, armed->plan, runs);
   if (armed->prev != NULL) {
     armed->prev->next = armed->next;
   } else {

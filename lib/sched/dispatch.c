@@ -407,8 +407,8 @@ static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
   pw__object_release(&b->header);
 }
 
-/* |slot|'s count moves by one: only the thread completing its current run
- * writes it (see pw_graph_exec_slot_t). */
+/* A slot's count moves by one: each has one writer at a time (see
+ * pw_graph_exec_slot_t). */
 static void pw_slot_count(pw_atomic_u64_t* count) {
   pw_atomic_store_u64_release(count, pw_atomic_load_u64_relaxed(count) + 1);
 }
@@ -422,11 +422,7 @@ static void pw_execution_complete(pw_execution_t* exec) {
   if (own != NULL) {
     pw_slot_count(&own->counted);
   } else {
-    for (uint32_t k = 0; k < plan->home_count_n; ++k) {
-      pw_atomic_fetch_add_u64(
-          &exec->client->sched_entries[plan->home_counts[2 * k]].ops_completed,
-          plan->home_counts[2 * k + 1]);
-    }
+    pw_plan_count_ops(exec->client, plan, 1);
   }
   for (uint32_t i = 0; i < plan->param_count; ++i) {
     pw__object_release(&exec->args[i]->header);
@@ -1183,7 +1179,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
      * client reference (the armed graph lives no longer than its client),
      * and in flight on its slot rather than on a client stripe. */
     pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 2));
-    pw_atomic_store_u64_release(&own->submitted, pw_atomic_load_u64_relaxed(&own->submitted) + 1);
+    pw_slot_count(&own->submitted);
   } else {
     pw_atomic_init_u32(&exec->refs, refs);
     pw__client_begin(client, stripe);

@@ -191,6 +191,15 @@ static inline uint64_t pw_op_gang_id(const pw_op_t* op) {
   return op->exec->gang_base + op->index;
 }
 
+/* Adds |runs| completed runs of |plan| to |client|'s per-slice op counts
+ * (pw_client_slice_stats), per home slice (pw_plan_t.home_counts). */
+static inline void pw_plan_count_ops(pw_client_t* client, const pw_plan_t* plan, uint64_t runs) {
+  for (uint32_t k = 0; k < plan->home_count_n; ++k) {
+    pw_atomic_fetch_add_u64(&client->sched_entries[plan->home_counts[2 * k]].ops_completed,
+                            runs * plan->home_counts[2 * k + 1]);
+  }
+}
+
 /* ---- dispatch.c, for window.c ------------------------------------------- */
 
 /* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
