@@ -1403,8 +1403,16 @@ pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
   PW_RETURN_IF_ERROR(
       pw_submit_check_args(who, args, arg_count, options, out_outputs, output_count));
   pw_graph_exec_obj_t* armed = (pw_graph_exec_obj_t*)exec;
-  return pw_submit_plan(armed->client, who, NULL, armed, armed->plan, NULL, args, arg_count,
-                        options, out_outputs, output_count, out_done);
+  const pw_plan_t* plan = armed->plan;
+  if (arg_count == 0 && output_count == 0 && options == NULL && plan->param_count == 0 &&
+      plan->output_count == 0) {
+    /* Nothing to look up, hand out or donate (a task spawned for its
+     * effect): straight to dispatch, which leaves *out_done NULL unless it
+     * succeeds. */
+    return pw__dispatch_submit(armed->client, plan, NULL, armed, NULL, NULL, out_done);
+  }
+  return pw_submit_plan(armed->client, who, NULL, armed, plan, NULL, args, arg_count, options,
+                        out_outputs, output_count, out_done);
 }
 
 void pw_graph_exec_destroy(pw_graph_exec_t* exec) {

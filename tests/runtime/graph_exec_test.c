@@ -285,6 +285,114 @@ Test(graph_exec, graphs_without_ops_or_without_parameters) {
   env_deinit(&e);
 }
 
+/* A graph with neither parameters nor outputs (a task run for its effect:
+ * pw_graph_exec_submit goes straight to dispatch). Bad arguments still get
+ * their status, a failed allocation fails the submission alone, and every
+ * run that was accepted is counted on the slice. */
+Test(graph_exec, effect_only_graphs_reject_bad_input_and_survive_allocation_failures) {
+  env_t e;
+  env_init(&e, PW_FIXTURE_DOUBLE_DEFERRED, 1);
+  pw_executable_t fill7;
+  OK(pw_fixture_compile(&e.f, e.vs, "fill 7\noutput u8[8] split(0,all)\n", &fill7));
+  pw_graph_t g;
+  uint32_t n;
+  OK(pw_graph_create(e.f.client, &g));
+  OK(pw_graph_add_compute(e.f.client, g, "effect", fill7, e.vs, NULL, 0, &n));
+  uint32_t s0;
+  OK(pw_vslice_binding(e.f.client, e.vs, &s0, NULL));
+  pw_client_slice_stats_t before, after;
+  OK(pw_client_slice_stats(e.f.client, s0, &before));
+  uint64_t accepted = 0;
+  /* Allocation failures at every point of the first submissions (the
+   * block, its done event, the op's device memory), then success. */
+  size_t points = 0;
+  for (size_t k = 1;; ++k) {
+    pw_graph_exec_t* exec = NULL;
+    OK(pw_graph_exec_create(e.f.client, g, &exec));
+    size_t base = atomic_load(&e.t.attempts);
+    e.t.fail_at = base + k;
+    pw_event_t* done = (pw_event_t*)&e;
+    pw_status_t s = pw_graph_exec_submit(exec, NULL, 0, NULL, NULL, 0, &done);
+    size_t used = atomic_load(&e.t.attempts) - base;
+    e.t.fail_at = 0;
+    if (s != NULL) {
+      cr_assert_eq(pw_status_code(s), PW_STATUS_RESOURCE_EXHAUSTED, "allocation %zu: %s", k,
+                   pw_status_message(s));
+      cr_assert_null(done, "allocation %zu: event handed out", k);
+      pw_status_free(s);
+      points++;
+    } else {
+      accepted++;
+      run_all(&e.f);
+      pw_status_t run = pw_fixture_wait(done);
+      /* The op's device memory is allocated while submitting: the run
+       * fails, naming its node, not the submission. */
+      if (run != NULL) {
+        cr_assert_eq(pw_status_code(run), PW_STATUS_RESOURCE_EXHAUSTED, "%s",
+                     pw_status_message(run));
+        cr_assert(strstr(pw_status_message(run), "\"effect\""), "%s", pw_status_message(run));
+        pw_status_free(run);
+        points++;
+      }
+    }
+    /* The next runs of the same armed graph work, with and without a done
+     * event. */
+    OK(pw_graph_exec_submit(exec, NULL, 0, NULL, NULL, 0, NULL));
+    OK(pw_graph_exec_submit(exec, NULL, 0, NULL, NULL, 0, &done));
+    accepted += 2;
+    run_all(&e.f);
+    OK(pw_fixture_wait(done));
+    pw_graph_exec_destroy(exec);
+    if (s == NULL && used < k) break; /* fewer attempts than k: all swept */
+    cr_assert_lt(k, 200, "no end to the sweep");
+  }
+  cr_assert_gt(points, 0, "the submission allocates nothing to fail");
+  /* Bad input: each gets its status, and nothing runs. */
+  pw_graph_exec_t* exec = NULL;
+  OK(pw_graph_exec_create(e.f.client, g, &exec));
+  pw_submit_options_t short_options = {1, NULL};
+  pw_buffer_t out = {99};
+  struct {
+    const pw_buffer_t* args;
+    uint32_t arg_count;
+    const pw_submit_options_t* options;
+    pw_buffer_t* outputs;
+    uint32_t output_count;
+    const char* says;
+  } bad[] = {
+      {&e.x, 1, NULL, NULL, 0, "1 arguments given, the graph has 0 parameters"},
+      {NULL, 1, NULL, NULL, 0, "args or out_outputs is NULL"},
+      {NULL, 0, NULL, &out, 1, "room for 1 outputs given, the graph has 0"},
+      {NULL, 0, NULL, NULL, 1, "args or out_outputs is NULL"},
+      {NULL, 0, &short_options, NULL, 0, "options struct_size 1 is too small"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    pw_event_t* done = (pw_event_t*)&e;
+    pw_status_t s = pw_graph_exec_submit(exec, bad[i].args, bad[i].arg_count, bad[i].options,
+                                         bad[i].outputs, bad[i].output_count, &done);
+    cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT, "case %zu: %s", i,
+                 s ? pw_status_message(s) : "OK");
+    cr_assert(strstr(pw_status_message(s), bad[i].says), "case %zu: %s", i,
+              pw_status_message(s));
+    cr_assert(strstr(pw_status_message(s), "pw_graph_exec_submit"), "case %zu: %s", i,
+              pw_status_message(s));
+    cr_assert_null(done, "case %zu", i);
+    pw_status_free(s);
+  }
+  pw_event_t* done = NULL;
+  OK(pw_graph_exec_submit(exec, NULL, 0, NULL, NULL, 0, &done));
+  accepted++;
+  run_all(&e.f);
+  OK(pw_fixture_wait(done));
+  pw_graph_exec_destroy(exec);
+  OK(pw_client_slice_stats(e.f.client, s0, &after));
+  cr_assert_eq(after.ops_completed - before.ops_completed, accepted,
+               "%llu runs accepted, %llu ops counted", (unsigned long long)accepted,
+               (unsigned long long)(after.ops_completed - before.ops_completed));
+  OK(pw_graph_release(e.f.client, g));
+  env_deinit(&e);
+}
+
 /* ---- bad input ---------------------------------------------------------- */
 
 Test(graph_exec, create_rejects_bad_arguments_and_the_client_stays_usable) {
