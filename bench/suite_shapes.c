@@ -38,7 +38,10 @@
  * submits, so "threads" is the number of application threads submitting
  * concurrently into one runtime and one client. The work is split into one
  * part per thread, each on its own slice(s):
- *   spawn: the submissions are divided evenly (the same total work);
+ *   spawn: the threads take the submissions from one counter, in chunks
+ *     of PW_LP_SPAWN_CHUNK, each on its own slice (the same total work,
+ *     balanced as the peers' pools balance theirs: a thread on a slower
+ *     CPU takes fewer);
  *   spmd: thread k drives slices k, k + T, ... (the same ops and edges);
  *   chain, fan, layered, pipeline, one, step: one graph cannot use two
  *     threads (its slice runs it in one order on the submitting thread), so
@@ -71,6 +74,10 @@
 #define PW_LP_SPMD_SLICES 4
 #define PW_LP_SPMD_MESH 8
 #define PW_LP_DEADLINE_NS 120000000000LL
+/* spawn at T > 1: submissions a thread takes from the counter at a time
+ * (about 15 us of work: one atomic add per chunk, balanced to within a
+ * chunk). */
+#define PW_LP_SPAWN_CHUNK 256
 
 /* ---- a spinning wrapper around the no-op double (METG only) ------------- */
 
@@ -304,6 +311,9 @@ typedef struct pw_lp_graph_s {
   /* exe[k]: noop with k inputs and one output, for the vslices' mesh. */
   pw_executable_t exe[PW_LP_MAX_INPUTS + 1];
   pw_executable_t exe_noout; /* spawn: noop, no input, no output */
+  /* spawn at T > 1: submissions handed out so far and in all */
+  _Atomic uint64_t spawn_next;
+  uint64_t spawn_end;
   uint32_t part_count;
   pw_lp_part_t parts[PW_LP_MAX_PARTS];
 } pw_lp_graph_t;
@@ -649,6 +659,47 @@ static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
   return pw_lp_fail(s, "wait");
 }
 
+/* spawn at T > 1: submits chunks taken from the shared counter until it
+ * runs out, then waits for the last (the part's submissions share one
+ * slice sequence: the last completes after the others). */
+static void* pw_lp_spawn_thread(void* arg) {
+  pw_lp_part_t* part = arg;
+  pw_lp_graph_t* g = part->owner;
+  pw_event_t* last = NULL;
+  part->failed = 0;
+  for (;;) {
+    uint64_t at = atomic_fetch_add_explicit(&g->spawn_next, PW_LP_SPAWN_CHUNK,
+                                            memory_order_relaxed);
+    if (at >= g->spawn_end) break;
+    uint64_t n = g->spawn_end - at < PW_LP_SPAWN_CHUNK ? g->spawn_end - at : PW_LP_SPAWN_CHUNK;
+    pw_event_release(last);
+    last = NULL;
+    for (uint64_t i = 0; i < n; ++i) {
+      pw_status_t s = part->armed != NULL
+                          ? pw_graph_exec_submit(part->armed, NULL, 0, NULL, NULL, 0,
+                                                 i + 1 == n ? &last : NULL)
+                          : pw_graph_submit(g->client, part->graph, NULL, 0, NULL, NULL, 0,
+                                            i + 1 == n ? &last : NULL);
+      if (s != NULL) {
+        part->failed = pw_lp_fail(s, "submit");
+        /* The others stop at their next chunk. */
+        atomic_store(&g->spawn_next, g->spawn_end);
+        break;
+      }
+    }
+    if (part->failed) break;
+  }
+  if (last != NULL) {
+    pw_status_t s = pw_event_wait(last, pw_event_is_ready(last)
+                                            ? PW_INFINITE_FUTURE
+                                            : pw_deadline_from_timeout(PW_LP_DEADLINE_NS));
+    int failed = pw_lp_fail(s, "wait");
+    if (!part->failed) part->failed = failed;
+    pw_event_release(last);
+  }
+  return NULL;
+}
+
 static void* pw_lp_run_thread(void* arg) {
   pw_lp_part_t* part = arg;
   for (uint32_t i = 0; i < part->runs && !part->failed; ++i) {
@@ -692,10 +743,18 @@ static int pw_lp_on_parts(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, void* (*fn)(void*)
   return failed ? -1 : 0;
 }
 
+/* |n| runs of spawn at T > 1: n times the submissions, from one counter. */
+static int pw_lp_spawn_shared(pw_lp_ctx_t* ctx, pw_lp_graph_t* g, uint32_t n) {
+  atomic_store(&g->spawn_next, 0);
+  g->spawn_end = (uint64_t)n * g->dag->tasks;
+  return pw_lp_on_parts(ctx, g, pw_lp_spawn_thread, 1);
+}
+
 static int pw_lp_run(void* rt, void* graph) {
   pw_lp_graph_t* g = graph;
   g->runs_unverified += 1;
   if (g->part_count == 1) return pw_lp_run_part(g, &g->parts[0]);
+  if (g->kind == PW_BENCH_SHAPE_SPAWN) return pw_lp_spawn_shared(rt, g, 1);
   return pw_lp_on_parts(rt, g, pw_lp_run_thread, 1);
 }
 
@@ -711,6 +770,7 @@ static int pw_lp_run_n(void* rt, void* graph, uint32_t n) {
     }
     return 0;
   }
+  if (g->kind == PW_BENCH_SHAPE_SPAWN) return pw_lp_spawn_shared(rt, g, n);
   return pw_lp_on_parts(rt, g, pw_lp_run_thread, n);
 }
 
