@@ -2,7 +2,8 @@
 # Installs what libpathways needs on Debian 12, skipping what is present.
 # Usage: scripts/deps.sh            build + test dependencies
 #        scripts/deps.sh --bench    also the peers bench/compare measures
-#                                   (oneTBB, StarPU; OpenMP comes with gcc)
+#                                   (oneTBB, StarPU, Dask; OpenMP comes
+#                                   with gcc)
 set -euo pipefail
 
 packages=(
@@ -15,7 +16,7 @@ packages=(
 # build or test libpathways; CI does not install them.
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(libtbb-dev libstarpu-dev) ;;
+    --bench) packages+=(libtbb-dev libstarpu-dev python3-dask) ;;
     *) echo "deps: unknown option '$arg' (--bench)" >&2; exit 2 ;;
   esac
 done
