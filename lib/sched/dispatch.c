@@ -24,11 +24,14 @@
  * Both sides store, then load the other side's variable, with full fences
  * (locked instructions), so at least one of them sees the other.
  *
- * Appending op Z after tail X wakes devices idle at X: the appender stores
- * X->slice_next = Z (xchg), then CASes cursors X|IDLE -> Z|WAITING (or
- * straight to Z|RUNNING, claiming the launch, when Z's inputs were already
- * complete); a device going idle stores X|IDLE (xchg), then re-reads
- * X->slice_next. Again one of the two sees the other; the CAS decides.
+ * Appending op Z after tail X wakes devices idle at X: the appender CASes
+ * cursors X|IDLE -> Z|WAITING (or straight to Z|RUNNING, claiming the
+ * launch, when Z's inputs were already complete); if a device was not
+ * idle yet, it stores X->slice_next = Z (xchg) and CASes again. A device
+ * going idle stores X|IDLE (xchg), then re-reads X->slice_next. Again one
+ * of the two sees the other; the CAS decides. A device claimed before the
+ * store never reads X->slice_next again, so an append that finds every
+ * device idle does not write it.
  *
  * Dependencies are counters: op->pending = producing ops not complete +
  * arguments not ready (+ 1, a guard the submitter drops when everything is
@@ -892,6 +895,29 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
  * reference, or the append lock, which stops another appender displacing
  * |last| and dropping its reference meanwhile): the scan below reads
  * |first| after other devices may have run it. */
+/* Moves every device of |slice| whose cursor reads |idle| to |arrive|
+ * (first|RUNNING when |ready|, else first|WAITING); returns how many it
+ * moved. A device claimed earlier no longer reads |idle|. */
+static uint32_t pw_dispatch_claim_idle(pw_slice_t* slice, void* idle, void* arrive,
+                                       pw_op_t* first, bool ready) {
+  uint32_t claimed = 0;
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_device_t* d = &slice->devices[i];
+    void* expected = idle;
+    if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
+        pw_atomic_cas_ptr(&d->cursor, &expected, arrive)) {
+      claimed++;
+      if (ready) {
+        d->running = first;
+        pw_dispatch_push(d, PW_WORK_LAUNCH);
+      } else {
+        pw_dispatch_arrived(d, first);
+      }
+    }
+  }
+  return claimed;
+}
+
 static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_t* exec,
                                     pw_op_t* first, pw_op_t* last, bool counted) {
   /* Links inside the group were set when the block was laid out (with a
@@ -901,27 +927,24 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
   pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
   if (!counted) pw_atomic_fetch_add_u32(&exec->refs, 1);
   pw_op_t* prev = pw_atomic_exchange_ptr(&slice->tail, last);
-  /* |prev| stays alive until its reference is dropped below. */
-  if (prev != NULL) pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
-  /* Devices idle after the old tail move to |first|. Inputs already
-   * complete (a root op readied before its append, or one admitted late by
-   * the scheduler): the CAS claims the launch at once, nobody else can, as
-   * a claim needs op|WAITING. */
+  /* |prev| stays alive until its reference is dropped below. Devices idle
+   * after the old tail move to |first|. Inputs already complete (a root op
+   * readied before its append, or one admitted late by the scheduler): the
+   * CAS claims the launch at once, nobody else can, as a claim needs
+   * op|WAITING. The devices already idle are claimed before |first| is
+   * linked: a device reads the old tail's link only between going idle
+   * and being claimed, so when every device is claimed here the link is
+   * not written at all (one locked instruction fewer: the common case of
+   * devices that drained between submissions). Otherwise the link is
+   * published (xchg) and the devices are scanned again: the Dekker pair
+   * with a device going idle (see the file comment). */
   void* idle = pw_cursor(prev, PW_CURSOR_IDLE);
   bool ready = pw_atomic_load_u32_acquire(&first->inputs_ready) != 0;
   void* arrive = pw_cursor(first, ready ? PW_CURSOR_RUNNING : PW_CURSOR_WAITING);
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_device_t* d = &slice->devices[i];
-    void* expected = idle;
-    if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
-        pw_atomic_cas_ptr(&d->cursor, &expected, arrive)) {
-      if (ready) {
-        d->running = first;
-        pw_dispatch_push(d, PW_WORK_LAUNCH);
-      } else {
-        pw_dispatch_arrived(d, first);
-      }
-    }
+  uint32_t claimed = pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
+  if (prev != NULL && claimed < slice->device_count) {
+    pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
+    (void)pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
   }
   if (prev != NULL) pw_execution_release(prev->exec);
 }
