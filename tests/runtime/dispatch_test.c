@@ -241,6 +241,65 @@ Test(dispatch, done_events_of_reruns_are_fresh_whether_recycled_or_not) {
   pw_fixture_deinit(&f);
 }
 
+/* An append claims the devices already idle at the old tail before it
+ * links the old tail, and links it only when some device is still busy
+ * there (pw_dispatch_append_part). Run 2 is submitted while three of the
+ * eight devices have finished run 1: those three start run 2 at once,
+ * the other five reach it through the link when they finish run 1. Run 3
+ * finds every device idle: no link, all claimed. Every device runs every
+ * run once, in order, and every result is right. */
+Test(dispatch, an_append_claims_idle_devices_and_links_for_the_busy_ones) {
+  pw_fixture_t f;
+  pw_vslice_t vs;
+  pw_graph_t g;
+  deferred_copy_graph(&f, &vs, &g, true);
+  int64_t dims[1] = {8};
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  pw_buffer_t arg;
+  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  pw_buffer_t out[3];
+  pw_event_t* done[3];
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out[0], 1, &done[0]));
+  for (uint32_t d = 0; d < 8; ++d) cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), 1);
+  cr_assert_eq(pw_double_backend_run_deferred(f.dbl, 3), 3);
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out[1], 1, &done[1]));
+  /* The three idle devices were claimed by the append and launched run 2;
+   * the five busy ones are still in run 1. */
+  uint32_t started = 0;
+  for (uint32_t d = 0; d < 8; ++d) {
+    uint64_t n = pw_double_backend_launch_count(f.dbl, d);
+    cr_assert(n == 1 || n == 2, "device %u launched %llu times", d, (unsigned long long)n);
+    started += n == 2;
+  }
+  cr_assert_eq(started, 3, "%u devices started run 2 at its append", started);
+  cr_assert(!pw_event_is_ready(done[1]));
+  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  }
+  OK(pw_fixture_wait(done[0]));
+  OK(pw_fixture_wait(done[1]));
+  /* Every device idle at run 2's op: run 3 claims all eight at once. */
+  OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out[2], 1, &done[2]));
+  for (uint32_t d = 0; d < 8; ++d) cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), 3);
+  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  }
+  OK(pw_fixture_wait(done[2]));
+  uint64_t order0[3], order[3];
+  cr_assert_eq(pw_double_backend_launch_order(f.dbl, 0, order0, 3), 3);
+  cr_assert(order0[0] < order0[1] && order0[1] < order0[2], "runs out of order on device 0");
+  for (uint32_t d = 1; d < 8; ++d) {
+    cr_assert_eq(pw_double_backend_launch_order(f.dbl, d, order, 3), 3);
+    cr_assert_eq(memcmp(order, order0, sizeof(order)), 0, "device %u order differs", d);
+  }
+  for (int r = 0; r < 3; ++r) {
+    float back[8] = {0};
+    OK(pw_buffer_to_host(f.client, out[r], back, sizeof(back), PW_INFINITE_FUTURE));
+    cr_assert_eq(memcmp(back, data, sizeof(data)), 0, "run %d", r + 1);
+    OK(pw_buffer_release(f.client, out[r]));
+  }
+  OK(pw_buffer_release(f.client, arg));
+  pw_fixture_deinit(&f);
+}
+
 Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
   /* Parallel asynchronous dispatch: the second submit happens while the
    * first execution's output (its argument) is still pending. */
