@@ -922,8 +922,9 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
                                     pw_op_t* first, pw_op_t* last, bool counted) {
   /* Links inside the group were set when the block was laid out (with a
    * scheduler window, groups are single ops); the last op's may still
-   * name what followed it in an earlier run of the block. The exchange
-   * below publishes it. */
+   * name what followed it in an earlier run of the block. The tail
+   * exchange below publishes it (and the claiming CAS to a device claimed
+   * without the link). */
   pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
   if (!counted) pw_atomic_fetch_add_u32(&exec->refs, 1);
   pw_op_t* prev = pw_atomic_exchange_ptr(&slice->tail, last);

@@ -181,6 +181,15 @@ static void deferred_copy_graph(pw_fixture_t* f, pw_vslice_t* vs, pw_graph_t* g,
   if (output) OK(pw_graph_add_output(f->client, *g, pw_value(a, 0)));
 }
 
+/* deferred_copy_graph with its result a graph output, and |arg|: an
+ * f32[8] argument on |vs| holding |data|. */
+static void deferred_copy_with_arg(pw_fixture_t* f, pw_vslice_t* vs, pw_graph_t* g,
+                                   const float data[8], pw_buffer_t* arg) {
+  deferred_copy_graph(f, vs, g, true);
+  int64_t dims[1] = {8};
+  OK(pw_fixture_f32(f, *vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, arg));
+}
+
 /* A resubmitted graph reuses its execution block, and the block keeps its
  * last run's done event: it is recycled when the submitter has released
  * it, and left alone (a fresh event is made) while the submitter holds
@@ -252,11 +261,9 @@ Test(dispatch, an_append_claims_idle_devices_and_links_for_the_busy_ones) {
   pw_fixture_t f;
   pw_vslice_t vs;
   pw_graph_t g;
-  deferred_copy_graph(&f, &vs, &g, true);
-  int64_t dims[1] = {8};
-  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   pw_buffer_t arg;
-  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &arg));
+  deferred_copy_with_arg(&f, &vs, &g, data, &arg);
   pw_buffer_t out[3];
   pw_event_t* done[3];
   OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out[0], 1, &done[0]));
@@ -306,11 +313,9 @@ Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
   pw_fixture_t f;
   pw_vslice_t vs;
   pw_graph_t g;
-  deferred_copy_graph(&f, &vs, &g, true);
-  int64_t dims[1] = {8};
-  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   pw_buffer_t x, y, z;
-  OK(pw_fixture_f32(&f, vs, 1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL), data, &x));
+  deferred_copy_with_arg(&f, &vs, &g, data, &x);
   pw_event_t *d1, *d2;
   OK(pw_graph_submit(f.client, g, &x, 1, NULL, &y, 1, &d1));
   OK(pw_graph_submit(f.client, g, &y, 1, NULL, &z, 1, &d2));
