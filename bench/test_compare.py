@@ -105,6 +105,9 @@ class PairedRatios(unittest.TestCase):
         text = compare.paired_table(paired, [1, 2], ["chain", "fan"])
         self.assertIn("| chain | 0.50x (0.40-0.60) | 0.25x (0.25-0.25) |", text)
         self.assertNotIn("| fan", text)
+        self.assertIn("same round (same CPUs)", text)
+        unpinned = compare.paired_table(paired, [1], ["chain"], pinned=False)
+        self.assertNotIn("same CPUs", unpinned)
 
 
 class Medians(unittest.TestCase):
