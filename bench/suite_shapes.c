@@ -636,22 +636,27 @@ static int pw_lp_build(void* rt, void* graph) {
   return 0;
 }
 
-/* One run of |part| on the calling thread: submit, wait. */
-static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
-  /* A part's submissions share one slice sequence: the last one completes
-   * after every earlier one has, so only it asks for a done event (the
-   * peers' spawns take no handle per task either). */
-  pw_event_t* last = NULL;
-  for (uint64_t i = 0; i < part->submissions; ++i) {
-    pw_event_t** done = i + 1 == part->submissions ? &last : NULL;
+/* |n| submissions of |part|'s graph; only the last asks for a done event,
+ * left in |*last| (a part's submissions share one slice sequence: the
+ * last one completes after every earlier one has; the peers' spawns take
+ * no handle per task either). */
+static pw_status_t pw_lp_submit_n(pw_lp_graph_t* g, pw_lp_part_t* part, uint64_t n,
+                                  pw_event_t** last) {
+  for (uint64_t i = 0; i < n; ++i) {
+    pw_event_t** done = i + 1 == n ? last : NULL;
     pw_status_t s =
         part->armed != NULL
             ? pw_graph_exec_submit(part->armed, NULL, 0, NULL, NULL, 0, done)
             : pw_graph_submit(g->client, part->graph, NULL, 0, NULL, NULL, 0, done);
-    if (s != NULL) return pw_lp_fail(s, "submit");
+    if (s != NULL) return s;
   }
-  /* A run that completed inline needs no deadline: no clock read (about
-   * 25 ns on this VM's kvm-clock), as the peers' waits read none. */
+  return NULL;
+}
+
+/* Waits for |last| and releases it; 0, or -1 (printed) if it failed. A
+ * run that completed inline needs no deadline: no clock read (about 25 ns
+ * on this VM's kvm-clock), as the peers' waits read none. */
+static int pw_lp_wait_last(pw_event_t* last) {
   pw_time_t deadline =
       pw_event_is_ready(last) ? PW_INFINITE_FUTURE : pw_deadline_from_timeout(PW_LP_DEADLINE_NS);
   pw_status_t s = pw_event_wait(last, deadline);
@@ -659,9 +664,16 @@ static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
   return pw_lp_fail(s, "wait");
 }
 
+/* One run of |part| on the calling thread: submit, wait. */
+static int pw_lp_run_part(pw_lp_graph_t* g, pw_lp_part_t* part) {
+  pw_event_t* last = NULL;
+  if (pw_lp_fail(pw_lp_submit_n(g, part, part->submissions, &last), "submit")) return -1;
+  return pw_lp_wait_last(last);
+}
+
 /* spawn at T > 1: submits chunks taken from the shared counter until it
- * runs out, then waits for the last (the part's submissions share one
- * slice sequence: the last completes after the others). */
+ * runs out (or a submission fails, which stops the others at their next
+ * chunk), then waits for the last. */
 static void* pw_lp_spawn_thread(void* arg) {
   pw_lp_part_t* part = arg;
   pw_lp_graph_t* g = part->owner;
@@ -674,29 +686,13 @@ static void* pw_lp_spawn_thread(void* arg) {
     uint64_t n = g->spawn_end - at < PW_LP_SPAWN_CHUNK ? g->spawn_end - at : PW_LP_SPAWN_CHUNK;
     pw_event_release(last);
     last = NULL;
-    for (uint64_t i = 0; i < n; ++i) {
-      pw_status_t s = part->armed != NULL
-                          ? pw_graph_exec_submit(part->armed, NULL, 0, NULL, NULL, 0,
-                                                 i + 1 == n ? &last : NULL)
-                          : pw_graph_submit(g->client, part->graph, NULL, 0, NULL, NULL, 0,
-                                            i + 1 == n ? &last : NULL);
-      if (s != NULL) {
-        part->failed = pw_lp_fail(s, "submit");
-        /* The others stop at their next chunk. */
-        atomic_store(&g->spawn_next, g->spawn_end);
-        break;
-      }
+    part->failed = pw_lp_fail(pw_lp_submit_n(g, part, n, &last), "submit");
+    if (part->failed) {
+      atomic_store(&g->spawn_next, g->spawn_end);
+      break;
     }
-    if (part->failed) break;
   }
-  if (last != NULL) {
-    pw_status_t s = pw_event_wait(last, pw_event_is_ready(last)
-                                            ? PW_INFINITE_FUTURE
-                                            : pw_deadline_from_timeout(PW_LP_DEADLINE_NS));
-    int failed = pw_lp_fail(s, "wait");
-    if (!part->failed) part->failed = failed;
-    pw_event_release(last);
-  }
+  if (last != NULL && pw_lp_wait_last(last) != 0) part->failed = -1;
   return NULL;
 }
 
