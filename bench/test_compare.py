@@ -123,5 +123,30 @@ class Medians(unittest.TestCase):
         self.assertIn("| fan | 44 | 102 | 0.43x (onetbb) |", text)
 
 
+class FromPython(unittest.TestCase):
+    """libpathways-py (libpathways driven from Python) is never a peer: not
+    in the best peer, not in the paired ratios; its own table sets it
+    against Dask."""
+
+    def test_it_is_not_a_peer(self):
+        results = [row("libpathways", "chain", 1, 0, 20.0), row("onetbb", "chain", 1, 0, 40.0),
+                   row("libpathways-py", "chain", 1, 0, 5.0), row("dask", "chain", 1, 0, 4e4)]
+        medians = compare.aggregate(results)
+        self.assertEqual(compare.best_peer(medians, "chain", 1, "rerun_ns"), ("onetbb", 40.0))
+        self.assertEqual(compare.paired_ratios(results), {("chain", 1): [0.5]})
+
+    def test_its_table_against_dask(self):
+        results = [row("libpathways-py", "layered", 1, 0, 6000.0),
+                   row("dask", "layered", 1, 0, 48000.0),
+                   row("libpathways-py", "one", 1, 0, None, p50_us=40.0),
+                   row("dask", "one", 1, 0, None, p50_us=80.0),
+                   row("libpathways-py", "metg", 1, 0, None, metg_us=None),
+                   row("dask", "metg", 1, 0, None, metg_us=None)]
+        text = compare.python_table(compare.aggregate(results), [1], ["layered", "one", "metg"])
+        self.assertIn("| layered | 6000 | 48000 | 0.12x |", text)
+        self.assertIn("| one | 40.00 | 80.00 | 0.50x |", text)
+        self.assertNotIn("| metg", text)  # neither measured one
+
+
 if __name__ == "__main__":
     sys.exit(unittest.main())
