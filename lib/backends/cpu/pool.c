@@ -4,12 +4,44 @@
  * any number of devices.
  *
  * One mutex guards the queue. A task is popped under it and run outside it,
- * so a task may push more tasks (a done callback that launches again). */
+ * so a task may push more tasks (a done callback that launches again).
+ *
+ * Continuations. A task that a worker pushes while it runs a task, when the
+ * queue is empty, is that worker's continuation: it runs next on the same
+ * thread, and no other worker is woken for it. A chain of ops (each op's
+ * completion launches the next) then stays on one worker instead of
+ * handing every op to another thread (a futex wake-up each, and for Python
+ * kernels a GIL hand-off). Only one task waits in the slot: the next push
+ * of the same task goes to the queue and wakes a worker, so the other
+ * launches of a gang still run in parallel; and a push while tasks are
+ * queued goes behind them, so a long chain cannot starve queued work. The
+ * slot is thread-local and run right after the current task returns: tasks
+ * never block waiting for other tasks (collectives rendezvous without
+ * parking, see collective.c). */
 #include <errno.h>
 #include <stdalign.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+
+/* The pool whose task this worker thread is running, and its continuation
+ * (see the file comment). */
+static _Thread_local struct {
+  pw_cpu__pool_t* pool;
+  pw_cpu__task_t* next;
+} pw_cpu_worker;
+
+/* Runs |task|, then the continuations it and its successors leave. */
+static void pw_cpu_pool_run(pw_cpu__pool_t* pool, pw_cpu__task_t* task) {
+  pw_cpu_worker.pool = pool;
+  while (task != NULL) {
+    task->next = NULL;
+    task->fn(task);
+    task = pw_cpu_worker.next;
+    pw_cpu_worker.next = NULL;
+  }
+  pw_cpu_worker.pool = NULL;
+}
 
 static void* pw_cpu_pool_main(void* arg) {
   pw_cpu__pool_t* pool = arg;
@@ -27,8 +59,7 @@ static void* pw_cpu_pool_main(void* arg) {
     pool->head = task->next;
     if (pool->head == NULL) pool->tail = NULL;
     pthread_mutex_unlock(&pool->mutex);
-    task->next = NULL;
-    task->fn(task);
+    pw_cpu_pool_run(pool, task);
   }
 }
 
@@ -81,7 +112,13 @@ pw_status_t pw_cpu__pool_start(pw_cpu__pool_t* pool, pw_allocator_t allocator,
 
 void pw_cpu__pool_push(pw_cpu__pool_t* pool, pw_cpu__task_t* task) {
   task->next = NULL;
+  bool continuation = pw_cpu_worker.pool == pool && pw_cpu_worker.next == NULL;
   pthread_mutex_lock(&pool->mutex);
+  if (continuation && pool->head == NULL) {
+    pthread_mutex_unlock(&pool->mutex);
+    pw_cpu_worker.next = task;
+    return;
+  }
   if (pool->tail != NULL) {
     pool->tail->next = task;
   } else {

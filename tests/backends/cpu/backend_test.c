@@ -1,8 +1,10 @@
 /* CPU backend core: options, devices, memory and copies, launch checks,
  * custom kernels, device health, and allocation-failure sweeps. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_test_support.h"
 #include "support/test_allocators.h"
@@ -312,6 +314,190 @@ Test(cpu_backend, custom_kernel_registration) {
                    &mesh, ins, outs);
   expect_code(s, PW_STATUS_INVALID_ARGUMENT, "does not take dtype f64");
   cpu_destroy(b);
+  cr_assert_eq(pw_test_allocator_live(&counting), 0);
+}
+
+/*---------------------------------------------------------------------------
+ * Worker pool: continuations
+ *-------------------------------------------------------------------------*/
+
+/* Kernel "test.where": records the pool thread each call ran on, and sleeps
+ * |sleep_ms| (an attribute) so that other workers can take queued tasks
+ * meanwhile. */
+typedef struct where_state_t {
+  pthread_mutex_t mutex;
+  pthread_t seen[64];
+  uint32_t calls;
+} where_state_t;
+
+static pw_status_t where_run(const pw_cpu_kernel_call_t* call) {
+  where_state_t* state = call->user;
+  double ms = pw_cpu_program_number_attr(call->program, "sleep_ms", 0);
+  if (ms > 0) {
+    struct timespec ts = {0, (long)(ms * 1e6)};
+    nanosleep(&ts, NULL);
+  }
+  pthread_mutex_lock(&state->mutex);
+  if (state->calls < 64) state->seen[state->calls] = pthread_self();
+  state->calls++;
+  pthread_mutex_unlock(&state->mutex);
+  return NULL;
+}
+
+static uint32_t where_distinct(where_state_t* state) {
+  uint32_t n = 0, calls = state->calls < 64 ? state->calls : 64;
+  for (uint32_t i = 0; i < calls; ++i) {
+    bool earlier = false;
+    for (uint32_t j = 0; j < i && !earlier; ++j) {
+      earlier = pthread_equal(state->seen[i], state->seen[j]);
+    }
+    n += !earlier;
+  }
+  return n;
+}
+
+static void where_register(pw_backend_t b, where_state_t* state) {
+  static const pw_cpu_param_spec_t out = {"y", PW_CPU_DTYPES_ANY, -1};
+  static const pw_cpu_attr_spec_t attr = {"sleep_ms", PW_CPU_ATTR_NUMBER, false};
+  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.where",
+                             .input_count = 0, .output_count = 1, .outputs = &out,
+                             .attr_count = 1, .attrs = &attr, .run = where_run,
+                             .user = state};
+  memset(state, 0, sizeof(*state));
+  pthread_mutex_init(&state->mutex, NULL);
+  cr_assert_null(pw_cpu_backend_register_kernel(b, &def));
+}
+
+/* A chain: each launch's done launches the next, on the worker, as the
+ * runtime's dispatch does when an op's completion readies its successor. */
+typedef struct chain_t {
+  pw_backend_t backend;
+  pw_backend_launch_t launch;
+  uint32_t left;
+  cpu_waiter_t* waiter;
+} chain_t;
+
+static void chain_done(void* user, pw_status_t status) {
+  chain_t* chain = user;
+  if (status != NULL || --chain->left == 0) {
+    cpu_waiter_done(chain->waiter, status);
+    return;
+  }
+  pw_status_t s = chain->backend.vtable->launch(chain->backend.self, &chain->launch);
+  if (s != NULL) cpu_waiter_done(chain->waiter, s);
+}
+
+Test(cpu_backend, a_chain_of_launches_stays_on_one_worker) {
+  pw_test_allocator_t counting;
+  pw_test_allocator_init(&counting);
+  pw_backend_t b;
+  cr_assert_null(cpu_create(pw_test_allocator(&counting), 1, 4, 0, &b));
+  where_state_t state;
+  where_register(b, &state);
+  pw_mesh_shape_t mesh = pw_mesh_shape_make(1, (uint32_t[]){1});
+  pw_backend_executable_t exe = NULL;
+  pw_executable_signature_t sig;
+  cr_assert_null(cpu_load_text(b, "kernel test.where\noutput u8[1] replicated\n", &mesh, &exe,
+                               &sig));
+  pw_backend_memory_t out;
+  cr_assert_null(b.vtable->allocate(b.self, 0, 1, &out));
+  uint32_t group[] = {0};
+  cpu_waiter_t w;
+  cpu_waiter_init(&w, 1);
+  chain_t chain = {b, {.struct_size = sizeof(pw_backend_launch_t), .executable = exe,
+                       .device = 0, .group_devices = group, .group_size = 1, .gang_id = 1,
+                       .outputs = &out, .output_count = 1, .done = chain_done,
+                       .done_user = &chain},
+                   32, &w};
+  cr_assert_null(b.vtable->launch(b.self, &chain.launch));
+  cr_assert(cpu_waiter_wait(&w, 20000));
+  cr_assert_eq(w.errors, 0);
+  cr_assert_eq(state.calls, 32);
+  /* The first launch came from this thread (any worker takes it); every
+   * later one was pushed by that worker with nothing queued: its
+   * continuation. */
+  cr_assert_eq(where_distinct(&state), 1, "the chain ran on %u workers", where_distinct(&state));
+  cpu_waiter_destroy(&w);
+  b.vtable->deallocate(b.self, 0, out);
+  b.vtable->unload(b.self, exe);
+  cpu_destroy(b);
+  pthread_mutex_destroy(&state.mutex);
+  cr_assert_eq(pw_test_allocator_live(&counting), 0);
+}
+
+/* A done that launches a 4-device gang: one launch is the worker's
+ * continuation, the other three are queued and wake other workers, so the
+ * gang still runs in parallel. */
+typedef struct fanout_t {
+  pw_backend_t backend;
+  pw_backend_launch_t launches[4];
+  cpu_waiter_t* waiter;
+} fanout_t;
+
+static void fanout_done(void* user, pw_status_t status) {
+  fanout_t* f = user;
+  if (status != NULL) {
+    for (int i = 0; i < 4; ++i) cpu_waiter_done(f->waiter, pw_status_clone(status));
+    pw_status_free(status);
+    return;
+  }
+  for (int i = 0; i < 4; ++i) {
+    pw_status_t s = f->backend.vtable->launch(f->backend.self, &f->launches[i]);
+    if (s != NULL) cpu_waiter_done(f->waiter, s);
+  }
+}
+
+Test(cpu_backend, a_gang_launched_by_a_worker_still_runs_on_several_workers) {
+  pw_test_allocator_t counting;
+  pw_test_allocator_init(&counting);
+  pw_backend_t b;
+  cr_assert_null(cpu_create(pw_test_allocator(&counting), 4, 4, 0, &b));
+  where_state_t state;
+  where_register(b, &state);
+  pw_mesh_shape_t one = pw_mesh_shape_make(1, (uint32_t[]){1});
+  pw_mesh_shape_t four = pw_mesh_shape_make(1, (uint32_t[]){4});
+  pw_backend_executable_t first = NULL, gang = NULL;
+  pw_executable_signature_t sig;
+  cr_assert_null(cpu_load_text(b, "kernel test.where\noutput u8[1] replicated\n", &one, &first,
+                               &sig));
+  cr_assert_null(cpu_load_text(b,
+                               "kernel test.where\noutput u8[4] split(0,all)\n"
+                               "attr sleep_ms 100\n",
+                               &four, &gang, &sig));
+  pw_backend_memory_t out[4];
+  for (uint32_t d = 0; d < 4; ++d) cr_assert_null(b.vtable->allocate(b.self, d, 1, &out[d]));
+  uint32_t group1[] = {0}, group4[] = {0, 1, 2, 3};
+  cpu_waiter_t w;
+  cpu_waiter_init(&w, 4);
+  fanout_t f = {.backend = b, .waiter = &w};
+  for (uint32_t d = 0; d < 4; ++d) {
+    f.launches[d] = (pw_backend_launch_t){
+        .struct_size = sizeof(pw_backend_launch_t), .executable = gang, .device = d,
+        .mesh_index = d, .group_devices = group4, .group_size = 4, .gang_id = 2,
+        .outputs = &out[d], .output_count = 1, .done = cpu_waiter_done, .done_user = &w};
+  }
+  pw_backend_launch_t start = {.struct_size = sizeof(start), .executable = first, .device = 0,
+                               .group_devices = group1, .group_size = 1, .gang_id = 1,
+                               .outputs = &out[0], .output_count = 1, .done = fanout_done,
+                               .done_user = &f};
+  cr_assert_null(b.vtable->launch(b.self, &start));
+  cr_assert(cpu_waiter_wait(&w, 20000));
+  cr_assert_eq(w.errors, 0);
+  cr_assert_eq(state.calls, 5);
+  /* Call 0 is the first launch; calls 1-4 the gang's, each sleeping
+   * 100 ms: had all four waited for the launching worker, they would have
+   * run on it alone. */
+  where_state_t gang_calls = state;
+  memmove(gang_calls.seen, state.seen + 1, 4 * sizeof(pthread_t));
+  gang_calls.calls = 4;
+  cr_assert_geq(where_distinct(&gang_calls), 2, "the gang ran on %u workers",
+                where_distinct(&gang_calls));
+  cpu_waiter_destroy(&w);
+  for (uint32_t d = 0; d < 4; ++d) b.vtable->deallocate(b.self, d, out[d]);
+  b.vtable->unload(b.self, first);
+  b.vtable->unload(b.self, gang);
+  cpu_destroy(b);
+  pthread_mutex_destroy(&state.mutex);
   cr_assert_eq(pw_test_allocator_live(&counting), 0);
 }
 
