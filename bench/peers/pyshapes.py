@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+import unittest
 
 SHAPES = ["chain", "fan", "layered", "spmd", "pipeline", "spawn", "one", "step"]
 METG_GRID_US = [0.25, 0.5, 1, 2, 4, 8, 10]
@@ -125,6 +126,20 @@ def percentile(values, p):
     k = (len(s) - 1) * p / 100.0
     lo, hi = math.floor(k), math.ceil(k)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+# The fields every driver's rows carry (the issue's list; more may follow).
+ROW_FIELDS = ("bench", "runtime", "shape", "threads", "tasks", "edges", "build_ns",
+              "first_ns", "rerun_ns", "p50_us", "p99_us")
+
+
+def check_rows(test, rows, runtime):
+    """unittest helper: every row has ROW_FIELDS, |runtime| and a rerun."""
+    for r in rows:
+        for field in ROW_FIELDS:
+            test.assertIn(field, r)
+        test.assertEqual(r["runtime"], runtime)
+        test.assertGreater(r["rerun_ns"], 0)
 
 
 def row(runtime, shape, threads, tasks, edges, reps, **fields):
@@ -299,3 +314,12 @@ def run_all(driver, args):
                       file=sys.stderr)
                 ok = False
     return 0 if ok else 1
+
+
+def test_main(module_globals, script):
+    """Entry point of the drivers' unit tests: `script PATH/TO/pw-bench
+    [unittest options]`; the path goes to the test module's PW_BENCH."""
+    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
+        sys.exit("usage: %s PATH/TO/pw-bench [unittest options]" % script)
+    module_globals["PW_BENCH"] = sys.argv.pop(1)
+    unittest.main()

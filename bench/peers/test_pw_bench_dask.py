@@ -5,17 +5,14 @@ verification that a run respected every edge (which must catch a wrong
 order). Usage: test_pw_bench_dask.py PATH/TO/pw-bench [unittest options]."""
 
 import contextlib
-import importlib.util
 import io
 import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("pw_bench_dask",
-                                               os.path.join(HERE, "pw_bench_dask.py"))
-drv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(drv)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pw_bench_dask as drv  # noqa: E402
+import pyshapes  # noqa: E402
 
 PW_BENCH = None
 
@@ -100,12 +97,7 @@ class Measure(unittest.TestCase):
             self.assertTrue(drv.measure_shape(run_in_order(topological), args, "one", 1))
         rows = [drv.json.loads(line) for line in out.getvalue().splitlines()]
         self.assertEqual([r["shape"] for r in rows], ["layered", "one"])
-        for r in rows:
-            for field in ("bench", "runtime", "shape", "threads", "tasks", "edges", "build_ns",
-                          "first_ns", "rerun_ns", "p50_us", "p99_us"):
-                self.assertIn(field, r)
-            self.assertEqual(r["runtime"], "dask")
-            self.assertGreater(r["rerun_ns"], 0)
+        pyshapes.check_rows(self, rows, "dask")
         self.assertIsNone(rows[0]["p50_us"])
         self.assertGreater(rows[1]["p99_us"], 0)
 
@@ -118,7 +110,4 @@ class Measure(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
-        sys.exit("usage: test_pw_bench_dask.py PATH/TO/pw-bench [unittest options]")
-    PW_BENCH = sys.argv.pop(1)
-    unittest.main()
+    pyshapes.test_main(globals(), "test_pw_bench_dask.py")

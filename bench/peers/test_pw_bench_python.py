@@ -7,18 +7,15 @@ carry every field. Usage (PYTHONPATH reaching the bindings):
 test_pw_bench_python.py PATH/TO/pw-bench [unittest options]."""
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("pw_bench_python",
-                                               os.path.join(HERE, "pw_bench_python.py"))
-drv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(drv)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pw_bench_python as drv  # noqa: E402
+import pyshapes  # noqa: E402
 
 import pathways as pw  # noqa: E402
 
@@ -32,14 +29,14 @@ def quiet():
 class VerifiedRuns(unittest.TestCase):
     def test_every_shape_passes_at_one_and_two_workers(self):
         driver = drv.PwDriver(pw)
-        for shape in drv.pyshapes.SHAPES:
-            dag = drv.pyshapes.load_dag(PW_BENCH, shape, 0.01)
+        for shape in pyshapes.SHAPES:
+            dag = pyshapes.load_dag(PW_BENCH, shape, 0.01)
             for threads in (1, 2):
                 self.assertTrue(driver.checked_run(dag, threads), "%s T=%d" % (shape, threads))
 
     def test_a_task_stamped_before_its_predecessor_fails(self):
-        dag = drv.pyshapes.load_dag(PW_BENCH, "chain", 0.01)
-        stamps = drv.pyshapes.Stamps(dag["tasks"])
+        dag = pyshapes.load_dag(PW_BENCH, "chain", 0.01)
+        stamps = pyshapes.Stamps(dag["tasks"])
         for i in reversed(range(dag["tasks"])):
             stamps.task(i)()
         err = io.StringIO()
@@ -48,7 +45,7 @@ class VerifiedRuns(unittest.TestCase):
         self.assertIn("ran before its predecessor", err.getvalue())
 
     def test_gang_stamps_catch_a_missing_device_and_a_step_out_of_order(self):
-        dag = drv.pyshapes.load_dag(PW_BENCH, "spmd", 0.01)
+        dag = pyshapes.load_dag(PW_BENCH, "spmd", 0.01)
         ops = drv.gang_steps(dag) * drv.GANG_SLICES
 
         def stamped(order, skip=None):
@@ -68,7 +65,7 @@ class VerifiedRuns(unittest.TestCase):
         self.assertIn("before the previous step's", err.getvalue())
 
     def test_a_lost_spawn_task_fails(self):
-        dag = drv.pyshapes.load_dag(PW_BENCH, "spawn", 0.01)
+        dag = pyshapes.load_dag(PW_BENCH, "spawn", 0.01)
         driver = drv.PwDriver(pw)
         real = drv.PwShape.run
 
@@ -98,16 +95,11 @@ class Measure(unittest.TestCase):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), quiet():
             for shape in ("layered", "spawn", "step"):
-                self.assertTrue(drv.pyshapes.measure_shape(drv.PwDriver(pw), self.args(),
+                self.assertTrue(pyshapes.measure_shape(drv.PwDriver(pw), self.args(),
                                                            shape, 1))
         rows = [json.loads(line) for line in out.getvalue().splitlines()]
         self.assertEqual([r["shape"] for r in rows], ["layered", "spawn", "step"])
-        for r in rows:
-            for field in ("bench", "runtime", "shape", "threads", "tasks", "edges", "build_ns",
-                          "first_ns", "rerun_ns", "p50_us", "p99_us"):
-                self.assertIn(field, r)
-            self.assertEqual(r["runtime"], "libpathways-py")
-            self.assertGreater(r["rerun_ns"], 0)
+        pyshapes.check_rows(self, rows, "libpathways-py")
         self.assertIsNone(rows[1]["build_ns"])  # spawn builds no graph of tasks
         self.assertGreater(rows[2]["p99_us"], 0)
         self.assertIn("gang ops", rows[2]["note"])
@@ -124,7 +116,7 @@ class Measure(unittest.TestCase):
         args = self.args("--shape", "chain,one", "--threads", "1", "--no-metg")
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            self.assertEqual(drv.pyshapes.run_all(Failing(pw), args), 1)
+            self.assertEqual(pyshapes.run_all(Failing(pw), args), 1)
         self.assertIn("chain at 1 threads failed", err.getvalue())
         self.assertIn("task body failed on purpose", err.getvalue())
         rows = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -139,7 +131,4 @@ class Measure(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
-        sys.exit("usage: test_pw_bench_python.py PATH/TO/pw-bench [unittest options]")
-    PW_BENCH = sys.argv.pop(1)
-    unittest.main()
+    pyshapes.test_main(globals(), "test_pw_bench_python.py")

@@ -356,9 +356,15 @@ static uint32_t where_distinct(where_state_t* state) {
   return n;
 }
 
-static void where_register(pw_backend_t b, where_state_t* state) {
+/* A backend of |devices| devices and 4 workers, with "test.where"
+ * recording into |state|. */
+static pw_backend_t where_backend(pw_test_allocator_t* counting, uint32_t devices,
+                                  where_state_t* state) {
   static const pw_cpu_param_spec_t out = {"y", PW_CPU_DTYPES_ANY, -1};
   static const pw_cpu_attr_spec_t attr = {"sleep_ms", PW_CPU_ATTR_NUMBER, false};
+  pw_test_allocator_init(counting);
+  pw_backend_t b;
+  cr_assert_null(cpu_create(pw_test_allocator(counting), devices, 4, 0, &b));
   pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.where",
                              .input_count = 0, .output_count = 1, .outputs = &out,
                              .attr_count = 1, .attrs = &attr, .run = where_run,
@@ -366,6 +372,15 @@ static void where_register(pw_backend_t b, where_state_t* state) {
   memset(state, 0, sizeof(*state));
   pthread_mutex_init(&state->mutex, NULL);
   cr_assert_null(pw_cpu_backend_register_kernel(b, &def));
+  return b;
+}
+
+static void where_finish(pw_backend_t b, where_state_t* state, pw_test_allocator_t* counting,
+                         cpu_waiter_t* waiter) {
+  cpu_waiter_destroy(waiter);
+  cpu_destroy(b);
+  pthread_mutex_destroy(&state->mutex);
+  cr_assert_eq(pw_test_allocator_live(counting), 0);
 }
 
 /* A chain: each launch's done launches the next, on the worker, as the
@@ -389,11 +404,8 @@ static void chain_done(void* user, pw_status_t status) {
 
 Test(cpu_backend, a_chain_of_launches_stays_on_one_worker) {
   pw_test_allocator_t counting;
-  pw_test_allocator_init(&counting);
-  pw_backend_t b;
-  cr_assert_null(cpu_create(pw_test_allocator(&counting), 1, 4, 0, &b));
   where_state_t state;
-  where_register(b, &state);
+  pw_backend_t b = where_backend(&counting, 1, &state);
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, (uint32_t[]){1});
   pw_backend_executable_t exe = NULL;
   pw_executable_signature_t sig;
@@ -417,12 +429,9 @@ Test(cpu_backend, a_chain_of_launches_stays_on_one_worker) {
    * later one was pushed by that worker with nothing queued: its
    * continuation. */
   cr_assert_eq(where_distinct(&state), 1, "the chain ran on %u workers", where_distinct(&state));
-  cpu_waiter_destroy(&w);
   b.vtable->deallocate(b.self, 0, out);
   b.vtable->unload(b.self, exe);
-  cpu_destroy(b);
-  pthread_mutex_destroy(&state.mutex);
-  cr_assert_eq(pw_test_allocator_live(&counting), 0);
+  where_finish(b, &state, &counting, &w);
 }
 
 /* A done that launches a 4-device gang: one launch is the worker's
@@ -449,11 +458,8 @@ static void fanout_done(void* user, pw_status_t status) {
 
 Test(cpu_backend, a_gang_launched_by_a_worker_still_runs_on_several_workers) {
   pw_test_allocator_t counting;
-  pw_test_allocator_init(&counting);
-  pw_backend_t b;
-  cr_assert_null(cpu_create(pw_test_allocator(&counting), 4, 4, 0, &b));
   where_state_t state;
-  where_register(b, &state);
+  pw_backend_t b = where_backend(&counting, 4, &state);
   pw_mesh_shape_t one = pw_mesh_shape_make(1, (uint32_t[]){1});
   pw_mesh_shape_t four = pw_mesh_shape_make(1, (uint32_t[]){4});
   pw_backend_executable_t first = NULL, gang = NULL;
@@ -492,13 +498,10 @@ Test(cpu_backend, a_gang_launched_by_a_worker_still_runs_on_several_workers) {
   gang_calls.calls = 4;
   cr_assert_geq(where_distinct(&gang_calls), 2, "the gang ran on %u workers",
                 where_distinct(&gang_calls));
-  cpu_waiter_destroy(&w);
   for (uint32_t d = 0; d < 4; ++d) b.vtable->deallocate(b.self, d, out[d]);
   b.vtable->unload(b.self, first);
   b.vtable->unload(b.self, gang);
-  cpu_destroy(b);
-  pthread_mutex_destroy(&state.mutex);
-  cr_assert_eq(pw_test_allocator_live(&counting), 0);
+  where_finish(b, &state, &counting, &w);
 }
 
 /*---------------------------------------------------------------------------
