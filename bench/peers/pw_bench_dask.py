@@ -32,7 +32,6 @@ Output: one JSON object per result on stdout, fields as the C drivers'
 import json  # noqa: F401 (the tests read rows with drv.json)
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyshapes  # noqa: E402
@@ -45,7 +44,7 @@ def build_graph(dag, body_of):
     return {i: (body_of(i),) + tuple(preds[pb[i]:pb[i + 1]]) for i in range(dag["tasks"])}
 
 
-class DaskShape:
+class DaskShape(pyshapes.Shape):
     """One shape prepared for Dask at |threads| workers."""
 
     def __init__(self, get, dag, threads, body_of):
@@ -65,12 +64,6 @@ class DaskShape:
         if graph is None:  # spawn: a graph of independent tasks per run
             graph = build_graph(self.dag, self.body_of)
         self.get(graph, self.keys, num_workers=self.threads)
-
-    def runs(self, n):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            self.run()
-        return time.perf_counter_ns() - t0
 
 
 class DaskDriver:

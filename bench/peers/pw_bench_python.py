@@ -31,10 +31,10 @@ stderr. Exit status 0, 1 when a run failed, 2 for bad options, 3 when the
 bindings cannot be imported.
 """
 
+import itertools
 import os
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyshapes  # noqa: E402
@@ -65,7 +65,7 @@ class GangStamps:
 
     def reset(self):
         self.calls = [[] for _ in range(self.ops)]
-        self.counter = iter(range(1, 1 << 62))
+        self.counter = itertools.count(1)
 
     def task(self, op):
         def body(*_):
@@ -85,7 +85,7 @@ class GangStamps:
         return True
 
 
-class PwShape:
+class PwShape(pyshapes.Shape):
     """One shape prepared for libpathways: a runtime, its client and
     virtual slices, the task kernels and their executables. build() makes
     the graph (for spawn, the one-node graph) and arms it.
@@ -99,7 +99,6 @@ class PwShape:
     def __init__(self, pw, dag, threads, body_of, per_task):
         self.pw = pw
         self.dag = dag
-        self.threads = threads
         self.armed = None
         self.per_task = per_task
         self.gang = dag["shape"] in GANG_SHAPES
@@ -191,12 +190,6 @@ class PwShape:
             last = armed.submit()
         if last is not None:
             last.wait(WAIT_TIMEOUT_S)
-
-    def runs(self, n):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            self.run()
-        return time.perf_counter_ns() - t0
 
     def close(self):
         if self.armed is not None:

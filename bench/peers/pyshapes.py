@@ -84,6 +84,17 @@ class Stamps:
         return True
 
 
+class Shape:
+    """Base of a driver's prepared shape: runs(n) times n back-to-back
+    run()s."""
+
+    def runs(self, n):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            self.run()
+        return time.perf_counter_ns() - t0
+
+
 def load_dag(pw_bench, shape, scale):
     proc = subprocess.run([pw_bench, "dag", "--shape", shape, "--scale", repr(scale)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
