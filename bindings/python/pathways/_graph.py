@@ -25,6 +25,23 @@ def _fill_args(cargs, args):
         raise TypeError(f"argument {i} is {type(args[i]).__name__}, not a Buffer") from None
 
 
+class _Call:
+    """`with _Call(graph) as ptr:` runs a call on |graph| inside its
+    client's guard (Graph._enter)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def __enter__(self):
+        return self.graph._enter()
+
+    def __exit__(self, *exc):
+        self.graph.client._box.exit()
+        return False
+
+
 def _output_ids(couts, nout):
     """The output handle ids a submit wrote into |couts|."""
     if nout == 1:
@@ -108,8 +125,10 @@ class Graph(_Runs, ClientHandle):
 
     def __init__(self, client, name=None):
         out = ffi.new("pw_graph_t*")
-        check(lib.pw_graph_create(client._live(), out))
-        client._box.live += 1
+        box = client._box
+        with box as ptr:
+            check(lib.pw_graph_create(ptr, out))
+            box.live += 1
         self.client = client
         self.name = name
         self._h = out
@@ -122,13 +141,12 @@ class Graph(_Runs, ClientHandle):
         self._cargs = self._couts = self._cdone = None
         self._donate = {}
 
-    def _live(self):
+    def _enter(self):
+        """Enters the client's guard for a call on this graph: the C
+        client; the caller exits the guard (self.client._box.exit())."""
         if not self._id:
             raise ValueError("operation on a released Graph")
-        ptr = self.client._box.ptr
-        if ptr is None:
-            raise ValueError(f"operation on a Graph of closed client {self.client.name!r}")
-        return ptr
+        return self.client._box.enter("a Graph")
 
     @property
     def id(self):
@@ -139,11 +157,12 @@ class Graph(_Runs, ClientHandle):
     def parameter(self, vslice, spec, name=None):
         """Adds the next parameter: an array of |spec| (ArraySpec or text
         "f32[8,4] split(0,all)") living on |vslice|. Returns its Value."""
-        ptr = self._live()
         spec = as_spec(spec)
         cvs = _vslice_handle(vslice)
+        cspec = spec._new_c()
         node = ffi.new("uint32_t*")
-        check(lib.pw_graph_add_parameter(ptr, self._h[0], cvs, spec._new_c(), node))
+        with _Call(self) as ptr:
+            check(lib.pw_graph_add_parameter(ptr, self._h[0], cvs, cspec, node))
         n = _Node()
         n.index, n.kind, n.name, n.param = node[0], "parameter", name, len(self._params)
         n.executable, n.vslice, n.inputs = None, vslice, ()
@@ -156,7 +175,6 @@ class Graph(_Runs, ClientHandle):
         """Adds a node running |executable| over |inputs| (Values of this
         graph) on |vslice| (default: the one it was compiled on). Returns its
         output Value, or a tuple of them if it has several."""
-        ptr = self._live()
         if not isinstance(executable, Executable):
             raise TypeError(f"expected an Executable, not {type(executable).__name__}")
         vslice = vslice if vslice is not None else executable.vslice
@@ -170,8 +188,12 @@ class Graph(_Runs, ClientHandle):
             cin[i].output = v.output
         node = ffi.new("uint32_t*")
         cname = name.encode() if name else ffi.NULL
-        eh = executable._live()[1]
-        check(lib.pw_graph_add_compute(ptr, self._h[0], cname, eh, cvs, cin, len(inputs), node))
+        if not executable._id:
+            raise ValueError("operation on a released Executable")
+        eh = (executable._id,)
+        with _Call(self) as ptr:
+            check(lib.pw_graph_add_compute(ptr, self._h[0], cname, eh, cvs, cin, len(inputs),
+                                           node))
         n = _Node()
         n.index, n.kind, n.name, n.param = node[0], "compute", name, None
         n.executable, n.vslice, n.inputs = executable, vslice, tuple(inputs)
@@ -186,7 +208,6 @@ class Graph(_Runs, ClientHandle):
         as |sharding| ("replicated", "split(0,all)", a Sharding). Only the
         shard-to-shard copies needed are made, by the runtime's transport,
         in the destination's gang order. Returns the moved Value."""
-        ptr = self._live()
         if not isinstance(value, Value) or value.graph is not self:
             raise TypeError(f"transfer input is not a Value of this graph: {value!r}")
         sharding = as_sharding(sharding)
@@ -194,8 +215,10 @@ class Graph(_Runs, ClientHandle):
         sharding._to_c(cs)
         node = ffi.new("uint32_t*")
         cname = name.encode() if name else ffi.NULL
-        check(lib.pw_graph_add_transfer(ptr, self._h[0], cname, (value.node, value.output),
-                                        _vslice_handle(vslice), cs[0], node))
+        cvs = _vslice_handle(vslice)
+        with _Call(self) as ptr:
+            check(lib.pw_graph_add_transfer(ptr, self._h[0], cname, (value.node, value.output),
+                                            cvs, cs[0], node))
         n = _Node()
         n.index, n.kind, n.name, n.param = node[0], "transfer", name, None
         n.executable, n.vslice, n.inputs = None, vslice, (value,)
@@ -206,20 +229,20 @@ class Graph(_Runs, ClientHandle):
 
     def output(self, *values):
         """Declares |values| as the next graph outputs, in order."""
-        ptr = self._live()
         for v in values:
             if not isinstance(v, Value) or v.graph is not self:
                 raise TypeError(f"graph output must be a Value of this graph, not {v!r}")
-            check(lib.pw_graph_add_output(ptr, self._h[0], (v.node, v.output)))
+            with _Call(self) as ptr:
+                check(lib.pw_graph_add_output(ptr, self._h[0], (v.node, v.output)))
             self._outputs.append(v)
 
     def finalize(self):
         """Validates and lowers the graph (errors name the node). Idempotent;
         the graph is frozen afterwards. Returns self."""
-        ptr = self._live()
-        if not self._finalized:
-            check(lib.pw_graph_finalize(ptr, self._h[0]))
-            self._finalized = True
+        with _Call(self) as ptr:
+            if not self._finalized:
+                check(lib.pw_graph_finalize(ptr, self._h[0]))
+                self._finalized = True
             self._cargs = ffi.new("pw_buffer_t[]", max(1, len(self._params)))
             self._couts = ffi.new("pw_buffer_t[]", max(1, len(self._outputs)))
             self._cdone = ffi.new("pw_event_t**")
@@ -244,7 +267,8 @@ class Graph(_Runs, ClientHandle):
     def counts(self):
         """The library's counts: parameters, computes, outputs, edges."""
         c = ffi.new("pw_graph_counts_t*")
-        check(lib.pw_graph_counts(self._live(), self._h[0], c))
+        with _Call(self) as ptr:
+            check(lib.pw_graph_counts(ptr, self._h[0], c))
         return {"parameters": c.parameters, "computes": c.computes, "outputs": c.outputs,
                 "edges": c.edges}
 
@@ -272,9 +296,6 @@ class Graph(_Runs, ClientHandle):
         Buffer is released) and its memory may be reused for an output.
         Thread-safe."""
         box = self.client._box
-        cptr = box.ptr
-        if cptr is None or not self._id:
-            self._live()
         if not self._finalized:
             self.finalize()
         nargs = len(self._params)
@@ -282,6 +303,7 @@ class Graph(_Runs, ClientHandle):
         if len(args) != nargs:
             raise TypeError(f"graph {self.name or ''!r} takes {nargs} argument(s), got {len(args)}")
         opts = ffi.NULL if donate is None else self._donate_options(donate)
+        cptr = self._enter()
         lock = self._lock
         mine = lock.acquire(False)
         try:
@@ -297,10 +319,11 @@ class Graph(_Runs, ClientHandle):
                 raise take_error(status)
             ids = _output_ids(couts, nout)
             done = cdone[0]
+            box.live += nout
         finally:
             if mine:
                 lock.release()
-        box.live += nout
+            box.exit()
         return _execution(self, box, args, ids, done, donate)
 
     def arm(self):
@@ -416,7 +439,6 @@ class ArmedGraph(_Runs):
         self._box = None
         if not isinstance(graph, Graph):
             raise TypeError(f"expected a Graph, not {type(graph).__name__}")
-        ptr = graph._live()
         graph.finalize()
         self.graph = graph
         self.client = graph.client
@@ -425,15 +447,18 @@ class ArmedGraph(_Runs):
         self._couts = ffi.new("pw_buffer_t[]", max(1, len(graph._outputs)))
         self._cdone = ffi.new("pw_event_t**")
         out = ffi.new("pw_graph_exec_t**")
-        check(lib.pw_graph_exec_create(ptr, graph._hv, out))
         cbox = graph.client._box
-        self._box = box = _ArmedBox(out[0])
-        cbox.armed.add(box)
-        cbox.live += 1
+        # Registered inside the guard: a client closing meanwhile either
+        # refuses this or finds it in |armed| and destroys it first.
+        with _Call(graph) as ptr:
+            check(lib.pw_graph_exec_create(ptr, graph._hv, out))
+            self._box = box = _ArmedBox(out[0])
+            cbox.armed.add(box)
+            cbox.live += 1
 
     def _closed_error(self):
         name = self.graph.name or ""
-        if self.client._box.ptr is None:
+        if self.client._box.closing:
             return ValueError(f"operation on an ArmedGraph of closed client "
                               f"{self.client.name!r} (graph {name!r})")
         return ValueError(f"operation on a closed ArmedGraph (graph {name!r})")
@@ -463,17 +488,24 @@ class ArmedGraph(_Runs):
         opts = ffi.NULL if donate is None else g._donate_options(donate)
         cargs, couts, cdone = self._cargs, self._couts, self._cdone
         cbox = self.client._box
-        with box.lock:
-            ptr = box.ptr
-            if ptr is None:  # closed by another thread meanwhile
-                raise self._closed_error()
-            _fill_args(cargs, args)
-            status = lib.pw_graph_exec_submit(ptr, cargs, nargs, opts, couts, nout, cdone)
-            if status:
-                raise take_error(status)
-            ids = _output_ids(couts, nout)
-            done = cdone[0]
-            cbox.live += nout
+        # The client's guard too: a close waits for this submission, then
+        # destroys the armed graph (which waits for its runs).
+        if cbox.try_enter() is None:
+            raise self._closed_error()
+        try:
+            with box.lock:
+                ptr = box.ptr
+                if ptr is None:  # closed by another thread meanwhile
+                    raise self._closed_error()
+                _fill_args(cargs, args)
+                status = lib.pw_graph_exec_submit(ptr, cargs, nargs, opts, couts, nout, cdone)
+                if status:
+                    raise take_error(status)
+                ids = _output_ids(couts, nout)
+                done = cdone[0]
+                cbox.live += nout
+        finally:
+            cbox.exit()
         return _execution(g, cbox, args, ids, done, donate)
 
     def close(self):

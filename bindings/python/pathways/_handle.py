@@ -11,7 +11,9 @@ class ClientHandle:
     releases it (``_RELEASE``) and the attribute holding the id
     (``_HANDLE_ATTR``). ``release()`` (alias ``close()``) drops the handle
     and is idempotent; leaving a ``with`` block and garbage collection do
-    the same. Work already submitted keeps what it needs."""
+    the same. Work already submitted keeps what it needs. Once the client
+    is closing or closed, releasing is a no-op (the client frees every
+    handle it has)."""
 
     __slots__ = ()
     _RELEASE = None
@@ -23,12 +25,23 @@ class ClientHandle:
             setattr(self, self._HANDLE_ATTR, 0)
         return hid
 
+    def _release(self, hid):
+        """Releases handle |hid| inside the client's guard; the status, or
+        None (also when the client is closing)."""
+        box = self.client._box
+        ptr = box.try_enter()
+        if ptr is None:
+            return None
+        try:
+            box.live -= 1
+            return getattr(lib, self._RELEASE)(ptr, (hid,))
+        finally:
+            box.exit()
+
     def release(self):
         hid = self._take_handle()
-        box = self.client._box
-        if hid and box.ptr is not None:
-            box.live -= 1
-            check(getattr(lib, self._RELEASE)(box.ptr, (hid,)))
+        if hid:
+            check(self._release(hid))
 
     def close(self):
         self.release()
@@ -43,11 +56,7 @@ class ClientHandle:
         if _lowlevel is None:  # interpreter shutdown
             return
         hid = self._take_handle()
-        if not hid:
-            return
-        box = self.client._box
-        if box.ptr is not None:
-            box.live -= 1
-            status = getattr(lib, self._RELEASE)(box.ptr, (hid,))
+        if hid:
+            status = self._release(hid)
             if status:
                 lib.pw_status_free(status)

@@ -236,7 +236,7 @@ def register_kernel(runtime, name, fn, *, inputs=1, outputs=1, attrs=None,
     d.check = lib.pwpy_kernel_check if check is not None else ffi.NULL
     d.run = lib.pwpy_kernel_run
     d.user = kernel.handle
-    runtime._live()
-    check_status(lib.pw_cpu_backend_register_kernel(runtime._backend, d))
-    runtime._kernels.append(kernel)
+    with runtime._life:
+        check_status(lib.pw_cpu_backend_register_kernel(runtime._backend, d))
+        runtime._kernels.append(kernel)
     return fn

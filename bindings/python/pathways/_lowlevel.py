@@ -5,7 +5,7 @@ work deferred out of such callbacks."""
 import threading
 
 __all__ = ["ffi", "lib", "INFINITE_FUTURE", "IMMEDIATE_PAST", "SYSTEM_ALLOCATOR",
-           "in_callback", "CALLBACK_SCOPE", "defer", "flush_deferred"]
+           "in_callback", "CALLBACK_SCOPE", "defer", "flush_deferred", "close_or_defer"]
 
 try:
     from _pathways_ffi import ffi, lib  # noqa: F401  (re-exported)
@@ -65,3 +65,16 @@ def flush_deferred():
         del _deferred[:]
     for fn in work:
         fn()
+
+
+def close_or_defer(close):
+    """For finalizers: close(timeout=0) now, or later off this thread when
+    this thread is in a callback or calls on the object are in flight (a
+    finalizer must neither wait for its own pool thread nor block)."""
+    if in_callback():
+        defer(close)
+        return
+    try:
+        close(timeout=0)
+    except RuntimeError:
+        defer(close)

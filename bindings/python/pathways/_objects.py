@@ -70,20 +70,25 @@ class Buffer(ClientHandle):
         spec = ArraySpec(arr.dtype, arr.shape, as_sharding(sharding))
         out = ffi.new("pw_buffer_t*")
         data = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
-        check(lib.pw_buffer_from_host(client._live(), cvs, spec._new_c(), data, arr.nbytes, out))
-        client._box.live += 1
+        cspec = spec._new_c()
+        box = client._box
+        with box as ptr:
+            check(lib.pw_buffer_from_host(ptr, cvs, cspec, data, arr.nbytes, out))
+            box.live += 1
         return _adopt_buffer(client, out.id, spec, vslice)
 
     # -- identity and metadata
 
-    def _live(self):
+    def _enter(self):
+        """Enters the client's guard for a call on this buffer: the C
+        client and the handle; the caller exits the guard (self._exit())."""
         bid = self._id
         if not bid:
             raise ValueError("operation on a released Buffer")
-        ptr = self.client._box.ptr
-        if ptr is None:
-            raise ValueError(f"operation on a Buffer of closed client {self.client.name!r}")
-        return ptr, (bid,)
+        return self.client._box.enter("a Buffer"), (bid,)
+
+    def _exit(self):
+        self.client._box.exit()
 
     @property
     def id(self):
@@ -95,9 +100,12 @@ class Buffer(ClientHandle):
         """ArraySpec: dtype, global shape, sharding."""
         spec = self._spec
         if spec is None:
-            ptr, h = self._live()
             cspec = ffi.new("pw_array_spec_t*")
-            check(lib.pw_buffer_spec(ptr, h, cspec))
+            ptr, h = self._enter()
+            try:
+                check(lib.pw_buffer_spec(ptr, h, cspec))
+            finally:
+                self._exit()
             spec = self._spec = ArraySpec._from_c(cspec)
         return spec
 
@@ -129,16 +137,23 @@ class Buffer(ClientHandle):
 
     @property
     def event(self):
-        """A new Event for the buffer's readiness (close it when done)."""
-        ptr, h = self._live()
-        out = ffi.new("pw_event_t**")
-        check(lib.pw_buffer_ready_event(ptr, h, out))
-        return Event._adopt(out[0])
+        """A new Event for the buffer's readiness (close it when done). It
+        stays valid after the client and the runtime are closed."""
+        return Event._adopt(self._ready_event())
 
-    def _wait(self, ptr, h, timeout):
+    def _ready_event(self):
         out = ffi.new("pw_event_t**")
-        check(lib.pw_buffer_ready_event(ptr, h, out))
-        ev = out[0]
+        ptr, h = self._enter()
+        try:
+            check(lib.pw_buffer_ready_event(ptr, h, out))
+        finally:
+            self._exit()
+        return out[0]
+
+    def _wait(self, timeout):
+        # The wait holds a reference to the event, not the client's guard:
+        # it never holds a close up (which completes the event).
+        ev = self._ready_event()
         try:
             if not lib.pw_event_is_ready(ev):
                 wait_event_ptr(ev, timeout)
@@ -158,8 +173,7 @@ class Buffer(ClientHandle):
     def wait(self, timeout=None):
         """Blocks until ready; raises the producing op's error, or
         DeadlineExceededError after |timeout| seconds. Interruptible."""
-        ptr, h = self._live()
-        self._wait(ptr, h, timeout)
+        self._wait(timeout)
         return self
 
     def exception(self, timeout=None):
@@ -174,13 +188,16 @@ class Buffer(ClientHandle):
         major) into |out|: any writable object with the buffer protocol of
         exactly nbytes bytes (bytearray, memoryview, numpy array, ...).
         Returns |out|."""
-        ptr, h = self._live()
-        self._wait(ptr, h, timeout)
+        self._wait(timeout)
         dst = ffi.from_buffer(out, require_writable=True)
         if len(dst) != self.nbytes:
             raise ValueError(f"to_host: destination holds {len(dst)} bytes, the buffer "
                              f"{self.spec} has {self.nbytes}")
-        check(lib.pw_buffer_to_host(ptr, h, dst, len(dst), IMMEDIATE_PAST))
+        ptr, h = self._enter()
+        try:
+            check(lib.pw_buffer_to_host(ptr, h, dst, len(dst), IMMEDIATE_PAST))
+        finally:
+            self._exit()
         return out
 
     def to_numpy(self, out=None, timeout=None):
@@ -258,7 +275,10 @@ class Executable(ClientHandle):
         cvs = _vslice_handle(vslice)
         text = program_bytes(program)
         out = ffi.new("pw_executable_t*")
-        check(lib.pw_executable_compile(client._live(), cvs, text, len(text), ffi.NULL, out))
+        box = client._box
+        with box as ptr:
+            check(lib.pw_executable_compile(ptr, cvs, text, len(text), ffi.NULL, out))
+            box.live += 1
         return cls._adopt(client, out.id, vslice)
 
     @classmethod
@@ -266,12 +286,15 @@ class Executable(ClientHandle):
         cvs = _vslice_handle(vslice)
         src = ffi.from_buffer(data)
         out = ffi.new("pw_executable_t*")
-        check(lib.pw_executable_load(client._live(), cvs, src, len(src), out))
+        box = client._box
+        with box as ptr:
+            check(lib.pw_executable_load(ptr, cvs, src, len(src), out))
+            box.live += 1
         return cls._adopt(client, out.id, vslice)
 
     @classmethod
     def _adopt(cls, client, eid, vslice):
-        client._box.live += 1
+        """Wraps a handle the caller just created (counted already)."""
         e = object.__new__(cls)
         e.client = client
         e._id = eid
@@ -279,14 +302,13 @@ class Executable(ClientHandle):
         e._sig = None
         return e
 
-    def _live(self):
+    def _enter(self):
+        """Enters the client's guard: the C client and the handle; the
+        caller exits it (self.client._box.exit())."""
         eid = self._id
         if not eid:
             raise ValueError("operation on a released Executable")
-        ptr = self.client._box.ptr
-        if ptr is None:
-            raise ValueError(f"operation on an Executable of closed client {self.client.name!r}")
-        return ptr, (eid,)
+        return self.client._box.enter("an Executable"), (eid,)
 
     @property
     def id(self):
@@ -295,15 +317,18 @@ class Executable(ClientHandle):
     def _signature(self):
         sig = self._sig
         if sig is None:
-            ptr, h = self._live()
             c = ffi.new("pw_executable_signature_t*")
-            check(lib.pw_executable_signature(ptr, h, c))
-            sig = self._sig = (
-                ffi.string(c.name).decode(),
-                mesh_from_c(c.mesh),
-                tuple(ArraySpec._from_c(c.inputs[i]) for i in range(c.input_count)),
-                tuple(ArraySpec._from_c(c.outputs[i]) for i in range(c.output_count)),
-            )
+            ptr, h = self._enter()
+            try:  # the signature's views live as long as the handle
+                check(lib.pw_executable_signature(ptr, h, c))
+                sig = self._sig = (
+                    ffi.string(c.name).decode(),
+                    mesh_from_c(c.mesh),
+                    tuple(ArraySpec._from_c(c.inputs[i]) for i in range(c.input_count)),
+                    tuple(ArraySpec._from_c(c.outputs[i]) for i in range(c.output_count)),
+                )
+            finally:
+                self.client._box.exit()
         return sig
 
     @property
@@ -335,13 +360,19 @@ class Executable(ClientHandle):
 
     def bytes(self):
         """The compiled bytes (cacheable, loadable with VSlice.load)."""
-        ptr, h = self._live()
         data = ffi.new("void**")
         size = ffi.new("size_t*")
-        check(lib.pw_executable_bytes(ptr, h, ffi.cast("const void**", data), size))
-        return bytes(ffi.buffer(data[0], size[0]))
+        ptr, h = self._enter()
+        try:  # the bytes live as long as the handle: copied inside the guard
+            check(lib.pw_executable_bytes(ptr, h, ffi.cast("const void**", data), size))
+            return bytes(ffi.buffer(data[0], size[0]))
+        finally:
+            self.client._box.exit()
 
     def __repr__(self):
         if not self._id or self.client.closed:
             return "<Executable released>"
-        return f"<Executable {self.signature}>"
+        try:
+            return f"<Executable {self.signature}>"
+        except ValueError:  # released or closed meanwhile
+            return "<Executable released>"

@@ -3,13 +3,13 @@ virtual slices."""
 
 import atexit
 import logging
-import threading
 import weakref
 
 from . import _lowlevel
 from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
-from ._lowlevel import CALLBACK_SCOPE, ffi, in_callback, lib
+from ._lifetime import CLOSE_TIMEOUT_S, Lifetime
+from ._lowlevel import CALLBACK_SCOPE, close_or_defer, ffi, in_callback, lib
 from ._types import fill_mesh, mesh_from_c, mesh_text, mesh_tuple
 
 _HEALTH_NAMES = {
@@ -143,16 +143,16 @@ class Runtime:
 
     Close it (close(), `with`, or garbage collection) after its clients;
     closing destroys any client still open. Runtimes left open are closed at
-    interpreter exit.
+    interpreter exit. Thread-safe: close() waits for the calls other threads
+    are making on the runtime and its clients (see close()).
     """
 
     def __init__(self, slices="2x4", *, workers=2, device_memory=None, runtime_workers=0,
                  logger=None, log_level="warn"):
         _lowlevel.flush_deferred()
-        self._ptr = None
+        self._life = Lifetime(None, "Runtime")
         self._clients = {}   # id(box) -> _ClientBox, for close()
         self._kernels = []   # keep-alive of Python kernels (their handles)
-        self._closed_lock = threading.Lock()
         descs = _slice_descs(slices)
         devices = sum(_device_count(m) for _, m, _ in descs)
         self._logger = None
@@ -207,7 +207,7 @@ class Runtime:
             self._host_mem.destroy()
             self._device_mem.destroy()
             check(status)
-        self._ptr = out[0]
+        self._life.ptr = out[0]
         _live_runtimes.add(self)
 
     def _set_logger(self, clogger, level):
@@ -218,22 +218,23 @@ class Runtime:
         clogger.user = self._logger.handle
         clogger.min_level = _LOG_LEVELS[level]
 
-    def _live(self):
-        ptr = self._ptr
-        if ptr is None:
-            raise ValueError("operation on a closed Runtime")
-        return ptr
+    @property
+    def _ptr(self):
+        """The C runtime (None once closed). Only for tests: calls pass it
+        to C inside `with self._life as ptr:`."""
+        return self._life.ptr
 
     @property
     def closed(self):
-        return self._ptr is None
+        return self._life.ptr is None
 
     # -- topology
 
     @property
     def slices(self):
         """The physical slices (Slice objects, live views)."""
-        n = lib.pw_runtime_slice_count(self._live())
+        with self._life as ptr:
+            n = lib.pw_runtime_slice_count(ptr)
         return [Slice(self, i) for i in range(n)]
 
     def slice(self, key):
@@ -243,7 +244,8 @@ class Runtime:
                 if s.name == key:
                     return s
             raise KeyError(f"no slice named {key!r}")
-        n = lib.pw_runtime_slice_count(self._live())
+        with self._life as ptr:
+            n = lib.pw_runtime_slice_count(ptr)
         if not 0 <= key < n:
             raise IndexError(f"slice index {key} out of range (the runtime has {n})")
         return Slice(self, key)
@@ -277,8 +279,9 @@ class Runtime:
         failed device fails the work queued on it with UnavailableError."""
         s = self.slice(slice)
         dev = s.device(mesh_index)
-        check(lib.pw_cpu_backend_set_health(self._backend, dev.backend_device,
-                                            _health_code(health)))
+        code = _health_code(health)
+        with self._life:
+            check(lib.pw_cpu_backend_set_health(self._backend, dev.backend_device, code))
 
     def memory_stats(self):
         """Counters of the two allocators this runtime was given: "host"
@@ -286,31 +289,40 @@ class Runtime:
         executions, events) and "device" (the CPU backend: device memory,
         kernels, queues). Each: live_blocks, live_bytes, peak_bytes,
         allocations, failed_allocations, mismatched_frees."""
-        if self._host_mem.ptr is None:
-            raise ValueError("operation on a closed Runtime")
-        return {"host": self._host_mem.stats(), "device": self._device_mem.stats()}
+        with self._life:  # the counters are freed with the runtime
+            return {"host": self._host_mem.stats(), "device": self._device_mem.stats()}
 
     # -- lifetime
 
-    def close(self):
-        """Destroys every client still open, then the runtime and its
-        backend (joining its pool). Idempotent. Not allowed from inside a
-        callback (a kernel would wait for itself)."""
+    def close(self, timeout=CLOSE_TIMEOUT_S):
+        """Destroys every client still open (Client.close), then the runtime
+        and its backend (joining its pool). Idempotent; thread-safe.
+
+        Calls other threads are making on the runtime or its clients'
+        objects are waited for: from the start of the close every new call
+        raises ValueError, and the runtime is freed only once the calls in
+        flight have returned (each is one short C call; waits on events do
+        not hold a close up). If some are still in flight after |timeout|
+        seconds (None: no limit), RuntimeError, and what was not closed yet
+        stays open. Not allowed from inside a callback
+        (FailedPreconditionError: a kernel would wait for itself)."""
         if in_callback():
             raise FailedPreconditionError(
                 "cannot close a Runtime from inside a pathways callback (a pool thread)")
-        with self._closed_lock:
-            ptr, self._ptr = self._ptr, None
-            if ptr is None:
-                return
-            for box in list(self._clients.values()):
-                box.destroy()
-            self._clients.clear()
-            lib.pw_runtime_destroy(ptr)
-            _live_runtimes.discard(self)
-            self._kernels.clear()
-            self._host_mem.destroy()
-            self._device_mem.destroy()
+        self._life.close(lambda ptr: self._destroy(ptr, timeout), timeout)
+
+    def _destroy(self, ptr, timeout):
+        # No call on the runtime is in flight and none can start, so no
+        # client can be added: close them (each waits for its own calls;
+        # a timeout there reopens the runtime, nothing of it freed yet).
+        for box in list(self._clients.values()):
+            box.close(timeout)
+            self._clients.pop(id(box), None)
+        lib.pw_runtime_destroy(ptr)
+        _live_runtimes.discard(self)
+        self._kernels.clear()
+        self._host_mem.destroy()
+        self._device_mem.destroy()
 
     def __enter__(self):
         return self
@@ -319,17 +331,18 @@ class Runtime:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_ptr", None) is None or _lowlevel is None:
+        life = getattr(self, "_life", None)
+        if life is None or life.ptr is None or _lowlevel is None:
             return
-        if in_callback():
-            _lowlevel.defer(self.close)
-        else:
-            self.close()
+        close_or_defer(self.close)
 
     def __repr__(self):
-        if self._ptr is None:
+        if self._life.ptr is None:
             return "<Runtime closed>"
-        parts = ", ".join(f"{s.name!r} {mesh_text(s.mesh)}" for s in self.slices)
+        try:
+            parts = ", ".join(f"{s.name!r} {mesh_text(s.mesh)}" for s in self.slices)
+        except ValueError:  # closing on another thread
+            return "<Runtime closing>"
         return f"<Runtime cpu: {parts}; {len(self._clients)} client(s)>"
 
 
@@ -371,7 +384,8 @@ class Slice:
 
     def _info(self):
         info = ffi.new("pw_slice_info_t*")
-        check(lib.pw_runtime_slice_info(self.runtime._live(), self.index, info))
+        with self.runtime._life as ptr:
+            check(lib.pw_runtime_slice_info(ptr, self.index, info))
         return info
 
     # Field views do not keep their struct alive: hold |info| while reading.
@@ -411,7 +425,8 @@ class Slice:
 
     def device(self, mesh_index):
         info = ffi.new("pw_device_info_t*")
-        check(lib.pw_runtime_device_info(self.runtime._live(), self.index, mesh_index, info))
+        with self.runtime._life as ptr:
+            check(lib.pw_runtime_device_info(ptr, self.index, mesh_index, info))
         return Device(info)
 
     @property
@@ -429,9 +444,10 @@ class Slice:
         return hash((id(self.runtime), self.index))
 
     def __repr__(self):
-        if self.runtime.closed:
+        try:
+            i = self._info()
+        except ValueError:
             return f"<Slice {self.index} of a closed runtime>"
-        i = self._info()
         return (f"<Slice {self.index} {_cstr(i.name)!r} {mesh_text(mesh_from_c(i.mesh))} "
                 f"{_cstr(i.backend)} {_HEALTH_NAMES.get(i.health)}, "
                 f"{i.bound_vslices} vslice(s) bound>")
@@ -440,40 +456,48 @@ class Slice:
 # ---- Client ---------------------------------------------------------------------
 
 
-class _ClientBox:
-    """The C client pointer, shared by the Client and its runtime so that
-    whichever closes first leaves the other a NULL, never a dangling
-    pointer. |live| counts the handles created through this client and not
-    released yet. |armed| holds the boxes of its armed graphs still alive
-    (pathways._graph._ArmedBox), destroyed before the client: the C client
-    would destroy them itself and leave their Python pointers dangling."""
+class _ClientBox(Lifetime):
+    """The C client pointer and its lifetime guard (the in-use count of the
+    calls made with it), shared by the Client, everything it made and its
+    runtime, so that whichever closes first leaves the others a guard that
+    refuses calls, never a dangling pointer. |live| counts the handles
+    created through this client and not released yet. |armed| holds the
+    boxes of its armed graphs still alive (pathways._graph._ArmedBox),
+    destroyed before the client: the C client would destroy them itself
+    and leave their Python pointers dangling."""
 
-    __slots__ = ("ptr", "live", "runtime", "armed", "__weakref__")
+    __slots__ = ("live", "runtime", "armed", "__weakref__")
 
-    def __init__(self, ptr, runtime):
-        self.ptr = ptr
+    def __init__(self, ptr, runtime, name):
+        super().__init__(ptr, f"client {name!r}")
         self.live = 0
         self.runtime = runtime
         self.armed = set()
 
-    def destroy(self):
-        ptr, self.ptr = self.ptr, None
-        if ptr is not None:
-            # Each waits for its runs (GIL released); one another thread is
-            # submitting to or destroying is waited for (its lock).
-            for armed in list(self.armed):
-                armed.destroy(self)
-            self.armed.clear()
-            # Waits for the client's in-flight executions (GIL released).
-            lib.pw_client_destroy(ptr)
-            self.live = 0
+    def close(self, timeout=CLOSE_TIMEOUT_S):
+        """Lifetime.close: waits for the calls in flight, then frees the
+        client. Idempotent."""
+        return Lifetime.close(self, self._destroy, timeout)
+
+    def _destroy(self, ptr):
+        # Each waits for its runs (GIL released); one another thread is
+        # destroying is waited for (its lock). No submission is in flight:
+        # those hold the guard.
+        for armed in list(self.armed):
+            armed.destroy(self)
+        self.armed.clear()
+        # Waits for the client's in-flight executions (GIL released): their
+        # Python kernels run meanwhile, and any call they make on this
+        # client raises ValueError.
+        lib.pw_client_destroy(ptr)
+        self.live = 0
 
 
 class Client:
     """A job of the runtime. Everything it creates (virtual slices,
     executables, buffers, graphs, armed graphs) belongs to it; close() (or
     `with`, or garbage collection) waits for its in-flight work and frees
-    all of it.
+    all of it. Thread-safe, close() included (see close()).
 
     |live_handles| counts the C handles created through this client and not
     released yet: it returns to its earlier value once the Python objects
@@ -491,21 +515,18 @@ class Client:
         opts.weight = weight
         opts.priority = priority
         out = ffi.new("pw_client_t**")
-        check(lib.pw_client_create(runtime._live(), opts, out))
         self.runtime = runtime
-        self._box = _ClientBox(out[0], runtime)
-        runtime._clients[id(self._box)] = self._box
-        self.name = _cstr(lib.pw_client_name(out[0]))
-
-    def _live(self):
-        ptr = self._box.ptr
-        if ptr is None:
-            raise ValueError(f"operation on closed client {self.name!r}")
-        return ptr
+        # Registered with the runtime inside its guard: a runtime closing
+        # meanwhile either refuses this or finds the client and closes it.
+        with runtime._life as rptr:
+            check(lib.pw_client_create(rptr, opts, out))
+            self.name = _cstr(lib.pw_client_name(out[0]))
+            self._box = _ClientBox(out[0], runtime, self.name)
+            runtime._clients[id(self._box)] = self._box
 
     @property
     def closed(self):
-        return self._box is None or self._box.ptr is None
+        return self._box is None or self._box.closing
 
     @property
     def live_handles(self):
@@ -546,18 +567,25 @@ class Client:
 
     # -- lifetime
 
-    def close(self):
-        """Waits for this client's in-flight work, then frees everything it
-        owns (armed graphs still open are closed first). Idempotent. Not
-        allowed from inside a callback."""
+    def close(self, timeout=CLOSE_TIMEOUT_S):
+        """Frees everything this client owns, once its in-flight work is
+        done (armed graphs still open are closed first). Idempotent;
+        thread-safe.
+
+        From the start of the close every call on the client or its
+        objects raises ValueError; calls already in flight on other threads
+        are waited for (each is one short C call; waits on events do not
+        hold a close up), then its executions. If calls are still in flight
+        after |timeout| seconds (None: no limit), RuntimeError and the
+        client stays open. Not allowed from inside a callback."""
         box = self._box
         if box is None or box.ptr is None:
             return
         if in_callback():
             raise FailedPreconditionError(
                 "cannot close a Client from inside a pathways callback (a pool thread)")
-        box.runtime._clients.pop(id(box), None)
-        box.destroy()
+        if box.close(timeout):
+            box.runtime._clients.pop(id(box), None)
 
     def __enter__(self):
         return self
@@ -569,10 +597,7 @@ class Client:
         box = getattr(self, "_box", None)
         if box is None or box.ptr is None or _lowlevel is None:
             return
-        if in_callback():
-            _lowlevel.defer(self.close)
-        else:
-            self.close()
+        close_or_defer(self.close)
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self._box.live} live handle(s)"
@@ -592,9 +617,12 @@ class VSlice(ClientHandle):
         dims = mesh_tuple(mesh)
         out = ffi.new("pw_vslice_t*")
         flags = lib.PW_VSLICE_EXCLUSIVE if exclusive else lib.PW_VSLICE_DEFAULT
+        box = client._box
         if slices is None:
             cmesh = fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
-            check(lib.pw_vslice_create(client._live(), cmesh, flags, out))
+            with box as ptr:
+                check(lib.pw_vslice_create(ptr, cmesh, flags, out))
+                box.live += 1
         else:
             span = ffi.new("pw_vslice_span_t*")
             span.struct_size = ffi.sizeof("pw_vslice_span_t")
@@ -611,8 +639,9 @@ class VSlice(ClientHandle):
                 pinned = ffi.new("uint32_t[]", indices)
                 span.slice_count = len(indices)
             span.slices = pinned
-            check(lib.pw_vslice_create_spanning(client._live(), span, out))
-        client._box.live += 1
+            with box as ptr:
+                check(lib.pw_vslice_create_spanning(ptr, span, out))
+                box.live += 1
         self.client = client
         self._h = out
         self.id = out.id
@@ -632,10 +661,11 @@ class VSlice(ClientHandle):
         """The physical Slices it is bound to, in mesh order (one unless
         it spans several)."""
         count = ffi.new("uint32_t*")
-        check(lib.pw_vslice_slices(self.client._live(), self._handle(), ffi.NULL, 0, count))
-        indices = ffi.new("uint32_t[]", max(count[0], 1))
-        check(lib.pw_vslice_slices(self.client._live(), self._handle(), indices, count[0],
-                                   count))
+        h = self._handle()
+        with self.client._box as ptr:
+            check(lib.pw_vslice_slices(ptr, h, ffi.NULL, 0, count))
+            indices = ffi.new("uint32_t[]", max(count[0], 1))
+            check(lib.pw_vslice_slices(ptr, h, indices, count[0], count))
         return [Slice(self.client.runtime, indices[i]) for i in range(count[0])]
 
     @property
@@ -643,7 +673,9 @@ class VSlice(ClientHandle):
         """The physical Slice it is bound to (the lowest-numbered one when
         it spans several)."""
         index = ffi.new("uint32_t*")
-        check(lib.pw_vslice_binding(self.client._live(), self._handle(), index, ffi.NULL))
+        h = self._handle()
+        with self.client._box as ptr:
+            check(lib.pw_vslice_binding(ptr, h, index, ffi.NULL))
         return Slice(self.client.runtime, index[0])
 
     def put(self, array, sharding=None, *, dtype=None):
@@ -665,5 +697,8 @@ class VSlice(ClientHandle):
     def __repr__(self):
         if self.id == 0 or self.client.closed:
             return f"<VSlice {mesh_text(self.mesh)} released>"
-        s = self.slice
+        try:
+            s = self.slice
+        except ValueError:  # closed meanwhile
+            return f"<VSlice {mesh_text(self.mesh)} released>"
         return f"<VSlice {mesh_text(self.mesh)} of client {self.client.name!r} on slice {s.name!r}>"
