@@ -4,7 +4,15 @@ A Python function registered with Runtime.register_kernel becomes a kernel
 of the runtime's CPU backend: programs name it like a built-in one, and the
 backend calls it from its pool threads (through an extern "Python" cffi
 callback, which takes the GIL) once per device of each launch, with that
-device's shards as numpy arrays that view device memory directly (no copy).
+device's shards as numpy arrays.
+
+Those arrays are Python-owned copies, not views of device memory: the
+inputs are copied in (and made read-only), the outputs are copied out to
+device memory when the kernel returns. A kernel may therefore keep an array
+past its call (in a global, a closure, a traceback) without ever touching
+device memory the runtime has since reused or freed: what it writes there
+later reaches no buffer. For the small shards Python kernels are used for,
+two copies cost less than building numpy views of C memory did.
 """
 
 import numpy as np
@@ -84,22 +92,32 @@ def _attrs(spec):
 
 
 class KernelCall:
-    """What a Python kernel receives for one device of one launch. Valid
-    only during the call (the arrays view device memory).
+    """What a Python kernel receives for one device of one launch.
 
-    inputs      this device's input shards: read-only numpy arrays
-    outputs     this device's output shards: writable numpy arrays, to fill
+    inputs      this device's input shards: read-only numpy arrays (copies)
+    outputs     this device's output shards: writable numpy arrays to fill
+                (contents undefined at entry), copied to the device when
+                the kernel returns; writes after that reach no buffer
     attrs       {name: float | str}
     mesh        the mesh shape compiled for; mesh_index: this device's
                 row-major position in it; device: the backend ordinal
-    program     the Program (global specs and shardings)
+    program     the Program (global specs and shardings); read it during
+                the call (it is read from C then, and kept)
     """
 
-    __slots__ = ("inputs", "outputs", "attrs", "mesh", "mesh_index", "device", "_c")
+    __slots__ = ("inputs", "outputs", "attrs", "mesh", "mesh_index", "device", "_c",
+                 "_program")
 
     @property
     def program(self):
-        return Program._from_c(self._c.program)
+        program = self._program
+        if program is None:
+            c = self._c
+            if c is None:  # the C call it describes is gone
+                raise ValueError("KernelCall.program read after the kernel call returned "
+                                 "(read it during the call)")
+            program = self._program = Program._from_c(c.program)
+        return program
 
     def __repr__(self):
         ins = ", ".join(f"{a.dtype}{list(a.shape)}" for a in self.inputs)
@@ -108,14 +126,21 @@ class KernelCall:
                 f"{'x'.join(map(str, self.mesh))}: ({ins}) -> ({outs})>")
 
 
-def _shard_array(data, size, dtype, shape, writable):
-    dt = numpy_dtype(dtype)
-    if size == 0:
-        return np.empty(shape_from_c(shape), dtype=dt)
-    arr = np.frombuffer(ffi.buffer(data, size), dtype=dt).reshape(shape_from_c(shape))
-    if not writable:
-        arr.flags.writeable = False
+def _input_array(shard):
+    """A read-only copy of input |shard| (a pw_cpu_input_shard_t)."""
+    arr = np.empty(shape_from_c(shard.shape), dtype=numpy_dtype(shard.dtype))
+    size = shard.size
+    if size:
+        if size != arr.nbytes:
+            raise ValueError(f"input shard of {size} bytes for {arr.dtype}{list(arr.shape)}")
+        ffi.memmove(arr, shard.data, size)
+    arr.flags.writeable = False
     return arr
+
+
+def _output_array(shard):
+    """A Python-owned array for output |shard|, copied out after the call."""
+    return np.empty(shape_from_c(shard.shape), dtype=numpy_dtype(shard.dtype))
 
 
 class _Kernel:
@@ -131,15 +156,16 @@ class _Kernel:
 @ffi.def_extern()
 def pwpy_kernel_run(call):
     with CALLBACK_SCOPE:
-        kernel = None
+        kernel = kc = None
         try:
             kernel = ffi.from_handle(call.user)
             kc = KernelCall()
             kc._c = call
-            kc.inputs = [_shard_array(s.data, s.size, s.dtype, s.shape, False)
-                         for s in (call.inputs[i] for i in range(call.input_count))]
-            kc.outputs = [_shard_array(s.data, s.size, s.dtype, s.shape, True)
-                          for s in (call.outputs[i] for i in range(call.output_count))]
+            kc._program = None
+            kc.inputs = [_input_array(call.inputs[i]) for i in range(call.input_count)]
+            # Ours, not the list the kernel may rebind entries of.
+            outs = tuple([_output_array(call.outputs[i]) for i in range(call.output_count)])
+            kc.outputs = list(outs)
             attrs = {}
             for i in range(call.attr_count):
                 a = call.attrs[i]
@@ -153,15 +179,26 @@ def pwpy_kernel_run(call):
             if result is not None:
                 if not isinstance(result, (tuple, list)):
                     result = (result,)
-                if len(result) != len(kc.outputs):
+                if len(result) != len(outs):
                     raise ValueError(f"returned {len(result)} array(s) for "
-                                     f"{len(kc.outputs)} output(s)")
-                for out, value in zip(kc.outputs, result):
+                                     f"{len(outs)} output(s)")
+                for out, value in zip(outs, result):
                     out[...] = value
+            for i, out in enumerate(outs):
+                shard = call.outputs[i]
+                size = shard.size
+                if size:
+                    if out.nbytes != size:  # resized in place; memmove reads |size|
+                        raise ValueError(f"output {i} was resized in place to "
+                                         f"{out.dtype}{list(out.shape)}")
+                    ffi.memmove(shard.data, out, size)
             return ffi.NULL
         except BaseException as exc:
             name = kernel.name if kernel is not None else "?"
             return status_from_exception(exc, f"python kernel '{name}'")
+        finally:
+            if kc is not None:  # kept by the kernel or a traceback: no C left in it
+                kc._c = None
 
 
 @ffi.def_extern()
