@@ -4,7 +4,7 @@ import numpy as np
 
 from . import _lowlevel
 from ._handle import ClientHandle
-from ._errors import check, take_error
+from ._errors import InvalidArgumentError, check, take_error
 from ._event import Event, event_error, wait_event_ptr
 from ._lowlevel import IMMEDIATE_PAST, ffi, lib
 from ._types import ArraySpec, as_sharding, dtype_code, mesh_from_c, mesh_text, numpy_dtype, program_bytes
@@ -67,9 +67,14 @@ class Buffer(ClientHandle):
         |dtype| converts to that dtype."""
         cvs = _vslice_handle(vslice)
         arr = _as_host_array(array, dtype)
+        if not arr.size:
+            zero = arr.shape.index(0)
+            raise InvalidArgumentError(
+                f"cannot make a buffer of an empty array: shape {arr.shape}, dimension "
+                f"{zero} is 0; dimensions must be >= 1")
         spec = ArraySpec(arr.dtype, arr.shape, as_sharding(sharding))
         out = ffi.new("pw_buffer_t*")
-        data = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
+        data = ffi.from_buffer(arr)
         cspec = spec._new_c()
         box = client._box
         with box as ptr:

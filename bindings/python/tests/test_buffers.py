@@ -1,6 +1,7 @@
 """Buffers and numpy: round trips, dtypes, shardings, copies, buffer protocol."""
 
 import array
+import re
 
 import numpy as np
 import pytest
@@ -92,6 +93,19 @@ def test_shape_errors_come_from_the_library(vs):
         vs.put(f32(6, 4), pw.split(0))          # 6 rows over 8 devices
     with pytest.raises(pw.InvalidArgumentError):
         vs.put(f32(8, 4), pw.split(5))          # no tensor axis 5
+
+
+@pytest.mark.parametrize("shape,dim", [((0,), 0), ((0, 4), 0), ((8, 0), 1), ((2, 3, 0), 2)])
+def test_an_empty_array_is_refused_naming_its_zero_dimension(vs1, shape, dim):
+    want = rf"empty array: shape {re.escape(str(shape))}, dimension {dim} is 0"
+    with pytest.raises(pw.InvalidArgumentError, match=want):
+        vs1.put(np.zeros(shape, np.float32))
+    with pytest.raises(ValueError, match=want):  # converted inputs too
+        vs1.put(np.zeros(shape, np.float64), dtype="i32")
+    if len(shape) == 1:
+        with pytest.raises(ValueError, match=want):
+            vs1.put(b"")
+    assert vs1.client.live_handles == 1  # the virtual slice only
 
 
 def test_buffer_state_repr_event_and_release(vs):
