@@ -303,7 +303,9 @@ class Graph(_Runs, ClientHandle):
         if len(args) != nargs:
             raise TypeError(f"graph {self.name or ''!r} takes {nargs} argument(s), got {len(args)}")
         opts = ffi.NULL if donate is None else self._donate_options(donate)
-        cptr = self._enter()
+        if not self._id:
+            raise ValueError("operation on a released Graph")
+        cptr = box.enter("a Graph")  # Graph._enter, inline: the hot path
         lock = self._lock
         mine = lock.acquire(False)
         try:
