@@ -27,18 +27,25 @@ class Lifetime:
     names the object in errors: "client 'train'" gives "operation on closed
     client 'train'", "operation on a Buffer of closed client 'train'"."""
 
-    __slots__ = ("ptr", "label", "_lock", "_drained", "_calls", "_closing", "_close_lock")
+    __slots__ = ("ptr", "label", "_lock", "_drained", "_calls", "_closing", "_close_lock",
+                 "_closer")
 
     def __init__(self, ptr, label):
         self.ptr = ptr
         self.label = label
-        self._lock = threading.Lock()
+        # Reentrant, and taken with `with`: a finalizer (the GC, or a
+        # reference dropped) or a signal handler that runs on a thread
+        # holding it and releases a handle of this client re-enters it
+        # instead of deadlocking, and a KeyboardInterrupt never leaves it
+        # held.
+        self._lock = threading.RLock()
         self._drained = threading.Condition(self._lock)
         self._calls = 0
         self._closing = False
-        # Held by the closing thread for the whole close: a second close
-        # returns once the first has finished.
+        # Held by the closing thread (|_closer|) for the whole close: a
+        # second close returns once the first has finished.
         self._close_lock = threading.Lock()
+        self._closer = None
 
     def error(self, what=None):
         """The ValueError of a call refused because the object is closed."""
@@ -49,34 +56,26 @@ class Lifetime:
     def enter(self, what=None):
         """Counts a call in and returns the pointer; ValueError (naming
         |what|, the object used) once a close has begun."""
-        lock = self._lock
-        lock.acquire()
-        if self._closing:
-            lock.release()
-            raise self.error(what)
-        self._calls += 1
-        lock.release()
-        return self.ptr
+        with self._lock:
+            if not self._closing:
+                self._calls += 1
+                return self.ptr
+        raise self.error(what)
 
     def try_enter(self):
         """enter() for finalizers: the pointer, or None once closing."""
-        lock = self._lock
-        lock.acquire()
-        if self._closing:
-            lock.release()
-            return None
-        self._calls += 1
-        lock.release()
+        with self._lock:
+            if self._closing:
+                return None
+            self._calls += 1
         return self.ptr
 
     def exit(self):
         """Counts a call out (every successful enter() has one)."""
-        lock = self._lock
-        lock.acquire()
-        self._calls -= 1
-        if self._closing and not self._calls:
-            self._drained.notify_all()
-        lock.release()
+        with self._lock:
+            self._calls -= 1
+            if self._closing and not self._calls:
+                self._drained.notify_all()
 
     def __enter__(self):
         return self.enter()
@@ -84,6 +83,9 @@ class Lifetime:
     def __exit__(self, *exc):
         self.exit()
         return False
+
+    def _idle(self):
+        return not self._calls
 
     @property
     def closing(self):
@@ -101,29 +103,41 @@ class Lifetime:
         it waited for). If calls are still in flight when the time runs out,
         or destroy raises before freeing anything, the object is reopened
         and the error raised (RuntimeError for the timeout)."""
+        me = threading.get_ident()
+        if self._closer == me:
+            # Reentered on the closing thread (a finalizer the GC ran
+            # during the close): the close in progress does it.
+            return False
         with self._close_lock:
-            if self.ptr is None:
-                return False
-            with self._lock:
-                self._closing = True
-                try:
-                    drained = self._drained.wait_for(lambda: not self._calls, timeout)
-                except BaseException:  # KeyboardInterrupt in the wait
-                    self._closing = False
-                    raise
-                if not drained:
-                    self._closing = False
-                    n = self._calls
-                    raise RuntimeError(
-                        f"cannot close {self.label}: "
-                        f"{n} call(s) on it still in flight on other threads after "
-                        f"{timeout:g} s; it stays open")
-            ptr, self.ptr = self.ptr, None
+            self._closer = me
             try:
-                destroy(ptr)
-            except BaseException:
-                self.ptr = ptr
-                with self._lock:
-                    self._closing = False
+                return self._close(destroy, timeout)
+            finally:
+                self._closer = None
+
+    def _close(self, destroy, timeout):
+        if self.ptr is None:
+            return False
+        with self._lock:
+            self._closing = True
+            try:
+                drained = self._drained.wait_for(self._idle, timeout)
+            except BaseException:  # KeyboardInterrupt in the wait
+                self._closing = False
                 raise
-            return True
+            if not drained:
+                self._closing = False
+                n = self._calls
+        if not drained:
+            raise RuntimeError(
+                f"cannot close {self.label}: {n} call(s) on it still in flight on "
+                f"other threads after {timeout:g} s; it stays open")
+        ptr, self.ptr = self.ptr, None
+        try:
+            destroy(ptr)
+        except BaseException:
+            self.ptr = ptr
+            with self._lock:
+                self._closing = False
+            raise
+        return True

@@ -43,7 +43,8 @@ class Hammer:
                 try:
                     fn(k)
                 except ValueError as e:
-                    if isinstance(e, pw.PathwaysError):  # InvalidArgumentError: from C
+                    # Not InvalidArgumentError (from C), not another misuse.
+                    if isinstance(e, pw.PathwaysError) or "closed" not in str(e):
                         raise
                     with self._lock:
                         self.refused += 1
