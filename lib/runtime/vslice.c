@@ -129,6 +129,17 @@ static bool pw_slice_is_usable(pw_device_health_t health) {
   return health < PW_DEVICE_FAILED;
 }
 
+/* ", N shared with other ... (exclusive requested)" when |exclusive|,
+ * else "": the count is only a reason when exclusive was asked for. */
+static const char* pw_shared_reason(char* text, size_t size, bool exclusive, uint32_t shared,
+                                    const char* with) {
+  text[0] = '\0';
+  if (exclusive) {
+    snprintf(text, size, ", %u shared with other %s (exclusive requested)", shared, with);
+  }
+  return text;
+}
+
 static pw_status_t pw_vslice_new(pw_client_t* client, const pw_mesh_shape_t* mesh,
                                  pw_vslice_obj_t** out) {
   pw_runtime_t* rt = client->runtime;
@@ -202,15 +213,16 @@ pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
   if (best == NULL) {
     pthread_mutex_unlock(&rt->lock);
     pw_allocator_free(rt->allocator, vs, sizeof(*vs));
-    char mesh_text[32];
+    char mesh_text[32], shared_text[96];
     pw_mesh_shape_format(mesh, mesh_text, sizeof(mesh_text));
     return pw_status_make(
         PW_STATUS_RESOURCE_EXHAUSTED,
         "no free physical slice fits mesh %s for client '%s': %u of %u slices "
         "have %u devices; of those %u already bound to this client, %u "
-        "unhealthy, %u shared with other clients (exclusive requested)",
-        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client,
-        unhealthy, shared);
+        "unhealthy%s",
+        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client, unhealthy,
+        pw_shared_reason(shared_text, sizeof(shared_text), flags & PW_VSLICE_EXCLUSIVE, shared,
+                         "clients"));
   }
   const char* name = best->name;
   pw_status_t status = pw_vslice_bind(client, vs, best, out_vslice); /* unlocks */
@@ -319,13 +331,17 @@ static pw_status_t pw_span_pick(pw_client_t* client, const pw_vslice_span_t* spa
     if (n >= span->slice_count) return NULL;
     if (n > best_backend_count) best_backend_count = n;
   }
+  char shared_text[96];
   return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                         "pw_vslice_create_spanning: client '%s' needs %u slices of %u "
                         "devices on one backend: %u of %u slices have %u devices; of those "
-                        "%u unhealthy, %u shared with other virtual slices (exclusive "
-                        "requested); at most %u usable on one backend",
+                        "%u unhealthy%s; at most %u usable on one backend",
                         client->name, span->slice_count, per, fitting, rt->slice_count, per,
-                        unhealthy, shared, best_backend_count);
+                        unhealthy,
+                        pw_shared_reason(shared_text, sizeof(shared_text),
+                                         span->flags & PW_VSLICE_EXCLUSIVE, shared,
+                                         "virtual slices"),
+                        best_backend_count);
 }
 
 pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_t* span,

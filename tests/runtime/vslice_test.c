@@ -1,7 +1,8 @@
 /* The resource manager's choice of physical slice by health (healthy
  * before degraded, failed never), for pw_vslice_create and for spanning
- * virtual slices it picks. Test-double backend: the test sets each
- * device's health. */
+ * virtual slices it picks, and its refusal messages, which mention
+ * exclusivity only when it was requested. Test-double backend: the test
+ * sets each device's health. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,5 +97,52 @@ Test(vslice, spanning_pick_takes_healthy_slices_before_degraded_ones) {
   cr_assert_eq(count, 3);
   cr_assert(got3[0] == 0 && got3[1] == 1 && got3[2] == 3, "spanning %u, %u, %u", got3[0],
             got3[1], got3[2]);
+  pw_fixture_deinit(&f);
+}
+
+static void expect_refusal(pw_status_t s, const char* text, bool exclusive) {
+  cr_assert_eq(pw_status_code(s), PW_STATUS_RESOURCE_EXHAUSTED, "%s", pw_status_message(s));
+  cr_assert(strstr(pw_status_message(s), text) != NULL, "message \"%s\" lacks \"%s\"",
+            pw_status_message(s), text);
+  cr_assert_eq(strstr(pw_status_message(s), "exclusive") != NULL, exclusive,
+               "message \"%s\" %s exclusivity", pw_status_message(s),
+               exclusive ? "does not mention" : "mentions");
+  pw_status_free(s);
+}
+
+Test(vslice, refusal_mentions_exclusive_only_when_it_was_requested) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 2, "2x4", pw_allocator_system()));
+  pw_double_backend_set_health(f.dbl, 1 * kPerSlice + 2, PW_DEVICE_FAILED);
+  pw_mesh_shape_t mesh;
+  OK(pw_mesh_shape_parse("2x4", &mesh));
+  pw_vslice_t a, b;
+  OK(pw_vslice_create(f.client, &mesh, 0, &a));
+  pw_status_t s = pw_vslice_create(f.client, &mesh, 0, &b);
+  cr_assert_str_eq(pw_status_message(s),
+                   "no free physical slice fits mesh 2x4 for client 'client1': 2 of 2 slices "
+                   "have 8 devices; of those 1 already bound to this client, 1 unhealthy");
+  expect_refusal(s, "1 unhealthy", false);
+  pw_client_t* other;
+  OK(pw_client_create(f.runtime, NULL, &other));
+  expect_refusal(pw_vslice_create(other, &mesh, PW_VSLICE_EXCLUSIVE, &b),
+                 "0 already bound to this client, 1 unhealthy, 1 shared with other clients "
+                 "(exclusive requested)",
+                 true);
+  /* Spanning, picked by the resource manager: two slices wanted, one
+   * usable. */
+  pw_vslice_span_t req;
+  memset(&req, 0, sizeof(req));
+  req.struct_size = sizeof(req);
+  OK(pw_mesh_shape_parse("2x8", &req.mesh));
+  req.slice_count = 2;
+  expect_refusal(pw_vslice_create_spanning(other, &req, &b),
+                 "of those 1 unhealthy; at most 1 usable on one backend", false);
+  req.flags = PW_VSLICE_EXCLUSIVE;
+  expect_refusal(pw_vslice_create_spanning(other, &req, &b),
+                 "of those 1 unhealthy, 1 shared with other virtual slices (exclusive "
+                 "requested); at most 0 usable on one backend",
+                 true);
+  pw_client_destroy(other);
   pw_fixture_deinit(&f);
 }
