@@ -177,8 +177,10 @@ typedef enum pw_vslice_flags_e {
 /* Asks for a virtual slice of |mesh|. The resource manager binds it to a
  * healthy physical slice with the same mesh shape (or, failing that, the
  * same device count, laid out row-major) that this client has not bound
- * yet, preferring the least shared one. RESOURCE_EXHAUSTED, saying how many
- * slices fit and why each was refused, when none is free. */
+ * yet, preferring the least shared one. A slice with a degraded device is
+ * used only when no healthy one fits (a slice with a failed device never).
+ * RESOURCE_EXHAUSTED, saying how many slices fit and why each was refused,
+ * when none is free. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create(pw_client_t* client,
                                                        const pw_mesh_shape_t* mesh,
                                                        uint32_t flags,
@@ -208,7 +210,7 @@ typedef struct pw_vslice_span_t {
   uint32_t slice_count;        /* physical slices to span, >= 1 */
   /* NULL: the resource manager picks |slice_count| healthy slices of one
    * backend, each with device_count(mesh) / slice_count devices, least
-   * shared first. Otherwise exactly these physical slice indices (any
+   * shared first (degraded ones only when too few healthy ones fit). Otherwise exactly these physical slice indices (any
    * order, no repeats). */
   const uint32_t* slices;
   uint32_t flags;              /* pw_vslice_flags_t */

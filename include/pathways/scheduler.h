@@ -25,6 +25,9 @@
 
 PW_EXTERN_C_BEGIN
 
+/* The most candidates one pick or activate call sees (see pick). */
+#define PW_SCHED_MAX_CANDIDATES 128u
+
 /* One backlogged client on a slice, as a policy sees it. */
 typedef struct pw_sched_candidate_t {
   uint32_t client;        /* stable id of the client (its handle tag) */
@@ -45,11 +48,23 @@ typedef struct pw_sched_policy_vtable_t {
   bool wants_charge;
   /* A client that had nothing queued on the slice has work again. Called
    * before the pick that may admit it, with every other backlogged client
-   * in |others| (their state, read-only). Optional. */
+   * in |others| (their state, read-only) while there are at most
+   * PW_SCHED_MAX_CANDIDATES of them; with more, |others| summarises them:
+   * the candidates |pick| chooses in each run of PW_SCHED_MAX_CANDIDATES
+   * (so a reduction under pick's own order, as fair share's smallest pass,
+   * is exact). Optional. */
   void (*activate)(void* self, pw_sched_candidate_t* client,
                    const pw_sched_candidate_t* others, uint32_t other_count);
   /* Returns the index (< count) of the candidate whose next op enters the
-   * slice sequence. |count| >= 1. Required. */
+   * slice sequence. 1 <= |count| <= PW_SCHED_MAX_CANDIDATES. Candidates
+   * come in the order the clients became backlogged. With more backlogged
+   * clients than PW_SCHED_MAX_CANDIDATES, pick is called over each run of
+   * that many and then over the runs' picks, so every client is seen; a
+   * pick that returns the best under an order (every bundled one) chooses
+   * exactly as over all of them at once. pick may therefore be called
+   * several times per admission, and for activate's summary: it chooses,
+   * it must not change state (that belongs in activate and charge).
+   * Required. */
   uint32_t (*pick)(void* self, const pw_sched_candidate_t* candidates,
                    uint32_t count);
   /* |client| used |device_ns| of device time (summed over the devices of

@@ -88,7 +88,10 @@ typedef struct pw_slice_s {
   pw_atomic_u32_t sched_state;        /* BUSY | PENDING */
   pw_atomic_ptr_t sched_incoming;     /* ops submitted, not yet queued */
   pw_atomic_u32_t sched_admitted;     /* admitted, not yet completed */
-  struct pw_sched_entry_s* sched_active; /* backlogged clients (holder) */
+  /* Backlogged clients, in the order they became backlogged (holder;
+   * |sched_active_tail| is the last, NULL when there are none). */
+  struct pw_sched_entry_s* sched_active;
+  struct pw_sched_entry_s* sched_active_tail;
   /* Resource manager (runtime->lock). */
   uint32_t bound_vslices;
   /* Spanning: a composite slice (the binding of a virtual slice that spans
@@ -124,7 +127,8 @@ typedef struct pw_sched_entry_s {
    * earlier ops on other slices to be admitted. */
   pw_atomic_u32_t order_waiting;
   struct pw_sched_entry_s* order_next;
-  struct pw_sched_entry_s* active_next;
+  struct pw_sched_entry_s* active_next; /* slice->sched_active, both ways */
+  struct pw_sched_entry_s* active_prev;
   uint64_t scratch[2];         /* policy state */
   pw_atomic_u64_t pending_charge_ns; /* device time not yet charged */
   pw_atomic_u64_t ops_completed;

@@ -112,13 +112,32 @@ static bool pw_client_uses_slice(pw_client_t* client, pw_slice_t* slice) {
   return used;
 }
 
-static bool pw_slice_is_healthy(pw_slice_t* slice) {
+/* The worst health among |slice|'s devices, as pw_runtime_slice_info
+ * reports it (a value past FAILED counts as failed). */
+static pw_device_health_t pw_slice_health(pw_slice_t* slice) {
+  pw_device_health_t worst = PW_DEVICE_HEALTHY;
   for (uint32_t i = 0; i < slice->device_count; ++i) {
-    if (pw__backend_health(slice->backend, slice->group_devices[i]) == PW_DEVICE_FAILED) {
-      return false;
-    }
+    pw_device_health_t h = pw__backend_health(slice->backend, slice->group_devices[i]);
+    if (h > worst) worst = h;
   }
-  return true;
+  return worst;
+}
+
+/* Whether |slice| can be bound at all: no failed device. A degraded one
+ * can, but only when no healthy one fits (it should be drained). */
+static bool pw_slice_is_usable(pw_device_health_t health) {
+  return health < PW_DEVICE_FAILED;
+}
+
+/* ", N shared with other ... (exclusive requested)" when |exclusive|,
+ * else "": the count is only a reason when exclusive was asked for. */
+static const char* pw_shared_reason(char* text, size_t size, bool exclusive, uint32_t shared,
+                                    const char* with) {
+  text[0] = '\0';
+  if (exclusive) {
+    snprintf(text, size, ", %u shared with other %s (exclusive requested)", shared, with);
+  }
+  return text;
 }
 
 static pw_status_t pw_vslice_new(pw_client_t* client, const pw_mesh_shape_t* mesh,
@@ -164,39 +183,55 @@ pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
   pw_vslice_obj_t* vs = NULL;
   PW_RETURN_IF_ERROR(pw_vslice_new(client, mesh, &vs));
 
-  /* Choose: exact mesh match before same-device-count, then least shared. */
+  /* Choose: healthy before degraded (a degraded slice only when no
+   * healthy one fits), then exact mesh before same device count, then
+   * least shared, then lowest index. */
   pthread_mutex_lock(&rt->lock);
   pw_slice_t* best = NULL;
-  int best_rank = 0;
+  pw_device_health_t best_health = PW_DEVICE_HEALTHY;
+  bool best_exact = false;
   uint32_t fitting = 0, taken_by_client = 0, unhealthy = 0, shared = 0;
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
     if (slice->device_count != want) continue;
     fitting++;
-    if (!pw_slice_is_healthy(slice)) { unhealthy++; continue; }
+    pw_device_health_t health = pw_slice_health(slice);
+    if (!pw_slice_is_usable(health)) { unhealthy++; continue; }
     if (pw_client_uses_slice(client, slice)) { taken_by_client++; continue; }
     if ((flags & PW_VSLICE_EXCLUSIVE) && slice->bound_vslices > 0) { shared++; continue; }
     bool exact = pw_mesh_shape_equal(&slice->mesh, mesh);
-    int rank = (exact ? 2 : 1) * 1000000 - (int)slice->bound_vslices;
-    if (best == NULL || rank > best_rank) {
+    bool better = best == NULL || health < best_health ||
+                  (health == best_health &&
+                   (exact > best_exact ||
+                    (exact == best_exact && slice->bound_vslices < best->bound_vslices)));
+    if (better) {
       best = slice;
-      best_rank = rank;
+      best_health = health;
+      best_exact = exact;
     }
   }
   if (best == NULL) {
     pthread_mutex_unlock(&rt->lock);
     pw_allocator_free(rt->allocator, vs, sizeof(*vs));
-    char mesh_text[32];
+    char mesh_text[32], shared_text[96];
     pw_mesh_shape_format(mesh, mesh_text, sizeof(mesh_text));
     return pw_status_make(
         PW_STATUS_RESOURCE_EXHAUSTED,
         "no free physical slice fits mesh %s for client '%s': %u of %u slices "
         "have %u devices; of those %u already bound to this client, %u "
-        "unhealthy, %u shared with other clients (exclusive requested)",
-        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client,
-        unhealthy, shared);
+        "unhealthy%s",
+        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client, unhealthy,
+        pw_shared_reason(shared_text, sizeof(shared_text), flags & PW_VSLICE_EXCLUSIVE, shared,
+                         "clients"));
   }
-  return pw_vslice_bind(client, vs, best, out_vslice);
+  const char* name = best->name;
+  pw_status_t status = pw_vslice_bind(client, vs, best, out_vslice); /* unlocks */
+  if (status == NULL && best_health == PW_DEVICE_DEGRADED) {
+    pw_log(&rt->logger, PW_LOG_WARN, "resource",
+           "client '%s': bound to degraded slice '%s': no healthy slice fits", client->name,
+           name);
+  }
+  return status;
 }
 
 /* Checks the slices a spanning request pins: in range, distinct, one
@@ -241,7 +276,7 @@ static pw_status_t pw_span_check_pinned(pw_runtime_t* rt, const pw_vslice_span_t
 /* Runtime lock held. Whether pinned slice |s| may take one more binding. */
 static pw_status_t pw_span_check_available(pw_client_t* client, const pw_vslice_span_t* span,
                                            pw_slice_t* s) {
-  if (!pw_slice_is_healthy(s)) {
+  if (!pw_slice_is_usable(pw_slice_health(s))) {
     return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                           "pw_vslice_create_spanning: slice '%s' has failed devices", s->name);
   }
@@ -259,8 +294,17 @@ static pw_status_t pw_span_check_available(pw_client_t* client, const pw_vslice_
   return NULL;
 }
 
+/* Whether |a| (health |ha|) goes before |b| when picking parts: healthy
+ * before degraded, then least shared. */
+static bool pw_span_part_before(pw_slice_t* a, pw_device_health_t ha, pw_slice_t* b) {
+  pw_device_health_t hb = pw_slice_health(b);
+  return ha < hb || (ha == hb && a->bound_vslices < b->bound_vslices);
+}
+
 /* Runtime lock held. Picks |span->slice_count| slices of one backend with
- * |per| devices each, healthy and (exclusive) unbound, least shared first. */
+ * |per| devices each, usable and (exclusive) unbound: healthy before
+ * degraded (a degraded one only when too few healthy ones fit), then
+ * least shared. */
 static pw_status_t pw_span_pick(pw_client_t* client, const pw_vslice_span_t* span,
                                 uint32_t per, pw_slice_t** parts) {
   pw_runtime_t* rt = client->runtime;
@@ -271,12 +315,13 @@ static pw_status_t pw_span_pick(pw_client_t* client, const pw_vslice_span_t* spa
       pw_slice_t* slice = &rt->slices[s];
       if (slice->backend_index != b || slice->device_count != per) continue;
       fitting++;
-      if (!pw_slice_is_healthy(slice)) { unhealthy++; continue; }
+      pw_device_health_t health = pw_slice_health(slice);
+      if (!pw_slice_is_usable(health)) { unhealthy++; continue; }
       if ((span->flags & PW_VSLICE_EXCLUSIVE) && slice->bound_vslices > 0) { shared++; continue; }
-      /* Keep the |slice_count| least shared, by insertion (lowest index
-       * first among equals). */
+      /* Keep the |slice_count| first in that order, by insertion (lowest
+       * index first among equals). */
       uint32_t at = n < span->slice_count ? n : span->slice_count;
-      while (at > 0 && parts[at - 1]->bound_vslices > slice->bound_vslices) {
+      while (at > 0 && pw_span_part_before(slice, health, parts[at - 1])) {
         if (at < span->slice_count) parts[at] = parts[at - 1];
         --at;
       }
@@ -286,13 +331,17 @@ static pw_status_t pw_span_pick(pw_client_t* client, const pw_vslice_span_t* spa
     if (n >= span->slice_count) return NULL;
     if (n > best_backend_count) best_backend_count = n;
   }
+  char shared_text[96];
   return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                         "pw_vslice_create_spanning: client '%s' needs %u slices of %u "
                         "devices on one backend: %u of %u slices have %u devices; of those "
-                        "%u unhealthy, %u shared with other virtual slices (exclusive "
-                        "requested); at most %u usable on one backend",
+                        "%u unhealthy%s; at most %u usable on one backend",
                         client->name, span->slice_count, per, fitting, rt->slice_count, per,
-                        unhealthy, shared, best_backend_count);
+                        unhealthy,
+                        pw_shared_reason(shared_text, sizeof(shared_text),
+                                         span->flags & PW_VSLICE_EXCLUSIVE, shared,
+                                         "virtual slices"),
+                        best_backend_count);
 }
 
 pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_t* span,

@@ -36,7 +36,7 @@
 
 #include "sched/dispatch_internal.h"
 
-enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_MAX_CANDIDATES = 128 };
+enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_CHUNK = PW_SCHED_MAX_CANDIDATES };
 
 /* |op|'s queue link on its |p|-th part. */
 static inline pw_op_t** pw_op_sched_link(pw_op_t* op, uint32_t p) {
@@ -86,7 +86,7 @@ static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
 }
 
 static void pw_sched_charge_pending(pw_runtime_t* rt, pw_sched_entry_t* e) {
-  if (!rt->sched_charge) return;
+  if (!rt->sched_charge || pw_atomic_load_u64_relaxed(&e->pending_charge_ns) == 0) return;
   uint64_t ns = pw_atomic_exchange_u64(&e->pending_charge_ns, 0);
   if (ns != 0 && rt->sched_policy.vtable->charge != NULL) {
     pw_sched_candidate_t c = pw_sched_candidate(e);
@@ -94,11 +94,112 @@ static void pw_sched_charge_pending(pw_runtime_t* rt, pw_sched_entry_t* e) {
   }
 }
 
-/* Moves submitted ops into their clients' queues (holder only). */
-static void pw_sched_take_incoming(pw_slice_t* slice) {
+/* The backlogged clients of a slice as the policy sees them, gathered in
+ * backlog order with bounded stack however many there are: every
+ * PW_SCHED_CHUNK candidates are reduced to the policy's pick among them,
+ * and what is left is the lone chunk or the chunks' picks (themselves
+ * reduced when they fill up). For a policy whose pick is the best under
+ * an order (every bundled one) the pick over what is left is the pick over
+ * all of them; with up to PW_SCHED_CHUNK clients it is one call, as
+ * before. O(clients) per use, one policy call per chunk. The chunks'
+ * picks are kept as entries and shown to the policy afresh. */
+typedef struct pw_sched_pool_t {
+  uint32_t count, best_count;
+  pw_sched_candidate_t cands[PW_SCHED_CHUNK];
+  pw_sched_entry_t* entries[PW_SCHED_CHUNK];
+  pw_sched_entry_t* best[PW_SCHED_CHUNK];
+} pw_sched_pool_t;
+
+static uint32_t pw_sched_policy_pick(pw_runtime_t* rt, const pw_sched_candidate_t* c,
+                                     uint32_t n) {
+  uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, c, n);
+  return pick < n ? pick : 0; /* a misbehaving policy cannot break the order */
+}
+
+/* Shows the chunks' picks to the policy in |pool->cands| (the chunk must
+ * have been reduced). */
+static void pw_sched_pool_show_best(pw_sched_pool_t* pool) {
+  for (uint32_t i = 0; i < pool->best_count; ++i) {
+    pool->cands[i] = pw_sched_candidate(pool->best[i]);
+  }
+  pool->count = 0; /* the chunk is empty; cands is only a view */
+}
+
+/* Replaces the full or last chunk by its pick among the chunks' picks. */
+static void pw_sched_pool_reduce(pw_runtime_t* rt, pw_sched_pool_t* pool) {
+  pw_sched_entry_t* pick = pool->entries[pw_sched_policy_pick(rt, pool->cands, pool->count)];
+  pool->count = 0;
+  if (pool->best_count == PW_SCHED_CHUNK) {
+    pw_sched_pool_show_best(pool);
+    pool->best[0] = pool->best[pw_sched_policy_pick(rt, pool->cands, pool->best_count)];
+    pool->best_count = 1;
+  }
+  pool->best[pool->best_count++] = pick;
+}
+
+static void pw_sched_pool_add(pw_runtime_t* rt, pw_sched_pool_t* pool, pw_sched_entry_t* e) {
+  if (pool->count == PW_SCHED_CHUNK) pw_sched_pool_reduce(rt, pool);
+  pool->entries[pool->count] = e;
+  pool->cands[pool->count++] = pw_sched_candidate(e);
+}
+
+/* What is left to pick from (|*out_count| of them, 0 for none), valid
+ * until the next add; more may be added afterwards. */
+static const pw_sched_candidate_t* pw_sched_pool_finish(pw_runtime_t* rt, pw_sched_pool_t* pool,
+                                                        uint32_t* out_count,
+                                                        pw_sched_entry_t*** out_entries) {
+  if (pool->best_count == 0) {
+    *out_count = pool->count;
+    *out_entries = pool->entries;
+    return pool->cands;
+  }
+  if (pool->count != 0) pw_sched_pool_reduce(rt, pool);
+  pw_sched_pool_show_best(pool);
+  *out_count = pool->best_count;
+  *out_entries = pool->best;
+  return pool->cands;
+}
+
+/* The backlogged clients, in the order they became backlogged (holder
+ * only). */
+static void pw_sched_active_append(pw_slice_t* slice, pw_sched_entry_t* e) {
+  e->active = true;
+  e->active_next = NULL;
+  e->active_prev = slice->sched_active != NULL ? slice->sched_active_tail : NULL;
+  if (e->active_prev != NULL) {
+    e->active_prev->active_next = e;
+  } else {
+    slice->sched_active = e;
+  }
+  slice->sched_active_tail = e;
+}
+
+static void pw_sched_active_remove(pw_slice_t* slice, pw_sched_entry_t* e) {
+  e->active = false;
+  if (e->active_prev != NULL) {
+    e->active_prev->active_next = e->active_next;
+  } else {
+    slice->sched_active = e->active_next;
+  }
+  if (e->active_next != NULL) {
+    e->active_next->active_prev = e->active_prev;
+  } else {
+    slice->sched_active_tail = e->active_prev;
+  }
+  e->active_next = e->active_prev = NULL;
+}
+
+/* Moves submitted ops into their clients' queues (holder only). A client
+ * that becomes backlogged is shown to the policy's activate with the
+ * others in |pool| (gathered once per call, and each client activated
+ * here added after its own activate: O(clients) per call however many
+ * activate; within one call a client's queued count and head may be
+ * those it had when it was added). */
+static void pw_sched_take_incoming(pw_slice_t* slice, pw_sched_pool_t* pool) {
   pw_runtime_t* rt = slice->runtime;
   pw_op_t* list = pw_atomic_exchange_ptr(&slice->sched_incoming, NULL);
   pw_op_t* fifo = NULL;
+  bool pooled = false;
   while (list != NULL) { /* the stack is newest first: reverse it */
     pw_op_t** link = pw_op_sched_link(list, pw_span_position(list->slice, slice));
     pw_op_t* next = *link;
@@ -137,18 +238,21 @@ static void pw_sched_take_incoming(pw_slice_t* slice) {
     if (!e->active) {
       pw_sched_charge_pending(rt, e);
       if (rt->sched_policy.vtable->activate != NULL) {
-        pw_sched_candidate_t others[PW_SCHED_MAX_CANDIDATES];
-        uint32_t n = 0;
-        for (pw_sched_entry_t* o = slice->sched_active; o && n < PW_SCHED_MAX_CANDIDATES;
-             o = o->active_next) {
-          others[n++] = pw_sched_candidate(o);
+        if (!pooled) {
+          pool->count = pool->best_count = 0;
+          for (pw_sched_entry_t* o = slice->sched_active; o; o = o->active_next) {
+            pw_sched_pool_add(rt, pool, o);
+          }
+          pooled = true;
         }
+        uint32_t n;
+        pw_sched_entry_t** unused;
+        const pw_sched_candidate_t* others = pw_sched_pool_finish(rt, pool, &n, &unused);
         pw_sched_candidate_t me = pw_sched_candidate(e);
         rt->sched_policy.vtable->activate(rt->sched_policy.self, &me, others, n);
+        pw_sched_pool_add(rt, pool, e);
       }
-      e->active = true;
-      e->active_next = slice->sched_active;
-      slice->sched_active = e;
+      pw_sched_active_append(slice, e);
     }
   }
 }
@@ -162,16 +266,7 @@ static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
   *link = NULL;
   e->blocked = false;
   if (pw_op_cold(op)->sched_links != NULL) pw__execution_release(op->exec);
-  if (--e->queued == 0) {
-    e->active = false;
-    for (pw_sched_entry_t** p = &slice->sched_active; *p; p = &(*p)->active_next) {
-      if (*p == e) {
-        *p = e->active_next;
-        break;
-      }
-    }
-    e->active_next = NULL;
-  }
+  if (--e->queued == 0) pw_sched_active_remove(slice, e);
 }
 
 /* |slice|'s scheduler picked spanning |op| (head of |e|): block the client
@@ -206,30 +301,26 @@ static void pw_sched_drop_appended(pw_slice_t* slice) {
   }
 }
 
-/* Admits ops while the window has room (holder only). */
+/* Admits ops while the window has room (holder only). Every backlogged
+ * client is a candidate, charged its device time so far (ops may complete
+ * between two admissions). */
 static void pw_sched_admit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
-  pw_sched_take_incoming(slice);
-  for (pw_sched_entry_t* e = slice->sched_active; e; e = e->active_next) {
-    pw_sched_charge_pending(rt, e);
-  }
+  pw_sched_pool_t pool;
+  pw_sched_take_incoming(slice, &pool);
   while (slice->sched_active != NULL &&
          pw_atomic_load_u32_acquire(&slice->sched_admitted) < rt->sched_window) {
-    pw_sched_candidate_t cands[PW_SCHED_MAX_CANDIDATES];
-    pw_sched_entry_t* entries[PW_SCHED_MAX_CANDIDATES];
-    uint32_t n = 0;
     pw_sched_drop_appended(slice);
-    for (pw_sched_entry_t* e = slice->sched_active; e && n < PW_SCHED_MAX_CANDIDATES;
-         e = e->active_next) {
-      if (!e->blocked && pw_sched_in_order(e)) {
-        entries[n] = e;
-        cands[n++] = pw_sched_candidate(e);
-      }
+    pool.count = pool.best_count = 0;
+    for (pw_sched_entry_t* e = slice->sched_active; e; e = e->active_next) {
+      pw_sched_charge_pending(rt, e);
+      if (!e->blocked && pw_sched_in_order(e)) pw_sched_pool_add(rt, &pool, e);
     }
+    uint32_t n;
+    pw_sched_entry_t** entries;
+    const pw_sched_candidate_t* cands = pw_sched_pool_finish(rt, &pool, &n, &entries);
     if (n == 0) break; /* every backlogged client waits for another slice */
-    uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, cands, n);
-    if (pick >= n) pick = 0; /* a misbehaving policy cannot break the order */
-    pw_sched_entry_t* e = entries[pick];
+    pw_sched_entry_t* e = entries[pw_sched_policy_pick(rt, cands, n)];
     pw_op_t* op = e->head;
     if (op->slice->span_count > 1) {
       pw_sched_pick_spanning(slice, e, op);

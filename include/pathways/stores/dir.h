@@ -4,14 +4,15 @@
  * own store: it uses only the public headers (store.h).
  *
  * Durability and atomicity: put writes a temporary file ".tmp-KEY-PID-N"
- * in the directory, fsyncs it, renames it over KEY, then fsyncs the
- * directory. A reader (this process or another) sees the old file or the
- * new one, never a torn one; a crash or kill leaves at most a temporary
- * file, which a later pw_dir_store_create removes (when its process is
- * gone, or it is older than |stale_temp_seconds|). Any failing step
- * (write, fsync, rename) removes the temporary file and keeps the previous
- * value; a failing fsync of the directory after the rename is reported
- * (UNAVAILABLE) although the new value is in place.
+ * (N unique in the process, across stores) in the directory, fsyncs it,
+ * renames it over KEY, then fsyncs the directory. A reader (this process
+ * or another) sees the old file or the new one, never a torn one; a crash
+ * or kill leaves at most a temporary file, which a later
+ * pw_dir_store_create removes (when its process is gone, or it is older
+ * than |stale_temp_seconds|). Any failing step (write, fsync, rename)
+ * removes the temporary file and keeps the previous value; a failing fsync
+ * of the directory after the rename is reported (UNAVAILABLE) although the
+ * new value is in place.
  *
  * Size bound: with |max_bytes| set, a put that brings the directory's
  * entries over the bound evicts the least recently used entries (by file

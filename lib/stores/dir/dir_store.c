@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,17 @@
 /* Writes and reads go in chunks: bounded syscalls, and a kill can land
  * between two of them (the fault tests rely on that). */
 #define PW_DIR_CHUNK ((size_t)1 << 20)
+/* Names tried for one put's temporary file before it fails with EEXIST. */
+#define PW_DIR_TEMP_ATTEMPTS 64
+
+/* The SEQ of temporary files ".tmp-KEY-PID-SEQ", process-wide: two stores
+ * over one directory in one process share the PID, so a counter per store
+ * made the same name twice (and one put failed with EEXIST). This counter
+ * only makes names unique, no store depends on another's use of it; a
+ * name taken anyway (a leftover of an earlier process with this PID, a
+ * second copy of this code in the process) is skipped by O_EXCL and
+ * retrying with the next number. */
+static atomic_uint_least64_t pw_dir_temp_seq;
 
 typedef struct pw_dir_store_s {
   pw_allocator_t allocator;
@@ -36,8 +48,7 @@ typedef struct pw_dir_store_s {
   uint64_t max_bytes;
   uint32_t stale_seconds;
   uint32_t stale_removed;
-  pthread_mutex_t lock;      /* seq, approx_bytes, eviction */
-  uint64_t seq;
+  pthread_mutex_t lock;      /* approx_bytes, eviction */
   uint64_t approx_bytes;     /* entries' bytes as last scanned plus puts since */
 } pw_dir_store_t;
 
@@ -248,13 +259,14 @@ static pw_status_t pw_dir_put(void* self, const char* key, const void* bytes, si
                           "%llu",
                           s->path, key, size, (unsigned long long)s->max_bytes);
   }
-  pthread_mutex_lock(&s->lock);
-  uint64_t seq = ++s->seq;
-  pthread_mutex_unlock(&s->lock);
   char temp[PW_STORE_KEY_MAX + 64];
-  snprintf(temp, sizeof(temp), PW_DIR_TEMP_PREFIX "%s-%ld-%llu", key, (long)getpid(),
-           (unsigned long long)seq);
-  int fd = openat(s->dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < PW_DIR_TEMP_ATTEMPTS; ++attempt) {
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&pw_dir_temp_seq, 1) + 1;
+    snprintf(temp, sizeof(temp), PW_DIR_TEMP_PREFIX "%s-%ld-%llu", key, (long)getpid(), seq);
+    fd = openat(s->dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return pw_dir_errno(s, errno, "creating", temp);
   pw_status_t status = pw_dir_write_all(s, fd, temp, bytes, size);
   if (status == NULL && fsync(fd) != 0) status = pw_dir_errno(s, errno, "fsync of", temp);
