@@ -452,7 +452,11 @@ typedef struct pw_buffer_obj_s {
   size_t total_bytes;
 } pw_buffer_obj_t;
 
+/* A buffer of |spec| on |vslice| without shards yet. |total_bytes| and
+ * |shard_bytes| come from pw_array_spec_byte_sizes (a plan computes them
+ * once, at lowering). */
 pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,
+                              size_t total_bytes, size_t shard_bytes,
                               pw_buffer_obj_t** out_buffer);
 
 /* ---- graph plan --------------------------------------------------------- */
