@@ -4,8 +4,9 @@
  * buffers, executables, graph parameters, graph files), and every
  * accepted shape's byte size is exactly elements x dtype size. The
  * property test draws seeded random shapes near the int64 and size_t
- * limits for every dtype and sharding and checks each path against a
- * 128-bit computation. */
+ * limits for every dtype and sharding and checks each path (specs,
+ * buffers, executables, graph files checked, decoded and encoded again)
+ * against a 128-bit computation. */
 #include <stdlib.h>
 
 #include "graph_format/gf_util.h"
@@ -303,6 +304,14 @@ Test(sizes, random_shapes_near_the_limits_never_wrap) {
     s = pw_graph_decode(f.client, doc->data, doc->size, &o, &g);
     cr_assert_eq(s == NULL, fits, "%s: decoded graph %s", what, s == NULL ? "accepted" : "rejected");
     if (s == NULL) {
+      /* Encoded again, it is the same graph. */
+      void* bytes = NULL;
+      size_t size = 0;
+      OK(pw_graph_encode(f.client, g, NULL, pw_allocator_system(), &bytes, &size));
+      pw_graph_format_info_t info;
+      OK(pw_graph_format_check(bytes, size, pw_allocator_system(), &info));
+      cr_assert_eq(info.buffers, 1, "%s", what);
+      pw_allocator_free(pw_allocator_system(), bytes, size);
       OK(pw_graph_release(f.client, g));
     } else {
       pw_status_free(s);
