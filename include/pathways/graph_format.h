@@ -29,7 +29,11 @@
  * INVALID_ARGUMENT with a message giving the path:
  *   "nodes[3].inputs[1]: refers to buffer 9, which does not exist (7 buffers)"
  * Memory used while decoding is bounded by a small multiple of the input
- * size (docs/formats.md gives the bound the tests check).
+ * size, and pw_graph_decode's (lowering included) by that plus a fixed
+ * amount per pair of source block and destination device of each
+ * transfer node, whatever the arrays' sizes (docs/formats.md gives the
+ * bounds the tests check). Arrays whose byte size exceeds
+ * PW_ARRAY_MAX_BYTES are rejected.
  *
  * The canonical hash of a graph is XXH3-128 over its deterministic
  * encoding: equal for equal graphs whatever key order or integer widths

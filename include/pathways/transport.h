@@ -39,6 +39,12 @@
  * either range, until |done| runs. The two ranges may lie in the same
  * memory and may overlap (the result is as if the source were copied to a
  * temporary first).
+ *
+ * Strided copies (v2, copy_strided): one descriptor moves a grid of rows
+ * of |size| bytes (a transfer between shardings moves one such grid per
+ * pair of shards, whatever the number of rows). The contract is copy's,
+ * with one done for the whole grid; rows are copied in index order, each
+ * as copy would. A transport without copy_strided gets one copy per row.
  */
 #ifndef PATHWAYS_TRANSPORT_H_
 #define PATHWAYS_TRANSPORT_H_
@@ -61,6 +67,20 @@ typedef struct pw_transport_endpoint_t {
 /* Completion of one copy. Owns |status| (NULL = OK). */
 typedef void (*pw_transport_done_fn_t)(void* done_user, pw_status_t status);
 
+/* One level of a strided copy (v2): what lies inside it (the next level,
+ * or the row) is repeated |count| (>= 1) times, |src_stride| bytes apart
+ * in the source and |dst_stride| bytes apart in the destination. */
+typedef struct pw_transport_stride_t {
+  size_t count;
+  size_t src_stride;
+  size_t dst_stride;
+} pw_transport_stride_t;
+
+/* Levels a strided copy has at most: a box of a row-major array split
+ * along one axis, intersected with one split along another, is rows
+ * repeated along at most two strides. */
+#define PW_TRANSPORT_MAX_STRIDES 2
+
 /* One copy: |size| bytes from |src| to |dst|. The descriptor itself is
  * read before copy returns (the caller may reuse it at once); what it
  * points to is borrowed until done. */
@@ -74,10 +94,21 @@ typedef struct pw_transport_copy_t {
   /* Caller's id for traces and messages (e.g. a transfer node's gang id);
    * 0 if none. */
   uint64_t tag;
+  /* -- v2 fields start here: read by copy_strided only -- */
+  /* copy_strided moves, for every index (i_0, ..., i_{n-1}) below the
+   * levels' counts (n = |stride_count| <= PW_TRANSPORT_MAX_STRIDES, outer
+   * level first), the |size|-byte row at src.offset + sum(i_k *
+   * strides[k].src_stride) to dst.offset + sum(i_k * strides[k].dst_stride).
+   * Every row must lie inside its memory (OUT_OF_RANGE otherwise, also
+   * when that arithmetic overflows); |stride_count| 0 is a plain copy. */
+  uint32_t stride_count;
+  pw_transport_stride_t strides[PW_TRANSPORT_MAX_STRIDES];
 } pw_transport_copy_t;
 
 #define PW_TRANSPORT_COPY_SIZE_V1 \
   (offsetof(pw_transport_copy_t, tag) + sizeof(uint64_t))
+#define PW_TRANSPORT_COPY_SIZE_V2 \
+  (offsetof(pw_transport_copy_t, strides) + PW_TRANSPORT_MAX_STRIDES * sizeof(pw_transport_stride_t))
 
 typedef struct pw_transport_vtable_t {
   size_t struct_size;
@@ -98,10 +129,18 @@ typedef struct pw_transport_vtable_t {
                    const pw_backend_t* dst, uint32_t dst_device);
 
   /* -- v2 methods start here -- */
+
+  /* Optional: starts one strided copy (the v2 fields of |copy|; its
+   * struct_size is at least PW_TRANSPORT_COPY_SIZE_V2), with copy's async
+   * contract and one done for every row. Missing: the runtime issues one
+   * copy per row. */
+  pw_status_t (*copy_strided)(void* self, const pw_transport_copy_t* copy);
 } pw_transport_vtable_t;
 
 #define PW_TRANSPORT_VTABLE_SIZE_V1 \
   (offsetof(pw_transport_vtable_t, can_copy) + sizeof(void*))
+#define PW_TRANSPORT_VTABLE_SIZE_V2 \
+  (offsetof(pw_transport_vtable_t, copy_strided) + sizeof(void*))
 
 /* A transport instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

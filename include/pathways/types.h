@@ -49,6 +49,24 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_shape_check(const pw_shape_t* shape);
 PW_API size_t pw_shape_format(pw_dtype_t dtype, const pw_shape_t* shape,
                               char* buffer, size_t capacity);
 
+/* The largest byte size of an array the library accepts: it fits in
+ * int64_t, size_t and ptrdiff_t (2^63 - 1 on 64-bit hosts). Every array
+ * and shard size, offset and copy run the runtime computes is at most the
+ * global array's byte size, so once that passed pw_shape_byte_size no
+ * product of some of its dimensions and the dtype size can wrap. */
+#define PW_ARRAY_MAX_BYTES                                                \
+  ((uint64_t)PTRDIFF_MAX < (uint64_t)INT64_MAX ? (uint64_t)PTRDIFF_MAX \
+                                               : (uint64_t)INT64_MAX)
+
+/* The byte size of an array of |shape| with |dtype|, computed with
+ * overflow checks: the one place the library multiplies an element count
+ * by a dtype size. INVALID_ARGUMENT naming the shape (pw_shape_format) if
+ * the dtype or shape is invalid or the size exceeds PW_ARRAY_MAX_BYTES;
+ * |*out_bytes| is then 0. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_shape_byte_size(pw_dtype_t dtype,
+                                                         const pw_shape_t* shape,
+                                                         size_t* out_bytes);
+
 #define PW_MAX_MESH_RANK 4
 
 /* The logical arrangement of a slice's devices, e.g. {2, {2, 4}} for 2x4.
@@ -132,10 +150,18 @@ typedef struct pw_array_spec_t {
   pw_sharding_t sharding;
 } pw_array_spec_t;
 
-/* Checks dtype, shape and sharding over |mesh|; INVALID_ARGUMENT naming the
- * problem, or NULL. */
+/* Checks dtype, shape, byte size (pw_shape_byte_size) and sharding over
+ * |mesh| (skipped when NULL); INVALID_ARGUMENT naming the problem, or
+ * NULL. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
                                                           const pw_mesh_shape_t* mesh);
+/* Checks |spec| over |mesh| (pw_array_spec_check) and gives the global
+ * array's bytes and one device's shard's bytes (either out-param may be
+ * NULL; both are cleared first). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_array_spec_byte_sizes(const pw_array_spec_t* spec,
+                                                               const pw_mesh_shape_t* mesh,
+                                                               size_t* out_total,
+                                                               size_t* out_shard);
 PW_API bool pw_array_spec_equal(const pw_array_spec_t* a, const pw_array_spec_t* b);
 /* Writes "f32[8,4] split(0 over all devices)"; returns the needed length. */
 PW_API size_t pw_array_spec_format(const pw_array_spec_t* spec, char* buffer,

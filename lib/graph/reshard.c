@@ -1,15 +1,19 @@
 #define _POSIX_C_SOURCE 200809L
-/* Resharding plans for transfer nodes: which contiguous byte runs move
- * from which source shard to which destination shard.
+/* Resharding plans for transfer nodes: which byte rows move from which
+ * source shard to which destination shard.
  *
  * Every device's shard is a box of the global array: the whole array when
  * replicated, or one block along the split axis. For each destination
  * device and each distinct source block, the intersection of the two boxes
- * is copied as runs that are contiguous in both shards (row-major): the
+ * is copied as rows that are contiguous in both shards (row-major): the
  * trailing dimensions the intersection covers fully in both shards fold
- * into one run. Adjacent runs merge. Only blocks that intersect produce
- * copies, so e.g. split(0) over 4 devices -> replicated over 8 copies each
- * source block once to each destination device and nothing else, and an
+ * into one row. The rows of one intersection form a grid with at most two
+ * strides (the two split axes), described by one record
+ * (pw_plan_copy_t): a plan has one record per intersecting pair of shards
+ * however many rows it moves (u8[2^22,2] split(1) -> replicated is 4
+ * records for 2^24 rows). Only blocks that intersect produce copies, so
+ * e.g. split(0) over 4 devices -> replicated over 8 copies each source
+ * block once to each destination device and nothing else, and an
  * unchanged sharding on the same mesh copies each shard once.
  *
  * Among the replicas of a source block the copy reads from replica
@@ -46,6 +50,10 @@ static uint32_t pw_reshard_blocks(const pw_array_spec_t* spec, const pw_mesh_sha
   return (uint32_t)(spec->shape.dims[t] / shard.dims[t]);
 }
 
+/* Copy records one transfer may have (88 bytes each): 2^22 is e.g. 2,048
+ * destination devices each reading from 2,048 source blocks. */
+#define PW_RESHARD_MAX_COPIES (1u << 22)
+
 /* The copies found so far: in |embedded| until there are more (a transfer
  * between equal or simple shardings has a few per destination). */
 typedef struct pw_copy_list_t {
@@ -63,9 +71,10 @@ static void pw_copy_list_free(pw_copy_list_t* list) {
 }
 
 static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
-  if (list->count > 0) {
+  if (list->count > 0 && copy.stride_count == 0) {
     pw_plan_copy_t* last = &list->items[list->count - 1];
-    if (last->src_index == copy.src_index && last->dst_index == copy.dst_index &&
+    if (last->stride_count == 0 && last->src_index == copy.src_index &&
+        last->dst_index == copy.dst_index &&
         last->src_offset + last->size == copy.src_offset &&
         last->dst_offset + last->size == copy.dst_offset) {
       last->size += copy.size;
@@ -73,9 +82,10 @@ static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
     }
   }
   if (list->count == list->capacity) {
-    if (list->capacity >= (1u << 28)) {
+    if (list->capacity >= PW_RESHARD_MAX_COPIES) {
       return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                            "resharding needs more than 2^28 copies");
+                            "resharding needs more than 2^22 copy records (one per pair of "
+                            "intersecting shards)");
     }
     uint32_t capacity = list->capacity * 2;
     pw_plan_copy_t* grown = NULL;
@@ -90,53 +100,85 @@ static pw_status_t pw_copy_list_add(pw_copy_list_t* list, pw_plan_copy_t copy) {
   return NULL;
 }
 
-/* Emits the runs of |region| from the source shard box |sbox| to the
- * destination shard box |dbox|. */
+/* Emits the copies of |region| from the source shard box |sbox| to the
+ * destination shard box |dbox| as one strided record (more only if the
+ * region needs more levels than a record has, which two boxes of
+ * one-axis splits never do). Offsets and strides are in bytes and below
+ * the shards' byte sizes, which pw_array_spec_byte_sizes bounded, so
+ * none of the products wraps. */
 static pw_status_t pw_reshard_region(pw_copy_list_t* list, uint32_t rank, size_t elem,
                                      const pw_box_t* region, const pw_box_t* sbox,
                                      const pw_box_t* dbox, uint32_t src_index,
                                      uint32_t dst_index) {
-  if (rank == 0) {
-    pw_plan_copy_t c = {src_index, dst_index, 0, 0, elem};
-    return pw_copy_list_add(list, c);
-  }
+  pw_plan_copy_t c;
+  memset(&c, 0, sizeof(c));
+  c.src_index = src_index;
+  c.dst_index = dst_index;
+  c.size = elem;
+  if (rank == 0) return pw_copy_list_add(list, c);
   int64_t ext[PW_MAX_RANK], sdim[PW_MAX_RANK], ddim[PW_MAX_RANK];
   for (uint32_t m = 0; m < rank; ++m) {
     ext[m] = region->hi[m] - region->lo[m];
     sdim[m] = sbox->hi[m] - sbox->lo[m];
     ddim[m] = dbox->hi[m] - dbox->lo[m];
   }
-  /* k: the first dimension of the run; everything after it is covered in
+  /* k: the first dimension of the row; everything after it is covered in
    * full by the region in both shards. */
   uint32_t k = rank - 1;
   while (k > 0 && ext[k] == sdim[k] && ext[k] == ddim[k]) --k;
-  size_t run = elem;
-  for (uint32_t m = k; m < rank; ++m) run *= (size_t)ext[m];
-  int64_t sstride[PW_MAX_RANK], dstride[PW_MAX_RANK];
-  sstride[rank - 1] = dstride[rank - 1] = 1;
+  for (uint32_t m = k; m < rank; ++m) c.size *= (size_t)ext[m];
+  size_t sstride[PW_MAX_RANK], dstride[PW_MAX_RANK];
+  sstride[rank - 1] = dstride[rank - 1] = elem;
   for (uint32_t m = rank - 1; m-- > 0;) {
-    sstride[m] = sstride[m + 1] * sdim[m + 1];
-    dstride[m] = dstride[m + 1] * ddim[m + 1];
+    sstride[m] = sstride[m + 1] * (size_t)sdim[m + 1];
+    dstride[m] = dstride[m + 1] * (size_t)ddim[m + 1];
   }
-  int64_t idx[PW_MAX_RANK];
-  for (uint32_t m = 0; m < rank; ++m) idx[m] = region->lo[m];
-  for (;;) {
-    int64_t soff = 0, doff = 0;
-    for (uint32_t m = 0; m < rank; ++m) {
-      soff += (idx[m] - sbox->lo[m]) * sstride[m];
-      doff += (idx[m] - dbox->lo[m]) * dstride[m];
+  for (uint32_t m = 0; m < rank; ++m) {
+    c.src_offset += (size_t)(region->lo[m] - sbox->lo[m]) * sstride[m];
+    c.dst_offset += (size_t)(region->lo[m] - dbox->lo[m]) * dstride[m];
+  }
+  /* The dimensions before k are the levels: drop those of one index and
+   * merge a level into the one outside it when they are one arithmetic
+   * progression in both shards. */
+  pw_transport_stride_t levels[PW_MAX_RANK];
+  uint32_t n = 0;
+  for (uint32_t m = 0; m < k; ++m) {
+    if (ext[m] == 1) continue;
+    pw_transport_stride_t l = {(size_t)ext[m], sstride[m], dstride[m]};
+    levels[n++] = l;
+    while (n >= 2 && levels[n - 2].src_stride == levels[n - 1].count * levels[n - 1].src_stride &&
+           levels[n - 2].dst_stride == levels[n - 1].count * levels[n - 1].dst_stride) {
+      levels[n - 2].count *= levels[n - 1].count;
+      levels[n - 2].src_stride = levels[n - 1].src_stride;
+      levels[n - 2].dst_stride = levels[n - 1].dst_stride;
+      --n;
     }
-    pw_plan_copy_t c = {src_index, dst_index, (size_t)soff * elem, (size_t)doff * elem, run};
+  }
+  /* Rows that follow each other in both shards are one longer row. */
+  if (n > 0 && levels[n - 1].src_stride == c.size && levels[n - 1].dst_stride == c.size) {
+    c.size *= levels[--n].count;
+  }
+  /* Levels beyond a record's are walked here, one record per index. */
+  uint32_t outer = n > PW_TRANSPORT_MAX_STRIDES ? n - PW_TRANSPORT_MAX_STRIDES : 0;
+  c.stride_count = n - outer;
+  for (uint32_t i = 0; i < c.stride_count; ++i) c.strides[i] = levels[outer + i];
+  size_t idx[PW_MAX_RANK] = {0};
+  size_t src_base = c.src_offset, dst_base = c.dst_offset;
+  for (;;) {
     PW_RETURN_IF_ERROR(pw_copy_list_add(list, c));
-    /* Next index over the dimensions before k. */
-    uint32_t m = k;
-    while (m > 0) {
-      --m;
-      if (++idx[m] < region->hi[m]) break;
-      idx[m] = region->lo[m];
+    uint32_t m = outer;
+    while (m-- > 0) {
+      if (++idx[m] < levels[m].count) break;
+      idx[m] = 0;
       if (m == 0) return NULL;
     }
-    if (k == 0) return NULL;
+    if (outer == 0) return NULL;
+    c.src_offset = src_base;
+    c.dst_offset = dst_base;
+    for (uint32_t i = 0; i < outer; ++i) {
+      c.src_offset += idx[i] * levels[i].src_stride;
+      c.dst_offset += idx[i] * levels[i].dst_stride;
+    }
   }
 }
 

@@ -83,6 +83,62 @@ pw_status_t pw__transport_copy(const pw_transport_t* transport,
   return transport->vtable->copy(transport->self, copy);
 }
 
+pw_status_t pw__transport_copy_extent(const pw_transport_copy_t* copy, size_t* out_src,
+                                      size_t* out_dst) {
+  *out_src = *out_dst = copy->size;
+  if (copy->stride_count > PW_TRANSPORT_MAX_STRIDES) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "transport copy: stride_count %u exceeds %d", copy->stride_count,
+                          PW_TRANSPORT_MAX_STRIDES);
+  }
+  for (uint32_t k = 0; k < copy->stride_count; ++k) {
+    const pw_transport_stride_t* l = &copy->strides[k];
+    if (l->count == 0) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "transport copy: strides[%u].count is 0", k);
+    }
+    size_t n = l->count - 1;
+    if ((l->src_stride != 0 && n > (SIZE_MAX - *out_src) / l->src_stride) ||
+        (l->dst_stride != 0 && n > (SIZE_MAX - *out_dst) / l->dst_stride)) {
+      return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                            "transport copy: strides[%u] (%zu rows, strides %zu and %zu) "
+                            "overflow",
+                            k, l->count, l->src_stride, l->dst_stride);
+    }
+    *out_src += n * l->src_stride;
+    *out_dst += n * l->dst_stride;
+  }
+  return NULL;
+}
+
+pw_status_t pw__transport_copy_strided(const pw_transport_t* transport,
+                                       const pw_transport_copy_t* copy) {
+  if (copy == NULL || copy->struct_size < PW_TRANSPORT_COPY_SIZE_V2) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "transport '%s' copy_strided: descriptor is NULL or its struct_size "
+                          "is below v2 (%zu)",
+                          pw__transport_name(transport), (size_t)PW_TRANSPORT_COPY_SIZE_V2);
+  }
+  if (copy->done == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "transport '%s' copy_strided: done is NULL",
+                          pw__transport_name(transport));
+  }
+  size_t src_extent = 0, dst_extent = 0;
+  PW_RETURN_IF_ERROR_CTX(pw__transport_copy_extent(copy, &src_extent, &dst_extent),
+                         "transport '%s'", pw__transport_name(transport));
+  PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->src, "src", src_extent),
+                         "transport '%s'", pw__transport_name(transport));
+  PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->dst, "dst", dst_extent),
+                         "transport '%s'", pw__transport_name(transport));
+  if (!PW__TRANSPORT_HAS(transport, copy_strided)) {
+    return pw_status_make(PW_STATUS_UNIMPLEMENTED,
+                          "transport '%s' does not implement copy_strided",
+                          pw__transport_name(transport));
+  }
+  return transport->vtable->copy_strided(transport->self, copy);
+}
+
 bool pw__transport_can_copy(const pw_transport_t* transport, const pw_backend_t* src,
                             uint32_t src_device, const pw_backend_t* dst,
                             uint32_t dst_device) {

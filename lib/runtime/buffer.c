@@ -27,6 +27,7 @@ static void pw_buffer_destroy(pw_object_t* object) {
 }
 
 pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,
+                              size_t total_bytes, size_t shard_bytes,
                               pw_buffer_obj_t** out_buffer) {
   *out_buffer = NULL;
   pw_runtime_t* rt = vslice->header.runtime;
@@ -36,10 +37,8 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
   b->slice = vslice->slice;
   b->mesh = vslice->mesh;
   b->spec = *spec;
-  size_t elem = pw_dtype_size(spec->dtype);
-  pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &vslice->mesh);
-  b->shard_bytes = (size_t)pw_shape_element_count(&shard) * elem;
-  b->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * elem;
+  b->shard_bytes = shard_bytes;
+  b->total_bytes = total_bytes;
   pw_status_t status = NULL;
   if (vslice->slice->device_count <= PW_BUFFER_INLINE_SHARDS) {
     b->shards = b->inline_shards; /* zeroed with the object */
@@ -58,7 +57,9 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
   return NULL;
 }
 
-/* Geometry of a shard inside the global array. */
+/* Geometry of a shard inside the global array. Every product here is of
+ * some of the dimensions and the dtype size, so it is at most total_bytes,
+ * which pw_array_spec_byte_sizes bounded: none can wrap. */
 typedef struct pw_shard_geometry_t {
   size_t outer;      /* product of dims before the split axis */
   size_t run;        /* bytes of one contiguous run of the shard */
@@ -162,9 +163,10 @@ pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
   pw_object_t* o = NULL;
   PW_RETURN_IF_ERROR(pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &o));
   pw_vslice_obj_t* vs = (pw_vslice_obj_t*)o;
-  pw_status_t status = pw_array_spec_check(spec, &vs->mesh);
+  size_t total_bytes = 0, shard_bytes = 0;
+  pw_status_t status = pw_array_spec_byte_sizes(spec, &vs->mesh, &total_bytes, &shard_bytes);
   pw_buffer_obj_t* b = NULL;
-  if (status == NULL) status = pw__buffer_create(vs, spec, &b);
+  if (status == NULL) status = pw__buffer_create(vs, spec, total_bytes, shard_bytes, &b);
   pw__object_release(o);
   if (status != NULL) return pw_status_annotate(status, "pw_buffer_from_host");
   if (size != b->total_bytes) {

@@ -172,6 +172,9 @@ struct pw_runtime_s {
    * names what is missing. The dispatcher calls it directly with the
    * descriptors it builds. */
   pw_status_t (*transport_copy)(void* self, const pw_transport_copy_t* copy);
+  /* The transport's copy_strided when it has one, else NULL: transfers
+   * then issue one copy per row. */
+  pw_status_t (*transport_copy_strided)(void* self, const pw_transport_copy_t* copy);
   pw_atomic_u64_t next_plan_id; /* pw_plan_t.id */
 };
 
@@ -456,7 +459,11 @@ typedef struct pw_buffer_obj_s {
   size_t total_bytes;
 } pw_buffer_obj_t;
 
+/* A buffer of |spec| on |vslice| without shards yet. |total_bytes| and
+ * |shard_bytes| come from pw_array_spec_byte_sizes (a plan computes them
+ * once, at lowering). */
 pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,
+                              size_t total_bytes, size_t shard_bytes,
                               pw_buffer_obj_t** out_buffer);
 
 /* ---- graph plan --------------------------------------------------------- */
@@ -468,15 +475,21 @@ typedef struct pw_plan_input_s {
   uint32_t output;     /* output index of the producing op */
 } pw_plan_input_t;
 
-/* One contiguous run of a transfer: |size| bytes from the shard of source
- * mesh index |src_index| at |src_offset| to the shard of destination mesh
- * index |dst_index| at |dst_offset|. */
+/* The copies of a transfer from the shard of source mesh index
+ * |src_index| to the shard of destination mesh index |dst_index|: rows of
+ * |size| bytes, the first at |src_offset| / |dst_offset|, repeated along
+ * |stride_count| levels (outer first; pw_transport_copy_t's v2 fields say
+ * how). One record per pair of intersecting shards, whatever the number
+ * of rows: the transport (or, for one without copy_strided, the
+ * dispatcher) walks the rows. */
 typedef struct pw_plan_copy_s {
   uint32_t src_index;
   uint32_t dst_index;
+  uint32_t stride_count;
   size_t src_offset;
   size_t dst_offset;
   size_t size;
+  pw_transport_stride_t strides[PW_TRANSPORT_MAX_STRIDES];
 } pw_plan_copy_t;
 
 typedef enum pw_plan_op_kind_e {

@@ -212,6 +212,9 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     }
   }
   rt->transport_copy = PW__TRANSPORT_HAS(&rt->transport, copy) ? rt->transport.vtable->copy : NULL;
+  rt->transport_copy_strided = PW__TRANSPORT_HAS(&rt->transport, copy_strided)
+                                   ? rt->transport.vtable->copy_strided
+                                   : NULL;
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
   if (status != NULL) {
     pw_runtime_free(rt);

@@ -354,10 +354,14 @@ pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* rt, pw_plan_t* plan) {
     const pw_plan_op_t* p = &plan->ops[i];
     for (uint32_t k = 0; k < p->output_count; ++k) {
       const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
-      pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, &p->vslice->mesh);
       pw_plan_value_t* v = &values[p->output_base + k];
-      v->shard_bytes = (size_t)pw_shape_element_count(&shard) * pw_dtype_size(spec->dtype);
-      v->total_bytes = (size_t)pw_shape_element_count(&spec->shape) * pw_dtype_size(spec->dtype);
+      pw_status_t status = pw_array_spec_byte_sizes(spec, &p->vslice->mesh, &v->total_bytes,
+                                                    &v->shard_bytes);
+      if (status != NULL) {
+        pw_allocator_free(rt->allocator, values, pw_nz(output_total) * sizeof(pw_plan_value_t));
+        return pw_status_annotate(status, "graph node %u (\"%s\") output %u", p->node,
+                                  p->name, k);
+      }
     }
   }
   /* Append groups. A submission appends group after group, each to its
@@ -576,7 +580,9 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
       const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
       if (p->external_outputs & (1u << k)) {
-        status = pw__buffer_create(p->vslice, spec, &exec->outputs[out_cursor]);
+        const pw_plan_value_t* v = &plan->values[p->output_base + k];
+        status = pw__buffer_create(p->vslice, spec, v->total_bytes, v->shard_bytes,
+                                   &exec->outputs[out_cursor]);
       } else {
         pw_buffer_obj_t* b = (pw_buffer_obj_t*)internal;
         internal += pw_internal_value_bytes(op->slice->device_count);
@@ -644,7 +650,9 @@ pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan) {
     const pw_plan_op_t* p = &plan->ops[po->op];
     pw_buffer_obj_t** slot = &exec->outputs[p->output_base + po->output];
     if (*slot == NULL) {
-      PW_RETURN_IF_ERROR(pw__buffer_create(p->vslice, pw_plan_output_spec(p, po->output), slot));
+      const pw_plan_value_t* v = &plan->values[p->output_base + po->output];
+      PW_RETURN_IF_ERROR(pw__buffer_create(p->vslice, pw_plan_output_spec(p, po->output),
+                                           v->total_bytes, v->shard_bytes, slot));
     }
   }
   return NULL;

@@ -628,6 +628,32 @@ static void pw_dispatch_copy_done(void* user, pw_status_t status) {
   pw_dispatch_copy_finished(user, status);
 }
 
+/* Issues |run|'s rows one copy each (|copy| holds the first row). */
+static void pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_t* d, pw_transport_copy_t* copy,
+                                  const pw_plan_copy_t* run) {
+  size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
+  for (;;) {
+    pw_status_t status = rt->transport_copy != NULL
+                             ? rt->transport_copy(rt->transport.self, copy)
+                             : pw__transport_copy(&rt->transport, copy);
+    if (status != NULL) pw_dispatch_copy_finished(d, status);
+    uint32_t k = run->stride_count;
+    for (;;) {
+      if (k == 0) return;
+      --k;
+      const pw_transport_stride_t* l = &run->strides[k];
+      if (++idx[k] < l->count) {
+        copy->src.offset += l->src_stride;
+        copy->dst.offset += l->dst_stride;
+        break;
+      }
+      copy->src.offset -= (l->count - 1) * l->src_stride;
+      copy->dst.offset -= (l->count - 1) * l->dst_stride;
+      idx[k] = 0;
+    }
+  }
+}
+
 static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   const pw_plan_op_t* p = op->plan;
   pw_buffer_obj_t* src = op->inputs[0];
@@ -644,9 +670,30 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     }
   }
   uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
+  bool strided = rt->transport_copy_strided != NULL;
+  /* Copies this part issues: one per record, or (a transport without
+   * copy_strided) one per row. */
+  uint64_t issued = last - first;
+  if (!strided) {
+    issued = 0;
+    for (uint32_t c = first; c < last; ++c) {
+      uint64_t rows = 1;
+      for (uint32_t k = 0; k < p->copies[c].stride_count; ++k) rows *= p->copies[c].strides[k].count;
+      issued += rows;
+    }
+    if (issued >= UINT32_MAX) {
+      d->done_status = pw_status_make(
+          PW_STATUS_RESOURCE_EXHAUSTED,
+          "transfer to mesh index %u needs %llu row copies and transport '%s' has no "
+          "copy_strided",
+          m, (unsigned long long)issued, pw__transport_name(&rt->transport));
+      pw_dispatch_device_done(d);
+      return;
+    }
+  }
   /* The guard count keeps the part from completing before the last copy
    * is issued. */
-  pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1);
+  pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
   for (uint32_t c = first; c < last; ++c) {
     const pw_plan_copy_t* run = &p->copies[c];
     pw_transport_copy_t copy;
@@ -664,9 +711,13 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.done = pw_dispatch_copy_done;
     copy.done_user = d;
     copy.tag = pw_op_gang_id(op);
-    pw_status_t status = rt->transport_copy != NULL
-                             ? rt->transport_copy(rt->transport.self, &copy)
-                             : pw__transport_copy(&rt->transport, &copy);
+    if (run->stride_count == 0 || !strided) {
+      pw_dispatch_copy_rows(rt, d, &copy, run);
+      continue;
+    }
+    copy.stride_count = run->stride_count;
+    memcpy(copy.strides, run->strides, sizeof(copy.strides));
+    pw_status_t status = rt->transport_copy_strided(rt->transport.self, &copy);
     if (status != NULL) pw_dispatch_copy_finished(d, status);
   }
   pw_dispatch_copy_finished(d, NULL); /* the guard */

@@ -76,9 +76,40 @@ pw_status_t pw_shape_check(const pw_shape_t* shape) {
     }
   }
   if (pw_shape_element_count(shape) == 0) {
+    char text[256];
+    pw_shape_format(PW_DTYPE_INVALID, shape, text, sizeof(text));
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "shape element count overflows int64");
+                          "shape %s: element count overflows int64", text);
   }
+  return NULL;
+}
+
+pw_status_t pw_shape_byte_size(pw_dtype_t dtype, const pw_shape_t* shape, size_t* out_bytes) {
+  if (out_bytes == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_shape_byte_size: out_bytes is NULL");
+  }
+  *out_bytes = 0;
+  size_t elem = pw_dtype_size(dtype);
+  if (elem == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "unknown dtype %d", (int)dtype);
+  }
+  PW_RETURN_IF_ERROR(pw_shape_check(shape));
+  /* Dimension by dimension, so that no partial product can wrap either. */
+  uint64_t bytes = elem;
+  for (uint32_t i = 0; i < shape->rank; ++i) {
+    uint64_t d = (uint64_t)shape->dims[i];
+    if (bytes > PW_ARRAY_MAX_BYTES / d) {
+      char text[256];
+      pw_shape_format(dtype, shape, text, sizeof(text));
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "array %s: %lld elements of %zu bytes exceed the limit of %llu "
+                            "bytes per array",
+                            text, (long long)pw_shape_element_count(shape), elem,
+                            (unsigned long long)PW_ARRAY_MAX_BYTES);
+    }
+    bytes *= d;
+  }
+  *out_bytes = (size_t)bytes;
   return NULL;
 }
 
@@ -294,8 +325,27 @@ pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "unknown dtype %d",
                           (int)spec->dtype);
   }
-  PW_RETURN_IF_ERROR(pw_shape_check(&spec->shape));
+  size_t bytes = 0;
+  PW_RETURN_IF_ERROR(pw_shape_byte_size(spec->dtype, &spec->shape, &bytes));
   if (mesh != NULL) PW_RETURN_IF_ERROR(pw_sharding_check(&spec->sharding, &spec->shape, mesh));
+  return NULL;
+}
+
+pw_status_t pw_array_spec_byte_sizes(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh,
+                                     size_t* out_total, size_t* out_shard) {
+  if (out_total != NULL) *out_total = 0;
+  if (out_shard != NULL) *out_shard = 0;
+  if (mesh == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_array_spec_byte_sizes: mesh is NULL");
+  }
+  PW_RETURN_IF_ERROR(pw_array_spec_check(spec, mesh));
+  size_t total = 0, shard_bytes = 0;
+  PW_RETURN_IF_ERROR(pw_shape_byte_size(spec->dtype, &spec->shape, &total));
+  /* A shard divides one dimension of the checked shape: never larger. */
+  pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
+  PW_RETURN_IF_ERROR(pw_shape_byte_size(spec->dtype, &shard, &shard_bytes));
+  if (out_total != NULL) *out_total = total;
+  if (out_shard != NULL) *out_shard = shard_bytes;
   return NULL;
 }
 

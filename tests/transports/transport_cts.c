@@ -539,3 +539,117 @@ void pw_tcts_case_allocation_failures(const pw_tcts_fixture_t* f) {
   a.backend.vtable->deallocate(a.backend.self, 1, s.m[1]);
   pw_tcts_backend_destroy(&a);
 }
+
+/* Strided copies (v2): a grid of rows lands where the same rows copied one
+ * by one would, on every path; a grid that leaves either memory, whose
+ * arithmetic overflows, or whose levels are malformed is refused before
+ * anything moves. A transport without copy_strided is UNIMPLEMENTED
+ * through the shim (the runtime then copies row by row). */
+void pw_tcts_case_strided_copies(const pw_tcts_fixture_t* f) {
+  pw_transport_t t = pw_tcts_transport(f);
+  if (!PW__TRANSPORT_HAS(&t, copy_strided)) {
+    pw_tcts_done_t d;
+    pw_tcts_done_init(&d);
+    pw_tcts_backend_t a;
+    pw_tcts_backend_create(PW_TCTS_CPU, &a);
+    pw_backend_memory_t m = NULL;
+    PW_TCTS_OK(a.backend.vtable->allocate(a.backend.self, 0, 64, &m));
+    pw_transport_copy_t c = pw_tcts_describe(&a.backend, 0, m, 0, &a.backend, 0, m, 32, 8, &d);
+    pw_tcts_expect(pw__transport_copy_strided(&t, &c), PW_STATUS_UNIMPLEMENTED, "no copy_strided");
+    a.backend.vtable->deallocate(a.backend.self, 0, m);
+    pw_tcts_backend_destroy(&a);
+    pw__transport_destroy(&t);
+    return;
+  }
+  static const pw_tcts_pair_t pairs[] = {
+      {PW_TCTS_CPU, PW_TCTS_CPU, false},
+      {PW_TCTS_CPU, PW_TCTS_CPU_NO_HOST, false},
+      {PW_TCTS_CPU_NO_HOST, PW_TCTS_CPU, false},
+      {PW_TCTS_CPU_NO_HOST, PW_TCTS_CPU_NO_HOST, false},
+      {PW_TCTS_SIM, PW_TCTS_SIM, true},
+      {PW_TCTS_SIM_VIRTUAL, PW_TCTS_SIM_VIRTUAL, true},
+  };
+  const size_t cap = 4096;
+  unsigned char* src = malloc(cap);
+  unsigned char* want = malloc(cap);
+  unsigned char* got = malloc(cap);
+  for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); ++p) {
+    pw_tcts_backend_t sb, db_storage;
+    pw_tcts_backend_create(pairs[p].src, &sb);
+    pw_tcts_backend_t* db = &sb;
+    if (!pairs[p].same) {
+      pw_tcts_backend_create(pairs[p].dst, &db_storage);
+      db = &db_storage;
+    }
+    pw_backend_memory_t sm = NULL, dm = NULL;
+    PW_TCTS_OK(sb.backend.vtable->allocate(sb.backend.self, 1, cap, &sm));
+    PW_TCTS_OK(db->backend.vtable->allocate(db->backend.self, 2, cap, &dm));
+    bool virtual_memory = pairs[p].src == PW_TCTS_SIM_VIRTUAL;
+    pw_tcts_pattern(src, cap, (uint32_t)p + 3);
+    memset(want, 0xEE, cap);
+    PW_TCTS_OK(sb.backend.vtable->copy_to_device(sb.backend.self, 1, sm, 0, src, cap));
+    PW_TCTS_OK(db->backend.vtable->copy_to_device(db->backend.self, 2, dm, 0, want, cap));
+    /* 5 x 3 rows of 7 bytes: source rows 40 apart in blocks 300 apart,
+     * destination rows 9 apart in blocks 30 apart. */
+    pw_tcts_done_t d;
+    pw_tcts_done_init(&d);
+    pw_transport_copy_t c = pw_tcts_describe(&sb.backend, 1, sm, 13, &db->backend, 2, dm, 100, 7,
+                                             &d);
+    c.stride_count = 2;
+    c.strides[0] = (pw_transport_stride_t){5, 300, 30};
+    c.strides[1] = (pw_transport_stride_t){3, 40, 9};
+    for (size_t i = 0; i < 5; ++i) {
+      for (size_t j = 0; j < 3; ++j) memcpy(want + 100 + i * 30 + j * 9, src + 13 + i * 300 + j * 40, 7);
+    }
+    PW_TCTS_OK(pw__transport_copy_strided(&t, &c));
+    pw_tcts_wait(&d, "strided copy");
+    cr_assert_eq(atomic_load(&d.calls), 1);
+    cr_assert_eq(atomic_load(&d.code), PW_STATUS_OK, "pair %zu: %s", p, d.message);
+    if (!virtual_memory) {
+      PW_TCTS_OK(db->backend.vtable->copy_to_host(db->backend.self, 2, dm, 0, got, cap));
+      cr_assert_eq(memcmp(got, want, cap), 0, "pair %zu: wrong bytes", p);
+    }
+    /* Refused grids: nothing moves and done never runs. */
+    pw_tcts_done_t never;
+    pw_tcts_done_init(&never);
+    pw_transport_copy_t good = c;
+    good.done_user = &never;
+    static const struct {
+      size_t count0, src0, dst0;
+      uint32_t levels;
+      pw_status_code_t code;
+      const char* what;
+    } bad[] = {
+        {15, 300, 30, 2, PW_STATUS_OUT_OF_RANGE, "last source row past the end"},
+        {5, 300, 1000, 2, PW_STATUS_OUT_OF_RANGE, "last destination row past the end"},
+        {SIZE_MAX, 300, 30, 2, PW_STATUS_OUT_OF_RANGE, "rows overflow"},
+        {3, SIZE_MAX / 2, 30, 2, PW_STATUS_OUT_OF_RANGE, "stride overflow"},
+        {0, 300, 30, 2, PW_STATUS_INVALID_ARGUMENT, "a count of 0"},
+        {5, 300, 30, 3, PW_STATUS_INVALID_ARGUMENT, "three levels"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+      pw_transport_copy_t b = good;
+      b.strides[0] = (pw_transport_stride_t){bad[i].count0, bad[i].src0, bad[i].dst0};
+      b.stride_count = bad[i].levels;
+      pw_tcts_expect(pw__transport_copy_strided(&t, &b), bad[i].code, bad[i].what);
+      pw_tcts_expect(t.vtable->copy_strided(t.self, &b), bad[i].code, bad[i].what);
+    }
+    pw_transport_copy_t v1 = good;
+    v1.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
+    pw_tcts_expect(pw__transport_copy_strided(&t, &v1), PW_STATUS_INVALID_ARGUMENT, "a v1 descriptor");
+    pw_tcts_expect(t.vtable->copy_strided(t.self, &v1), PW_STATUS_INVALID_ARGUMENT, "raw: v1");
+    cr_assert_eq(atomic_load(&never.calls), 0, "a refused copy ran its done");
+    if (!virtual_memory) {
+      PW_TCTS_OK(db->backend.vtable->copy_to_host(db->backend.self, 2, dm, 0, got, cap));
+      cr_assert_eq(memcmp(got, want, cap), 0, "pair %zu: a refused copy wrote", p);
+    }
+    sb.backend.vtable->deallocate(sb.backend.self, 1, sm);
+    db->backend.vtable->deallocate(db->backend.self, 2, dm);
+    if (!pairs[p].same) pw_tcts_backend_destroy(db);
+    pw_tcts_backend_destroy(&sb);
+  }
+  free(src);
+  free(want);
+  free(got);
+  pw__transport_destroy(&t);
+}

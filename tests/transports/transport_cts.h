@@ -36,7 +36,8 @@ typedef struct pw_tcts_fixture_t {
   X(suite, fixture, sim_virtual_time)    \
   X(suite, fixture, copy_from_done)      \
   X(suite, fixture, many_in_flight)      \
-  X(suite, fixture, allocation_failures)
+  X(suite, fixture, allocation_failures) \
+  X(suite, fixture, strided_copies)
 
 #define PW_TCTS_DECLARE(suite, fixture, name) void pw_tcts_case_##name(const pw_tcts_fixture_t* f);
 PW_TCTS_CASES(PW_TCTS_DECLARE, _, _)

@@ -351,15 +351,21 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   exe->mesh = mesh;
   exe->program = program;
   exe->group_axis = program.input_count ? program.inputs[0].sharding.mesh_axis : 0;
-  for (uint32_t i = 0; i < program.input_count; ++i) {
+  /* pw_cpu__program_validate checked every spec's size: these cannot fail. */
+  pw_status_t status = NULL;
+  for (uint32_t i = 0; status == NULL && i < program.input_count; ++i) {
     const pw_backend_param_t* p = &program.inputs[i];
     exe->input_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
-    exe->input_bytes[i] = pw_cpu__elements(&exe->input_shards[i]) * pw_dtype_size(p->dtype);
+    status = pw_array_spec_byte_sizes(p, &mesh, NULL, &exe->input_bytes[i]);
   }
-  for (uint32_t i = 0; i < program.output_count; ++i) {
+  for (uint32_t i = 0; status == NULL && i < program.output_count; ++i) {
     const pw_backend_param_t* p = &program.outputs[i];
     exe->output_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
-    exe->output_bytes[i] = pw_cpu__elements(&exe->output_shards[i]) * pw_dtype_size(p->dtype);
+    status = pw_array_spec_byte_sizes(p, &mesh, NULL, &exe->output_bytes[i]);
+  }
+  if (status != NULL) {
+    pw_allocator_free(backend->allocator, exe, sizeof(*exe));
+    return pw_status_annotate(status, "cpu load: kernel '%s'", program.kernel);
   }
   atomic_fetch_add(&backend->live_executables, 1);
 

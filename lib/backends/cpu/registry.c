@@ -293,15 +293,13 @@ static pw_status_t pw_cpu_validate_param(const pw_cpu__kernel_t* kernel,
                           where, what, kernel->name, (int)spec->rank,
                           param->shape.rank);
   }
-  PW_RETURN_IF_ERROR_CTX(pw_shape_check(&param->shape), "%s%s", where, what);
+  /* Shape, byte size (addressable: at most PW_ARRAY_MAX_BYTES) and
+   * sharding. */
+  size_t bytes = 0;
+  PW_RETURN_IF_ERROR_CTX(pw_shape_byte_size(param->dtype, &param->shape, &bytes), "%s%s",
+                         where, what);
   PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&param->sharding, &param->shape, mesh),
                          "%s%s", where, what);
-  /* A shard's bytes must be addressable. */
-  int64_t elements = pw_shape_element_count(&param->shape);
-  if ((uint64_t)elements > (uint64_t)PTRDIFF_MAX / pw_dtype_size(param->dtype)) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE, "%s%s: too many bytes", where,
-                          what);
-  }
   return NULL;
 }
 

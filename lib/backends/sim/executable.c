@@ -277,13 +277,17 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   e->program = p;
   e->mesh = mesh;
   e->group_size = pw_mesh_shape_device_count(&mesh);
-  for (uint32_t i = 0; i < p.input_count; ++i) {
-    pw_shape_t s = pw_sharding_shard_shape(&p.inputs[i].sharding, &p.inputs[i].shape, &mesh);
-    e->input_bytes[i] = (size_t)pw_shape_element_count(&s) * pw_dtype_size(p.inputs[i].dtype);
+  /* pw_sim__program_check checked every spec: these cannot fail. */
+  pw_status_t status = NULL;
+  for (uint32_t i = 0; status == NULL && i < p.input_count; ++i) {
+    status = pw_array_spec_byte_sizes(&p.inputs[i], &mesh, NULL, &e->input_bytes[i]);
   }
-  for (uint32_t i = 0; i < p.output_count; ++i) {
-    pw_shape_t s = pw_sharding_shard_shape(&p.outputs[i].sharding, &p.outputs[i].shape, &mesh);
-    e->output_bytes[i] = (size_t)pw_shape_element_count(&s) * pw_dtype_size(p.outputs[i].dtype);
+  for (uint32_t i = 0; status == NULL && i < p.output_count; ++i) {
+    status = pw_array_spec_byte_sizes(&p.outputs[i], &mesh, NULL, &e->output_bytes[i]);
+  }
+  if (status != NULL) {
+    pw_allocator_free(b->allocator, e, sizeof(*e));
+    return pw_status_annotate(status, "sim load of '%s'", p.name);
   }
   e->cost_ns = pw_sim_cost(b, e);
   atomic_fetch_add(&b->live_executables, 1);

@@ -361,9 +361,11 @@ pw_status_t pw_sim__program_parse(const char* text, size_t size, pw_sim__program
   return pw_sim_kind_rules(out);
 }
 
+/* 0 for a spec that fails its check (reported before this is called). */
 static size_t pw_sim_shard_bytes(const pw_backend_param_t* param, const pw_mesh_shape_t* mesh) {
-  pw_shape_t shard = pw_sharding_shard_shape(&param->sharding, &param->shape, mesh);
-  return (size_t)pw_shape_element_count(&shard) * pw_dtype_size(param->dtype);
+  size_t bytes = 0;
+  pw_status_free(pw_array_spec_byte_sizes(param, mesh, NULL, &bytes));
+  return bytes;
 }
 
 pw_status_t pw_sim__program_check(const pw_sim__program_t* p, const pw_mesh_shape_t* mesh) {

@@ -129,55 +129,127 @@ static pw_status_t pw_inproc_check_health(const pw_transport_endpoint_t* e, cons
                         pw_inproc_backend_name(e->backend));
 }
 
-/* Through the staging buffer, chunk by chunk. */
-static pw_status_t pw_inproc_staged(const pw_transport_copy_t* c, unsigned char* staging,
-                                    size_t chunk) {
+/* One row of |c| (|c->size| bytes at |so| and |do_|) through the staging
+ * buffer, chunk by chunk. */
+static pw_status_t pw_inproc_staged(const pw_transport_copy_t* c, size_t so, size_t do_,
+                                    unsigned char* staging, size_t chunk) {
   const pw_backend_t* sb = c->src.backend;
   const pw_backend_t* db = c->dst.backend;
-  bool backwards = pw_inproc_same_memory(c) && c->dst.offset > c->src.offset &&
-                   c->dst.offset < c->src.offset + c->size;
+  bool backwards = pw_inproc_same_memory(c) && do_ > so && do_ < so + c->size;
   size_t done = 0;
   while (done < c->size) {
     size_t n = c->size - done < chunk ? c->size - done : chunk;
     size_t at = backwards ? c->size - done - n : done;
     PW_RETURN_IF_ERROR(sb->vtable->copy_to_host(sb->self, c->src.device, c->src.memory,
-                                                c->src.offset + at, staging, n));
+                                                so + at, staging, n));
     PW_RETURN_IF_ERROR(db->vtable->copy_to_device(db->self, c->dst.device, c->dst.memory,
-                                                  c->dst.offset + at, staging, n));
+                                                  do_ + at, staging, n));
     done += n;
   }
   return NULL;
 }
 
-/* Runs copy |c|: health of both devices, the sim's accounting, the bytes.
- * |sp| and |dp| are the host pointers of the two memories (NULL: not host
- * accessible); |staging| (|chunk| bytes) is used when neither is. */
-static pw_status_t pw_inproc_execute(const pw_transport_copy_t* c, unsigned char* sp,
-                                     unsigned char* dp, unsigned char* staging, size_t chunk) {
+/* One row of |c|: |c->size| bytes from source offset |so| to destination
+ * offset |do_|. */
+static pw_status_t pw_inproc_row(const pw_transport_copy_t* c, size_t so, size_t do_,
+                                 unsigned char* sp, unsigned char* dp, unsigned char* staging,
+                                 size_t chunk) {
+  const pw_backend_t* sb = c->src.backend;
+  const pw_backend_t* db = c->dst.backend;
+  if (sp != NULL && dp != NULL) {
+    memmove(dp + do_, sp + so, c->size);
+    return NULL;
+  }
+  if (sp != NULL) {
+    return db->vtable->copy_to_device(db->self, c->dst.device, c->dst.memory, do_, sp + so,
+                                      c->size);
+  }
+  if (dp != NULL) {
+    return sb->vtable->copy_to_host(sb->self, c->src.device, c->src.memory, so, dp + do_,
+                                    c->size);
+  }
+  return pw_inproc_staged(c, so, do_, staging, chunk);
+}
+
+/* Rows and levels of copy |c|: its v2 strides when |strided|, else one
+ * row. */
+static uint32_t pw_inproc_levels(const pw_transport_copy_t* c, bool strided) {
+  return strided ? c->stride_count : 0;
+}
+
+static size_t pw_inproc_rows(const pw_transport_copy_t* c, bool strided) {
+  size_t rows = 1;
+  for (uint32_t k = 0; k < pw_inproc_levels(c, strided); ++k) rows *= c->strides[k].count;
+  return rows;
+}
+
+/* Runs copy |c|: health of both devices, the sim's accounting, the bytes,
+ * row by row in index order when |strided|. |sp| and |dp| are the host
+ * pointers of the two memories (NULL: not host accessible); |staging|
+ * (|chunk| bytes) is used when neither is. */
+static pw_status_t pw_inproc_execute(const pw_transport_copy_t* c, bool strided,
+                                     unsigned char* sp, unsigned char* dp,
+                                     unsigned char* staging, size_t chunk) {
   PW_RETURN_IF_ERROR(pw_inproc_check_health(&c->src, "source", c->tag));
   PW_RETURN_IF_ERROR(pw_inproc_check_health(&c->dst, "destination", c->tag));
   const pw_backend_t* sb = c->src.backend;
   const pw_backend_t* db = c->dst.backend;
   if (pw_sim_backend_is_sim(*sb) && sb->self == db->self) {
+    /* The rows lie inside the checked extents: their bytes cannot wrap. */
     PW_RETURN_IF_ERROR_CTX(pw_sim_backend_record_transfer(*sb, c->src.device, c->src.memory,
                                                           c->dst.device, c->dst.memory,
-                                                          c->size, NULL),
+                                                          c->size * pw_inproc_rows(c, strided),
+                                                          NULL),
                            "inproc copy (tag %llu)", (unsigned long long)c->tag);
   }
   if (c->size == 0) return NULL;
-  if (sp != NULL && dp != NULL) {
-    memmove(dp + c->dst.offset, sp + c->src.offset, c->size);
-    return NULL;
+  uint32_t levels = pw_inproc_levels(c, strided);
+  if (levels == 0) return pw_inproc_row(c, c->src.offset, c->dst.offset, sp, dp, staging, chunk);
+  size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
+  size_t so = c->src.offset, do_ = c->dst.offset;
+  for (;;) {
+    PW_RETURN_IF_ERROR(pw_inproc_row(c, so, do_, sp, dp, staging, chunk));
+    /* The next index, innermost level first. */
+    uint32_t k = levels;
+    while (k-- > 0) {
+      const pw_transport_stride_t* l = &c->strides[k];
+      if (++idx[k] < l->count) {
+        so += l->src_stride;
+        do_ += l->dst_stride;
+        break;
+      }
+      so -= (l->count - 1) * l->src_stride;
+      do_ -= (l->count - 1) * l->dst_stride;
+      idx[k] = 0;
+      if (k == 0) return NULL;
+    }
   }
-  if (sp != NULL) {
-    return db->vtable->copy_to_device(db->self, c->dst.device, c->dst.memory, c->dst.offset,
-                                      sp + c->src.offset, c->size);
+}
+
+/* The bytes a strided copy spans from its offsets (the last row's start
+ * plus |size|), or an error for bad levels or overflow. */
+static pw_status_t pw_inproc_extent(const pw_transport_copy_t* c, size_t* out_src,
+                                    size_t* out_dst) {
+  *out_src = *out_dst = c->size;
+  if (c->stride_count > PW_TRANSPORT_MAX_STRIDES) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "inproc copy: stride_count %u exceeds %d",
+                          c->stride_count, PW_TRANSPORT_MAX_STRIDES);
   }
-  if (dp != NULL) {
-    return sb->vtable->copy_to_host(sb->self, c->src.device, c->src.memory, c->src.offset,
-                                    dp + c->dst.offset, c->size);
+  for (uint32_t k = 0; k < c->stride_count; ++k) {
+    const pw_transport_stride_t* l = &c->strides[k];
+    if (l->count == 0) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "inproc copy: strides[%u].count is 0",
+                            k);
+    }
+    size_t n = l->count - 1;
+    if ((l->src_stride != 0 && n > (SIZE_MAX - *out_src) / l->src_stride) ||
+        (l->dst_stride != 0 && n > (SIZE_MAX - *out_dst) / l->dst_stride)) {
+      return pw_status_make(PW_STATUS_OUT_OF_RANGE, "inproc copy: strides[%u] overflow", k);
+    }
+    *out_src += n * l->src_stride;
+    *out_dst += n * l->dst_stride;
   }
-  return pw_inproc_staged(c, staging, chunk);
+  return NULL;
 }
 
 static void pw_inproc_task_free(pw_inproc_t* t, pw_inproc_task_t* task) {
@@ -187,8 +259,9 @@ static void pw_inproc_task_free(pw_inproc_t* t, pw_inproc_task_t* task) {
 
 /* Runs |task|, frees it, then calls its done. */
 static void pw_inproc_run(pw_inproc_t* t, pw_inproc_task_t* task) {
-  pw_status_t status = pw_inproc_execute(&task->copy, task->src_host, task->dst_host,
-                                         task->staging, task->staging_size);
+  pw_status_t status = pw_inproc_execute(&task->copy, task->copy.stride_count > 0,
+                                         task->src_host, task->dst_host, task->staging,
+                                         task->staging_size);
   pw_transport_done_fn_t done = task->copy.done;
   void* user = task->copy.done_user;
   pw_inproc_task_free(t, task);
@@ -267,14 +340,12 @@ static pw_status_t pw_inproc_staging(pw_inproc_t* t, const pw_transport_copy_t* 
   return NULL;
 }
 
-static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
-  pw_inproc_t* t = self;
-  if (c == NULL || c->struct_size < PW_TRANSPORT_COPY_SIZE_V1 || c->done == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "inproc copy: descriptor is NULL, below v1, or has no done");
-  }
-  PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->src, c->size, "source"));
-  PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, c->size, "destination"));
+/* copy (|strided| false: the v1 fields only) and copy_strided. */
+static pw_status_t pw_inproc_start(pw_inproc_t* t, const pw_transport_copy_t* c, bool strided) {
+  size_t src_extent = c->size, dst_extent = c->size;
+  if (strided) PW_RETURN_IF_ERROR(pw_inproc_extent(c, &src_extent, &dst_extent));
+  PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->src, src_extent, "source"));
+  PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, dst_extent, "destination"));
   unsigned char* sp = NULL;
   unsigned char* dp = NULL;
   if (c->size > 0) {
@@ -295,7 +366,7 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
     }
     pw_transport_done_fn_t done = c->done;
     void* user = c->done_user;
-    pw_status_t status = pw_inproc_execute(c, sp, dp, staging, chunk);
+    pw_status_t status = pw_inproc_execute(c, strided, sp, dp, staging, chunk);
     if (allocated) pw_allocator_free(t->allocator, staging, chunk);
     done(user, status);
     return NULL;
@@ -310,8 +381,9 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
                               (unsigned long long)c->tag, c->size);
   }
   pw_inproc_task_t* task = memory;
-  memcpy(&task->copy, c, PW_TRANSPORT_COPY_SIZE_V1);
-  task->copy.struct_size = PW_TRANSPORT_COPY_SIZE_V1;
+  /* The task is zeroed: a v1 copy keeps stride_count 0. */
+  memcpy(&task->copy, c, strided ? PW_TRANSPORT_COPY_SIZE_V2 : PW_TRANSPORT_COPY_SIZE_V1);
+  task->copy.struct_size = strided ? PW_TRANSPORT_COPY_SIZE_V2 : PW_TRANSPORT_COPY_SIZE_V1;
   task->src_host = sp;
   task->dst_host = dp;
   task->staging = staging;
@@ -327,6 +399,22 @@ static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
   pthread_cond_signal(&t->wake);
   pthread_mutex_unlock(&t->mutex);
   return NULL;
+}
+
+static pw_status_t pw_inproc_copy(void* self, const pw_transport_copy_t* c) {
+  if (c == NULL || c->struct_size < PW_TRANSPORT_COPY_SIZE_V1 || c->done == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "inproc copy: descriptor is NULL, below v1, or has no done");
+  }
+  return pw_inproc_start(self, c, false);
+}
+
+static pw_status_t pw_inproc_copy_strided(void* self, const pw_transport_copy_t* c) {
+  if (c == NULL || c->struct_size < PW_TRANSPORT_COPY_SIZE_V2 || c->done == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "inproc copy_strided: descriptor is NULL, below v2, or has no done");
+  }
+  return pw_inproc_start(self, c, true);
 }
 
 static bool pw_inproc_can_copy(void* self, const pw_backend_t* src, uint32_t src_device,
@@ -448,4 +536,5 @@ static const pw_transport_vtable_t pw_inproc_vtable = {
     .destroy = pw_inproc_destroy,
     .copy = pw_inproc_copy,
     .can_copy = pw_inproc_can_copy,
+    .copy_strided = pw_inproc_copy_strided,
 };
