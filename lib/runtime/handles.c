@@ -196,8 +196,9 @@ pw_status_t pw__handle_owner_take(pw_client_t* client) {
 void pw__handle_owner_give(pw_client_t* client) {
   uint32_t tag = client->tag;
   if (tag == 0 || tag > PW_HANDLE_TAGS_MAX) return;
+  /* client->tag stays: threads finishing the client's last executions may
+   * still read it (the scheduler's candidates). */
   client->runtime->live_client_tags[tag / 64] &= ~(UINT64_C(1) << (tag % 64));
-  client->tag = 0;
 }
 
 void pw__handle_salt_give(pw_runtime_t* runtime) {
