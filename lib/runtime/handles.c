@@ -230,7 +230,7 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
                           client->name, pw_handle_kind_name(object->kind));
   }
   pw__handle_write_lock(table);
-  uint32_t slot;
+  uint32_t slot = 0;
   if (table->free_head != PW_HANDLE_NONE) {
     slot = table->free_head;
     table->free_head = table->slots[slot].next_free;
@@ -273,65 +273,77 @@ pw_status_t pw__handle_insert(pw_client_t* client, pw_object_t* object,
   return NULL;
 }
 
-/* The error for an |id| whose owner field is not |client|'s (cold). */
-static pw_status_t pw_handle_foreign(pw_client_t* client, uint64_t id, uint32_t owner,
-                                     const char* kind_name, const char* what) {
+/* Why |id| does not resolve as a |kind| handle of |client| (the table
+ * lock is held): the checks of pw_handle_resolve again, one at a time, in
+ * the order that gives the most useful message. Off the hot path. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold))
+#endif
+static pw_status_t pw_handle_refuse(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
+                                    const char* what) {
+  const char* kind_name = pw_handle_kind_name(kind);
+  unsigned long long hex = (unsigned long long)id;
+  if (id == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: null %s handle", what, kind_name);
+  }
+  pw_object_kind_t id_kind = (pw_object_kind_t)(id >> PW_HANDLE_KIND_SHIFT);
+  if (id_kind != kind) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "%s: handle 0x%016llx is a %s handle, not a %s handle", what, hex,
+                          pw_handle_kind_name(id_kind), kind_name);
+  }
+  uint32_t owner = (uint32_t)(id >> PW_HANDLE_OWNER_SHIFT) & PW_HANDLE_OWNER_MASK;
   if (owner >> PW_HANDLE_TAG_BITS != client->handle_owner >> PW_HANDLE_TAG_BITS) {
     return pw_status_make(PW_STATUS_PERMISSION_DENIED,
                           "%s: %s handle 0x%016llx belongs to another runtime, not to the "
                           "runtime of client '%s'",
-                          what, kind_name, (unsigned long long)id, client->name);
-  }
-  return pw_status_make(PW_STATUS_PERMISSION_DENIED,
-                        "%s: %s handle 0x%016llx belongs to another client, not to '%s'",
-                        what, kind_name, (unsigned long long)id, client->name);
-}
-
-/* Decodes |id| and checks it against |client|'s table; the table lock is
- * held. On the hot path (every submission) this is four compares of the
- * id's fields and two of the object's header. */
-static pw_status_t pw_handle_resolve(pw_client_t* client, uint64_t id,
-                                     pw_object_kind_t kind, const char* what,
-                                     pw_object_t** out_object, uint32_t* out_slot) {
-  const char* kind_name = pw_handle_kind_name(kind);
-  if (id == 0) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "%s: null %s handle", what, kind_name);
-  }
-  pw_object_kind_t id_kind = (pw_object_kind_t)(id >> PW_HANDLE_KIND_SHIFT);
-  uint32_t owner = (uint32_t)(id >> PW_HANDLE_OWNER_SHIFT) & PW_HANDLE_OWNER_MASK;
-  uint32_t generation = (uint32_t)(id >> PW_HANDLE_GENERATION_SHIFT) & PW_HANDLE_GENERATION_MAX;
-  uint32_t slot = ((uint32_t)id & PW_HANDLE_SLOT_MASK) - 1;
-  if (id_kind != kind) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "%s: handle 0x%016llx is a %s handle, not a %s handle",
-                          what, (unsigned long long)id,
-                          pw_handle_kind_name(id_kind), kind_name);
+                          what, kind_name, hex, client->name);
   }
   if (owner != client->handle_owner) {
-    return pw_handle_foreign(client, id, owner, kind_name, what);
+    return pw_status_make(PW_STATUS_PERMISSION_DENIED,
+                          "%s: %s handle 0x%016llx belongs to another client, not to '%s'",
+                          what, kind_name, hex, client->name);
   }
   pw_handle_table_t* table = &client->handles;
+  uint32_t generation = (uint32_t)(id >> PW_HANDLE_GENERATION_SHIFT) & PW_HANDLE_GENERATION_MAX;
+  uint32_t slot = ((uint32_t)id & PW_HANDLE_SLOT_MASK) - 1;
   pw_object_t* object = slot < table->count ? table->slots[slot].object : NULL;
   if (object == NULL || table->slots[slot].generation != generation) {
-    return pw_status_make(PW_STATUS_NOT_FOUND,
-                          "%s: %s handle 0x%016llx is unknown or was released",
-                          what, kind_name, (unsigned long long)id);
+    return pw_status_make(PW_STATUS_NOT_FOUND, "%s: %s handle 0x%016llx is unknown or was released",
+                          what, kind_name, hex);
   }
   /* The id's kind bits are only bits: a forged id that keeps a live
    * handle's owner, slot and generation but claims another kind names the
-   * object of the slot, which must then be refused. */
-  if (object->kind != kind || object->runtime != client->runtime) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "%s: handle 0x%016llx claims to be a %s handle but names %s %s "
-                          "in its slot (a forged or corrupted id)",
-                          what, (unsigned long long)id, kind_name,
-                          object->runtime != client->runtime ? "another runtime's" : "the",
-                          pw_handle_kind_name(object->kind));
+   * object of the slot, which is refused. */
+  return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                        "%s: handle 0x%016llx claims to be a %s handle but names %s %s in its "
+                        "slot (a forged or corrupted id)",
+                        what, hex, kind_name,
+                        object->runtime != client->runtime ? "another runtime's" : "the",
+                        pw_handle_kind_name(object->kind));
+}
+
+/* Resolves |id| as a |kind| handle of |client| (the table lock is held).
+ * The hot path (several per submission): the id's kind, owner, slot and
+ * generation, then the kind and runtime of the object the slot holds,
+ * all compared before any message is thought of. */
+static inline pw_status_t pw_handle_resolve(pw_client_t* client, uint64_t id,
+                                            pw_object_kind_t kind, const char* what,
+                                            pw_object_t** out_object, uint32_t* out_slot) {
+  uint32_t owner = (uint32_t)(id >> PW_HANDLE_OWNER_SHIFT) & PW_HANDLE_OWNER_MASK;
+  uint32_t generation = (uint32_t)(id >> PW_HANDLE_GENERATION_SHIFT) & PW_HANDLE_GENERATION_MAX;
+  uint32_t slot = ((uint32_t)id & PW_HANDLE_SLOT_MASK) - 1;
+  pw_handle_table_t* table = &client->handles;
+  pw_object_t* object = slot < table->count ? table->slots[slot].object : NULL;
+  if (PW_LIKELY(id >> PW_HANDLE_KIND_SHIFT == (uint64_t)kind &&
+                owner == client->handle_owner && object != NULL &&
+                table->slots[slot].generation == generation && object->kind == kind &&
+                object->runtime == client->runtime)) {
+    *out_object = object;
+    *out_slot = slot;
+    return NULL;
   }
-  *out_object = object;
-  *out_slot = slot;
-  return NULL;
+  return pw_handle_refuse(client, id, kind, what);
 }
 
 pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
@@ -340,7 +352,7 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
   *out_object = NULL;
   pw_handle_table_t* table = &client->handles;
   uint32_t stripe = pw__handle_read_lock(table);
-  uint32_t slot;
+  uint32_t slot = 0;
   pw_object_t* object = NULL;
   pw_status_t status = pw_handle_resolve(client, id, kind, what, &object, &slot);
   if (status == NULL) {
@@ -354,7 +366,7 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
 pw_status_t pw__handle_peek(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
                             const char* what, pw_object_t** out_object) {
   *out_object = NULL;
-  uint32_t slot;
+  uint32_t slot = 0;
   return pw_handle_resolve(client, id, kind, what, out_object, &slot);
 }
 
@@ -362,7 +374,7 @@ pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what) {
   pw_handle_table_t* table = &client->handles;
   pw__handle_write_lock(table);
-  uint32_t slot;
+  uint32_t slot = 0;
   pw_object_t* object = NULL;
   pw_status_t status = pw_handle_resolve(client, id, kind, what, &object, &slot);
   if (status == NULL) {
