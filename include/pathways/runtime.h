@@ -143,8 +143,8 @@ typedef struct pw_client_options_t {
 
 /* Creates a client. |options| may be NULL (defaults). RESOURCE_EXHAUSTED
  * when the runtime already has 4,095 live clients, or when this is a
- * runtime's first client and 1,023 runtimes of the process already have
- * clients (their handles could not be told apart). */
+ * runtime's first client and 1,023 other runtimes of the process that have
+ * had clients still exist (their handles could not be told apart). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
     pw_runtime_t* runtime, const pw_client_options_t* options,
     pw_client_t** out_client);
