@@ -175,8 +175,9 @@ pw_status_t pw__handle_owner_take(pw_client_t* client) {
     pthread_mutex_unlock(&pw_handle_salts_lock);
     if (runtime->handle_salt == 0) {
       return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                            "pw_client_create: %u runtimes of this process already hold "
-                            "clients (the most whose handles can be told apart)",
+                            "pw_client_create: %u other runtimes of this process that have "
+                            "had clients still exist (the most whose handles can be told "
+                            "apart)",
                             PW_HANDLE_SALTS_MAX);
     }
   }
