@@ -4,8 +4,12 @@
  * topology of physical slices (each a mesh of devices of one backend). A
  * pw_client_t is one job/tenant; every handle it creates (virtual slices,
  * executables, buffers, graphs) belongs to it and is rejected by any other
- * client. Client handles are checked ids (client tag, slot, generation), not
- * pointers: a released or foreign handle is a clear error, never a crash.
+ * client. Client handles are checked ids (runtime, client, kind, slot,
+ * generation), not pointers, and what their slot holds is checked too: a
+ * handle of the wrong kind (forged kind bits included) is INVALID_ARGUMENT,
+ * one of another client or another runtime PERMISSION_DENIED, a released
+ * or unknown one NOT_FOUND; each message names the call or argument, the
+ * handle (0x%016llx) and its kind. Never a crash, never another object.
  *
  * Thread-safety: all functions may be called concurrently from any thread,
  * except the destroy functions (nothing else may use the object then).
@@ -137,7 +141,10 @@ typedef struct pw_client_options_t {
 #define PW_CLIENT_OPTIONS_SIZE_V1 \
   (offsetof(pw_client_options_t, priority) + sizeof(int32_t))
 
-/* Creates a client. |options| may be NULL (defaults). */
+/* Creates a client. |options| may be NULL (defaults). RESOURCE_EXHAUSTED
+ * when the runtime already has 4,095 live clients, or when this is a
+ * runtime's first client and 1,023 other runtimes of the process that have
+ * had clients still exist (their handles could not be told apart). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
     pw_runtime_t* runtime, const pw_client_options_t* options,
     pw_client_t** out_client);

@@ -496,6 +496,7 @@ static pw_status_t pw_graph_add_node(pw_client_t* client, pw_graph_obj_t* g, con
   pthread_mutex_lock(&g->lock);
   pw_graph_node_t* node = &add->node;
   pw_status_t status = pw_graph_resolve(client, g, vslice_id, executable_id, node);
+  if (status != NULL) status = pw_status_annotate(status, "%s", what);
   if (status == NULL && node->kind == PW_GRAPH_NODE_PARAMETER) {
     status = pw_array_spec_check(add->spec, &node->vslice->mesh);
     if (status) status = pw_status_annotate(status, "parameter %u", g->param_count);
@@ -1269,8 +1270,8 @@ static pw_status_t pw_submit_plan(pw_client_t* client, const char* who, pw_graph
        * again with its index in the message; the same failure, unless the
        * handle changed meanwhile, in which case the look-up stands. */
       pw_status_free(status);
-      char what[32];
-      snprintf(what, sizeof(what), "args[%u]", looked_up);
+      char what[64];
+      snprintf(what, sizeof(what), "%s: args[%u]", who, looked_up);
       status = pw__handle_lookup(client, args[looked_up].id, PW_OBJECT_BUFFER, what,
                                  (pw_object_t**)&arg_objs[looked_up]);
       if (status != NULL) break;
@@ -1353,7 +1354,7 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
   PW_RETURN_IF_ERROR(
       pw_submit_check_args(who, args, arg_count, options, out_outputs, output_count));
   pw_graph_obj_t* g = NULL;
-  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  PW_RETURN_IF_ERROR_CTX(pw_graph_get(client, graph, &g), "%s", who);
   const pw_plan_t* plan = NULL;
   pw_status_t status = pw__graph_plan(client, g, &plan);
   return pw_submit_plan(client, who, g, NULL, plan, status, args, arg_count, options,

@@ -25,14 +25,12 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
                                          (void**)&client));
   client->runtime = runtime;
   pthread_mutex_lock(&runtime->lock);
-  if (runtime->client_count >= 4000) {
+  pw_status_t status = pw__handle_owner_take(client);
+  if (status != NULL) {
     pthread_mutex_unlock(&runtime->lock);
     pw_allocator_free(runtime->allocator, client, sizeof(*client));
-    return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                          "runtime already has %u clients", runtime->client_count);
+    return status;
   }
-  client->tag = runtime->next_client_tag;
-  runtime->next_client_tag = runtime->next_client_tag % 0xFFF + 1;
   runtime->client_count++;
   pthread_mutex_unlock(&runtime->lock);
   if (options && options->name && options->name[0]) {
@@ -42,11 +40,12 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   }
   client->weight = options && options->weight ? options->weight : 1;
   client->priority = options ? options->priority : 0;
-  pw_status_t status = pw_allocator_calloc_array(runtime->allocator, runtime->slice_count,
-                                                 sizeof(pw_sched_entry_t), 64,
-                                                 (void**)&client->sched_entries);
+  status = pw_allocator_calloc_array(runtime->allocator, runtime->slice_count,
+                                     sizeof(pw_sched_entry_t), 64,
+                                     (void**)&client->sched_entries);
   if (status != NULL) {
     pthread_mutex_lock(&runtime->lock);
+    pw__handle_owner_give(client);
     runtime->client_count--;
     pthread_mutex_unlock(&runtime->lock);
     pw_allocator_free(runtime->allocator, client, sizeof(*client));
@@ -137,6 +136,7 @@ void pw_client_destroy(pw_client_t* client) {
                     runtime->slice_count * sizeof(pw_sched_entry_t));
   client->sched_entries = NULL;
   pthread_mutex_lock(&runtime->lock);
+  pw__handle_owner_give(client); /* its table is gone: no id of it resolves */
   runtime->client_count--;
   pthread_mutex_unlock(&runtime->lock);
   pw_client_fold(client);

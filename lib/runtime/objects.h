@@ -137,6 +137,20 @@ typedef struct pw_sched_entry_s {
 
 struct pw_workers_s;
 
+/* Handle ids (layout in lib/runtime/handles.c): kind:4 | runtime salt:10 |
+ * client tag:12 | generation:16 | slot+1:22. Salt and tag together are
+ * the owner field, compared at once. */
+#define PW_HANDLE_KIND_SHIFT 60
+#define PW_HANDLE_OWNER_SHIFT 38
+#define PW_HANDLE_OWNER_MASK 0x3FFFFFu
+#define PW_HANDLE_TAG_BITS 12
+#define PW_HANDLE_GENERATION_SHIFT 22
+#define PW_HANDLE_GENERATION_MAX 0xFFFFu
+#define PW_HANDLE_SLOT_MASK 0x3FFFFFu
+#define PW_HANDLE_SLOTS_MAX PW_HANDLE_SLOT_MASK /* slot + 1 fits the field */
+#define PW_HANDLE_TAGS_MAX 4095u  /* live clients per runtime */
+#define PW_HANDLE_SALTS_MAX 1023u /* runtimes with clients per process */
+
 struct pw_runtime_s {
   pw_allocator_t allocator;
   pw_logger_t logger;
@@ -152,7 +166,13 @@ struct pw_runtime_s {
   pw_slice_t* composites;
   pthread_mutex_t lock;         /* clients, vslice bindings */
   uint32_t client_count;
+  /* Client tags and the runtime's salt (lib/runtime/handles.c), under
+   * |lock|: the next tag to try, the tags of live clients (bit t), and
+   * the salt in every id of this runtime's handles (0 until its first
+   * client takes one; given back when the runtime is freed). */
   uint32_t next_client_tag;
+  uint32_t handle_salt;
+  uint64_t live_client_tags[PW_HANDLE_TAGS_MAX / 64 + 1];
   /* Taken by every submission: on a line of its own, so that it does not
    * evict the fields every launch reads from other threads' caches. */
   /* Unique per runtime created in this process (never 0): keys the gang-id
@@ -218,8 +238,8 @@ void pw__object_retain(pw_object_t* object);
 void pw__object_release(pw_object_t* object);
 
 typedef struct pw_handle_slot_s {
-  pw_object_t* object;     /* NULL when free */
-  uint32_t generation;     /* 16 bits used */
+  pw_object_t* object;     /* NULL when free or retired */
+  uint32_t generation;     /* 1..PW_HANDLE_GENERATION_MAX */
   uint32_t next_free;
 } pw_handle_slot_t;
 
@@ -269,7 +289,8 @@ typedef struct pw_client_stripe_s {
 struct pw_client_s {
   pw_runtime_t* runtime;
   char name[64];
-  uint32_t tag;            /* 12-bit client tag inside every handle id */
+  uint32_t tag;            /* 12-bit client tag, unique among the runtime's live clients */
+  uint32_t handle_owner;   /* salt << 12 | tag: the owner field of its handle ids */
   uint32_t weight;
   int32_t priority;
   pw_handle_table_t handles;
@@ -399,9 +420,19 @@ pw_status_t pw__handle_lookup(pw_client_t* client, uint64_t id,
  * (retain it to keep it longer). */
 pw_status_t pw__handle_peek(pw_client_t* client, uint64_t id, pw_object_kind_t kind,
                             const char* what, pw_object_t** out_object);
-/* Removes |id| and releases the table's reference. */
+/* Removes |id| and releases the table's reference. A slot whose
+ * generation would wrap is retired instead of freed. */
 pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
                               pw_object_kind_t kind, const char* what);
+/* Gives |client| a tag no live client of its runtime has (skipping those
+ * in use; RESOURCE_EXHAUSTED when all are) and its handle owner field,
+ * taking the runtime's salt first if it has none. Called with
+ * runtime->lock held. */
+pw_status_t pw__handle_owner_take(pw_client_t* client);
+/* Gives |client|'s tag back (runtime->lock held), once its table is gone. */
+void pw__handle_owner_give(pw_client_t* client);
+/* Gives |runtime|'s salt back to the process (at its end; no-op for 0). */
+void pw__handle_salt_give(pw_runtime_t* runtime);
 void pw__handle_table_init(pw_handle_table_t* table);
 /* Shared (read-only) access to |table|'s slots: returns the stripe to pass
  * to pw__handle_read_unlock. Exclusive access: pw__handle_write_lock. */

@@ -109,6 +109,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
   if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   pthread_mutex_destroy(&rt->lock);
+  pw__handle_salt_give(rt);
   pw_allocator_free(a, rt, sizeof(*rt));
 }
 
