@@ -69,6 +69,13 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines are monotonic */
   pthread_cond_init(&client->idle_cond, &attr);
   pthread_condattr_destroy(&attr);
+  pthread_mutex_lock(&runtime->lock);
+  client->runtime_prev = NULL;
+  client->runtime_next = runtime->clients;
+  if (runtime->clients != NULL) runtime->clients->runtime_prev = client;
+  runtime->clients = client;
+  pthread_mutex_unlock(&runtime->lock);
+  pw_atomic_fetch_add_u32(&runtime->client_structs, 1); /* pw__client_release drops it */
   *out_client = client;
   return NULL;
 }
@@ -118,19 +125,30 @@ static void pw_client_fold(pw_client_t* client) {
   pw_atomic_fetch_sub_u32(&client->refs, kBias); /* the owner's keeps it above 0 */
 }
 
-void pw_client_destroy(pw_client_t* client) {
-  if (client == NULL) return;
-  pw_runtime_t* runtime = client->runtime;
-  /* Wait for in-flight executions: they hold references into the client's
-   * objects and signal idle_cond when the count drops to zero. */
-  pthread_mutex_lock(&client->idle_lock);
-  pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
-  while (pw_client_inflight(client) != 0) {
-    pthread_cond_wait(&client->idle_cond, &client->idle_lock);
+pw_status_t pw_client_destroy(pw_client_t* client) {
+  return pw_client_destroy_with_deadline(client, PW_INFINITE_FUTURE);
+}
+
+pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadline) {
+  if (client == NULL) return NULL;
+  if (pw__in_callback()) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "pw_client_destroy: client '%s': called from inside a callback the "
+                          "runtime is running, which the client's work may wait for; the "
+                          "client is left as it is",
+                          client->name);
   }
-  pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
-  pthread_mutex_unlock(&client->idle_lock);
+  pw_runtime_t* runtime = client->runtime;
+  /* Wait for in-flight executions (they hold references into the
+   * client's objects), runs of armed graphs included, before touching
+   * anything: past the deadline the client is left as it was. Nothing
+   * submits meanwhile (the caller's contract), so once idle it stays so
+   * and nothing below waits. */
+  pw_status_t status = pw_client_wait_idle(client, deadline);
+  if (status != NULL) {
+    return pw_status_annotate(status, "pw_client_destroy: client left as it is, destroy it "
+                                      "again later");
+  }
   pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw_allocator_free(runtime->allocator, client->sched_entries,
@@ -138,9 +156,16 @@ void pw_client_destroy(pw_client_t* client) {
   client->sched_entries = NULL;
   pthread_mutex_lock(&runtime->lock);
   runtime->client_count--;
+  if (client->runtime_prev != NULL) {
+    client->runtime_prev->runtime_next = client->runtime_next;
+  } else {
+    runtime->clients = client->runtime_next;
+  }
+  if (client->runtime_next != NULL) client->runtime_next->runtime_prev = client->runtime_prev;
   pthread_mutex_unlock(&runtime->lock);
   pw_client_fold(client);
   pw__client_release(client);
+  return NULL;
 }
 
 void pw__client_release(pw_client_t* client) {
@@ -152,6 +177,8 @@ void pw__client_release(pw_client_t* client) {
   pthread_mutex_destroy(&client->idle_lock);
   pthread_mutex_destroy(&client->execs_lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));
+  /* The last touch of the runtime: pw_runtime_destroy waits for it. */
+  pw_atomic_fetch_sub_u32(&runtime->client_structs, 1);
 }
 
 pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,

@@ -149,6 +149,13 @@ struct pw_runtime_s {
   pthread_mutex_t lock;         /* clients, vslice bindings */
   uint32_t client_count;
   uint32_t next_client_tag;
+  /* Clients created and not destroyed (|lock|): pw_runtime_destroy names
+   * them when it refuses. */
+  struct pw_client_s* clients;
+  /* Client structs not freed yet: a destroyed client's struct lives until
+   * its last execution block goes (a thread completing its last run may
+   * still be releasing it). pw_runtime_destroy waits for 0. */
+  pw_atomic_u32_t client_structs;
   /* Taken by every submission: on a line of its own, so that it does not
    * evict the fields every launch reads from other threads' caches. */
   /* Unique per runtime created in this process (never 0): keys the gang-id
@@ -261,6 +268,9 @@ typedef struct pw_client_stripe_s {
 
 struct pw_client_s {
   pw_runtime_t* runtime;
+  /* In runtime->clients (runtime->lock) from create to destroy. */
+  struct pw_client_s* runtime_prev;
+  struct pw_client_s* runtime_next;
   char name[64];
   uint32_t tag;            /* 12-bit client tag inside every handle id */
   uint32_t weight;
@@ -370,6 +380,17 @@ void pw__client_end(pw_client_t* client, uint32_t stripe);
 void pw__client_release_stripe(pw_client_t* client, uint32_t stripe);
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
+/* Whether this thread runs inside a dispatch frame (lib/sched): the
+ * runtime is running plugin code (a backend's launch or done, a
+ * transport's copy or its completion) or callbacks on it. */
+bool pw__dispatch_running(void);
+/* Whether this thread is inside a callback the runtime is running (an
+ * event callback, or plugin code called from the dispatcher): destroy
+ * functions that wait for work refuse to run there (FAILED_PRECONDITION),
+ * since the work may need this thread to return first. */
+static inline bool pw__in_callback(void) {
+  return pw__event_callback_depth() != 0 || pw__dispatch_running();
+}
 /* Frees the execution blocks |client| keeps for reuse (lib/sched). */
 void pw__dispatch_client_deinit(pw_client_t* client);
 /* At pw_client_destroy, once nothing is in flight: frees the cached

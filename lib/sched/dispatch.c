@@ -128,6 +128,8 @@ typedef struct pw_dispatch_frame_s {
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
 
+bool pw__dispatch_running(void) { return pw_dispatch_current != NULL; }
+
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
 static void pw_dispatch_device_finished(pw_device_t* d, bool direct);

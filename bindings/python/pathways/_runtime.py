@@ -306,7 +306,7 @@ class Runtime:
             for box in list(self._clients.values()):
                 box.destroy()
             self._clients.clear()
-            lib.pw_runtime_destroy(ptr)
+            check(lib.pw_runtime_destroy(ptr))
             _live_runtimes.discard(self)
             self._kernels.clear()
             self._host_mem.destroy()
@@ -465,7 +465,7 @@ class _ClientBox:
                 armed.destroy(self)
             self.armed.clear()
             # Waits for the client's in-flight executions (GIL released).
-            lib.pw_client_destroy(ptr)
+            check(lib.pw_client_destroy(ptr))
             self.live = 0
 
 
