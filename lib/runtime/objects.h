@@ -80,8 +80,12 @@ typedef struct pw_slice_s {
    * (slice arrays are allocated aligned to a cache line). */
   _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
   /* Last appended op (struct pw_op_s*); the slice holds a reference on
-   * its execution. */
+   * its execution. Bit 0 (PW_TAIL_PINNED, lib/sched/dispatch.c) set while
+   * a destroyed client's destroy looks at the tail; |tail_pin| then says
+   * which of it and an appender that took the tail meanwhile drops that
+   * reference. */
   pw_atomic_ptr_t tail;
+  pw_atomic_u32_t tail_pin;
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
    * admitting thread holds |sched_state|'s BUSY bit and alone touches
    * |sched_active|. */

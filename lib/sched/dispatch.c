@@ -102,6 +102,9 @@ enum {
 };
 _Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 
+/* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
+#define PW_TAIL_PINNED ((uintptr_t)1)
+
 enum {
   PW_WORK_LAUNCH = 1,
   PW_WORK_DONE = 2,
@@ -863,12 +866,57 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   slice->sched_active = NULL;
   pthread_mutex_init(&slice->append_lock, NULL);
   pw_atomic_init_ptr(&slice->tail, NULL);
+  pw_atomic_init_u32(&slice->tail_pin, 0);
   return NULL;
 }
 
 void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
+  /* (Never pinned: no client is being destroyed concurrently.) */
   pw_op_t* tail = pw_atomic_exchange_ptr(&slice->tail, NULL);
   if (tail != NULL) pw_execution_release(tail->exec);
+}
+
+/* A slice keeps its tail's execution block alive (an IDLE cursor names the
+ * tail, and the next appender writes its link) until the next op lands on
+ * it, which may be never. For a destroyed client that block holds the
+ * device memory of its last run's internal values on every slice: this
+ * gives it back while the block itself stays as the tail. Nothing of the
+ * client is in flight, so nothing reads those values; but the tail may be
+ * displaced and its block freed at any moment by another client's
+ * appender, so the tail is pinned first (a CAS sets PW_TAIL_PINNED): an
+ * appender that exchanges a pinned tail out leaves the slice's reference
+ * to whichever of it and this function finishes last (|tail_pin| counts
+ * the two), and the block stays alive while it is looked at. Destroys are
+ * serialised on the runtime's lock, so a slice has one pin at a time. */
+void pw__dispatch_client_release_tails(pw_client_t* client) {
+  pw_runtime_t* rt = client->runtime;
+  pthread_mutex_lock(&rt->lock);
+  for (uint32_t s = 0; s < rt->slice_count; ++s) {
+    pw_slice_t* slice = &rt->slices[s];
+    pw_op_t* tail = pw_atomic_load_ptr_acquire(&slice->tail);
+    if (tail == NULL) continue;
+    /* An appender of an earlier pin may still be about to count out. */
+    for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&slice->tail_pin) != 0; ++spins) {
+      pw__dispatch_backoff(spins);
+    }
+    pw_atomic_store_u32_relaxed(&slice->tail_pin, 2);
+    void* expected = tail;
+    void* pinned = (void*)((uintptr_t)tail | PW_TAIL_PINNED);
+    if (!pw_atomic_cas_ptr(&slice->tail, &expected, pinned)) {
+      /* Displaced: its block went (or goes) back the usual way. */
+      pw_atomic_store_u32_relaxed(&slice->tail_pin, 0);
+      continue;
+    }
+    pw_execution_t* exec = tail->exec;
+    if (exec->client == client) pw__block_release_memory(exec);
+    expected = pinned;
+    if (pw_atomic_cas_ptr(&slice->tail, &expected, tail)) {
+      pw_atomic_store_u32_release(&slice->tail_pin, 0); /* nobody saw the pin */
+      continue;
+    }
+    if (pw_atomic_fetch_sub_u32(&slice->tail_pin, 1) == 1) pw_execution_release(exec);
+  }
+  pthread_mutex_unlock(&rt->lock);
 }
 
 void pw__dispatch_slice_deinit(pw_slice_t* slice) {
@@ -930,6 +978,11 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
   pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
   if (!counted) pw_atomic_fetch_add_u32(&exec->refs, 1);
   pw_op_t* prev = pw_atomic_exchange_ptr(&slice->tail, last);
+  /* A destroyed client's destroy pins the tail while it looks at it
+   * (pw__dispatch_client_release_tails): then the later of the two drops
+   * the slice's reference on it. */
+  bool pinned = ((uintptr_t)prev & PW_TAIL_PINNED) != 0;
+  if (__builtin_expect(pinned, 0)) prev = (pw_op_t*)((uintptr_t)prev & ~(uintptr_t)PW_TAIL_PINNED);
   /* |prev| stays alive until its reference is dropped below. Devices idle
    * after the old tail move to |first|. Inputs already complete (a root op
    * readied before its append, or one admitted late by the scheduler): the
@@ -949,7 +1002,9 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
     pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
     (void)pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
   }
-  if (prev != NULL) pw_execution_release(prev->exec);
+  if (prev != NULL && (!pinned || pw_atomic_fetch_sub_u32(&slice->tail_pin, 1) == 1)) {
+    pw_execution_release(prev->exec);
+  }
 }
 
 /* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the

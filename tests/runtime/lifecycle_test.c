@@ -12,6 +12,8 @@
 TestSuite(lifecycle, .fini = pw_test_check_leaks, .timeout = 30);
 
 static const char* kCopy4 = "copy\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
+static const char* kCpuRelu4 =
+    "kernel relu\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
 
 /* A one-op graph on |vs|: param -> copy -> output. */
 static pw_graph_t one_copy(pw_fixture_t* f, pw_vslice_t vs, pw_executable_t copy) {
@@ -212,3 +214,115 @@ Test(lifecycle, client_destroy_deadline_leaves_the_client_usable) {
   pw_fixture_deinit(&f);
 }
 
+/* ---- defect 9: device memory a destroyed client leaves ------------------ */
+
+/* compute (slice a) -> transfer (to slice b) -> compute (slice b): the
+ * first compute's output and the transfer's are internal values, kept
+ * with the execution block that is each slice's tail after the run. */
+static void run_compute_transfer_compute(pw_fixture_t* f, uint32_t runs) {
+  const char* program = f->dbl != NULL ? kCopy4 : kCpuRelu4;
+  pw_vslice_t a, b;
+  OK(pw_fixture_vslice(f, "4", &a));
+  OK(pw_fixture_vslice(f, "4", &b));
+  pw_executable_t copy_a, copy_b;
+  OK(pw_fixture_compile(f, a, program, &copy_a));
+  OK(pw_fixture_compile(f, b, program, &copy_b));
+  pw_graph_t g;
+  OK(pw_graph_create(f->client, &g));
+  int64_t dims[1] = {4};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t p, x, t, y;
+  OK(pw_graph_add_parameter(f->client, g, a, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f->client, g, "first", copy_a, a, &in, 1, &x));
+  OK(pw_graph_add_transfer(f->client, g, "ship", pw_value(x, 0), b,
+                           pw_sharding_split(0, PW_MESH_AXIS_ALL), &t));
+  in = pw_value(t, 0);
+  OK(pw_graph_add_compute(f->client, g, "second", copy_b, b, &in, 1, &y));
+  OK(pw_graph_add_output(f->client, g, pw_value(y, 0)));
+  pw_buffer_t arg = arg4(f, a);
+  for (uint32_t i = 0; i < runs; ++i) run_once(f, g, arg);
+}
+
+Test(lifecycle, destroyed_client_holds_no_device_memory_double) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 2, "4", pw_allocator_system()));
+  run_compute_transfer_compute(&f, 3);
+  cr_assert_gt(pw_double_backend_live_allocations(f.dbl), 0);
+  OK(pw_client_destroy(f.client));
+  f.client = NULL;
+  /* Nothing else ran on either slice since. */
+  cr_assert_eq(pw_double_backend_live_allocations(f.dbl), 0, "%zu device allocations left",
+               pw_double_backend_live_allocations(f.dbl));
+  /* The slices stay usable for the next client (it displaces the old
+   * tails). */
+  OK(pw_client_create(f.runtime, NULL, &f.client));
+  run_compute_transfer_compute(&f, 2);
+  OK(pw_client_destroy(f.client));
+  f.client = NULL;
+  cr_assert_eq(pw_double_backend_live_allocations(f.dbl), 0);
+  pw_fixture_deinit(&f);
+}
+
+Test(lifecycle, destroyed_client_holds_no_device_memory_cpu) {
+  pw_test_allocator_t device_memory;
+  pw_test_allocator_init(&device_memory);
+  /* Only the backend's memory is counted (the runtime's host records may
+   * stay with the slices until their next op). */
+  pw_fixture_t f;
+  memset(&f, 0, sizeof(f));
+  pw_cpu_backend_options_t o;
+  pw_cpu_backend_options_init(&o);
+  o.device_count = 8;
+  o.worker_count = 2;
+  o.allocator = pw_test_allocator(&device_memory);
+  OK(pw_cpu_backend_create(&o, &f.backend));
+  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {1, {4}}, 0, 4, 0}};
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.backends = &f.backend;
+  ro.backend_count = 1;
+  ro.slices = slices;
+  ro.slice_count = 2;
+  OK(pw_runtime_create(&ro, &f.runtime));
+  OK(pw_client_create(f.runtime, NULL, &f.client));
+  size_t before = pw_test_allocator_live(&device_memory);
+  run_compute_transfer_compute(&f, 2);
+  OK(pw_client_destroy(f.client));
+  f.client = NULL;
+  cr_assert_eq(pw_test_allocator_live(&device_memory), before,
+               "%zu blocks left after the client went (%zu before it ran)",
+               pw_test_allocator_live(&device_memory), before);
+  pw_fixture_deinit(&f);
+}
+
+/* Two clients share a slice; the first is destroyed while the second's
+ * work lands on the same slices (its appends displace the tails the
+ * destroy inspects). */
+Test(lifecycle, destroy_while_another_client_appends) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 2, "4", pw_allocator_system()));
+  OK(pw_client_destroy(f.client));
+  for (int round = 0; round < 20; ++round) {
+    OK(pw_client_create(f.runtime, NULL, &f.client));
+    pw_client_t* first = f.client;
+    run_compute_transfer_compute(&f, 2);
+    OK(pw_client_create(f.runtime, NULL, &f.client));
+    pw_vslice_t vs;
+    OK(pw_fixture_vslice(&f, "4", &vs));
+    pw_executable_t copy;
+    OK(pw_fixture_compile(&f, vs, kCopy4, &copy));
+    pw_graph_t g = one_copy(&f, vs, copy);
+    pw_buffer_t arg = arg4(&f, vs);
+    pw_buffer_t out;
+    pw_event_t* done = NULL;
+    OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out, 1, &done));
+    OK(pw_client_destroy(first));
+    OK(pw_fixture_wait(done));
+    OK(pw_client_destroy(f.client));
+  }
+  f.client = NULL;
+  cr_assert_eq(pw_double_backend_live_allocations(f.dbl), 0);
+  pw_fixture_deinit(&f);
+}
