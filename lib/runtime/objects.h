@@ -29,6 +29,35 @@ struct pw_slice_s;
 
 /* ---- physical topology and dispatch state ------------------------------- */
 
+/* The completion of one backend launch or one transport copy: what the
+ * dispatcher hands the plugin as |done_user|. Its once-flag |state| is
+ * exchanged by the first completion (done, or an error return): a second
+ * one finds it set and is reported instead of acted on
+ * (lib/sched/dispatch.c). Tokens live with their device, so a plugin that
+ * completes late never touches freed memory: a launch takes the next of
+ * PW_DEVICE_TOKENS tokens in turn, so a second completion is told apart
+ * from the next launches' until the device has launched that many more
+ * times; a transfer part takes its copies' tokens from one of two halves
+ * of the device's copy tokens in turn. */
+typedef struct pw_completion_token_s {
+  pw_atomic_u32_t state;    /* 0: armed; 1: completed */
+  /* The dispatch frame its completion is queued on, until that frame
+   * runs it (backend launches only): a second completion found on that
+   * same frame can still mark the op. */
+  pw_atomic_ptr_t frame;
+  struct pw_device_s* device;
+} pw_completion_token_t;
+
+#define PW_DEVICE_TOKENS 4
+
+/* Copy tokens of a device, kept until the runtime goes: a bigger part
+ * gets a new chunk and the old ones stay for late completions. */
+typedef struct pw_token_chunk_s {
+  struct pw_token_chunk_s* next;
+  uint32_t count;
+  pw_completion_token_t tokens[];
+} pw_token_chunk_t;
+
 /* Dispatch state of one physical device. The device follows its slice's
  * sequence with |cursor| (a tagged op pointer, see lib/sched/dispatch.c).
  * The launch argument arrays are embedded: a device runs one op at a time,
@@ -52,6 +81,19 @@ typedef struct pw_device_s {
   pw_atomic_u32_t transfer_pending;
   pw_atomic_ptr_t transfer_status;
   pw_backend_launch_t launch;
+  /* Launch completions: tokens[launch_seq % PW_DEVICE_TOKENS] is the
+   * current launch's, |token|. Written by the thread driving the device. */
+  pw_completion_token_t* token;
+  uint32_t launch_seq;
+  /* Transfer copies: |copy_capacity| tokens per half of |copy_chunk|'s
+   * (the newest chunk; older ones follow it), the half in use, and the
+   * current part's tokens. */
+  uint32_t copy_capacity;
+  uint32_t copy_half;
+  uint32_t copy_count;
+  pw_token_chunk_t* copy_chunk;
+  pw_completion_token_t* copy_tokens;
+  pw_completion_token_t tokens[PW_DEVICE_TOKENS];
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
 } pw_device_t;

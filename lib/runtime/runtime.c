@@ -105,16 +105,18 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&rt->client_structs) != 0; ++spins) {
     pw__dispatch_backoff(spins);
   }
+  /* Plugins go before the device states: a completion a plugin still
+   * delivers while it shuts down finds its token (lib/sched/dispatch.c). */
+  pw__workers_destroy(rt->workers);
+  for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
+  if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
     if (slice->devices) pw__dispatch_slice_deinit(slice);
   }
   pw_allocator_free(a, rt->slices, rt->slice_count * sizeof(pw_slice_t));
   pw__slice_composites_free(rt);
-  pw__workers_destroy(rt->workers);
-  for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
-  if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   pthread_mutex_destroy(&rt->lock);
   pw_allocator_free(a, rt, sizeof(*rt));
 }

@@ -127,6 +127,9 @@ typedef struct pw_dispatch_frame_s {
    * counted out of its ops_remaining yet: pw_dispatch_ops_done. */
   uint32_t done_n;
   struct pw_execution_s* done_exec;
+  /* The device whose transfer part this thread is issuing copies for
+   * (its guard held, so the part cannot complete meanwhile). */
+  pw_device_t* issuing;
 } pw_dispatch_frame_t;
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
@@ -155,6 +158,9 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
         d->running = NULL;
         pw_dispatch_arrive(d, op, true);
       } else {
+        /* Its launch's completion runs now: a second one is too late to
+         * mark the op (pw_dispatch_completed_again). */
+        if (d->token != NULL) pw_atomic_store_ptr_relaxed(&d->token->frame, NULL);
         pw_dispatch_device_finished(d, true);
       }
     }
@@ -185,7 +191,7 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
-  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL};
+  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL, NULL};
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
@@ -281,7 +287,13 @@ static void pw_dispatch_launch_init(pw_device_t* d) {
   l->inputs = d->inputs;
   l->outputs = d->outputs;
   l->done = pw_dispatch_backend_done;
-  l->done_user = d;
+  for (uint32_t k = 0; k < PW_DEVICE_TOKENS; ++k) {
+    d->tokens[k].device = d;
+    pw_atomic_init_u32(&d->tokens[k].state, 1);
+    pw_atomic_init_ptr(&d->tokens[k].frame, NULL);
+  }
+  d->token = NULL;
+  l->done_user = NULL; /* a token per launch: pw_dispatch_device_launch */
 }
 
 static void pw_dispatch_launch_unordered(pw_op_t* op) {
@@ -603,9 +615,53 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
 
 /* ---- device work -------------------------------------------------------- */
 
+/* A second completion of the launch whose token is |t| (done called again,
+ * or an error returned from launch after done): reported, never acted on.
+ * If the first completion is still queued on this thread's frame (the
+ * backend completed twice inside its launch call, the usual case), the op
+ * fails with INTERNAL; otherwise the device may have moved on and nothing
+ * of it is touched but its immutable fields. Consumes |status|. */
+static void pw_dispatch_completed_again(pw_completion_token_t* t, pw_status_t status,
+                                        const char* how) {
+  pw_device_t* d = t->device;
+  const pw_slice_t* slice = d->slice;
+  const char* backend = pw__backend_name(slice->backend);
+  char again[160];
+  pw_status_format(status, again, sizeof(again));
+  pw_status_free(status);
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (frame != NULL && pw_atomic_load_ptr_relaxed(&t->frame) == frame) {
+    char first[160];
+    pw_status_format(d->done_status, first, sizeof(first));
+    pw_status_free(d->done_status);
+    d->done_status = pw_status_make(PW_STATUS_INTERNAL,
+                                    "backend '%s' completed one launch twice: it %s (first "
+                                    "completion: %s; second: %s)",
+                                    backend, how, first, again);
+    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+           "backend '%s' completed one launch on slice '%s' device %u twice: it %s (first: %s; "
+           "second: %s); the op fails with INTERNAL",
+           backend, slice->name, d->mesh_index, how, first, again);
+    return;
+  }
+  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+         "backend '%s' completed a launch on slice '%s' device %u again after its completion "
+         "was handled: it %s (%s); ignored",
+         backend, slice->name, d->mesh_index, how, again);
+}
+
+/* The backend's done: |user| is the launch's token. The first completion
+ * wins its once-flag (the one locked instruction a completion adds). */
 static void pw_dispatch_backend_done(void* user, pw_status_t status) {
-  pw_device_t* d = user;
+  pw_completion_token_t* t = user;
+  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
+    pw_dispatch_completed_again(t, status, "called done twice");
+    return;
+  }
+  pw_device_t* d = t->device;
   d->done_status = status;
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (frame != NULL) pw_atomic_store_ptr_relaxed(&t->frame, frame); /* queued below */
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
@@ -629,8 +685,99 @@ static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
+/* A second completion of the copy whose token is |t|: reported, and not
+ * counted. While this thread still issues the part's copies (its guard
+ * held: the part cannot complete), the part fails with INTERNAL; later the
+ * part may be over and nothing of it is touched. Consumes |status|. */
+static void pw_dispatch_copied_again(pw_completion_token_t* t, pw_status_t status,
+                                     const char* how) {
+  pw_device_t* d = t->device;
+  const pw_slice_t* slice = d->slice;
+  const char* transport = pw__transport_name(&slice->runtime->transport);
+  char again[160];
+  pw_status_format(status, again, sizeof(again));
+  pw_status_free(status);
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (frame != NULL && frame->issuing == d && t >= d->copy_tokens &&
+      t < d->copy_tokens + d->copy_count) {
+    pw_status_t first = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
+    char first_text[160];
+    pw_status_format(first, first_text, sizeof(first_text));
+    pw_status_free(first);
+    pw_status_t internal = pw_status_make(PW_STATUS_INTERNAL,
+                                          "transport '%s' completed one copy twice: it %s "
+                                          "(first completion: %s; second: %s)",
+                                          transport, how, first_text, again);
+    /* Another copy's error may have got in meanwhile: INTERNAL wins. */
+    pw_status_free(pw_atomic_exchange_ptr(&d->transfer_status, internal));
+    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+           "transport '%s' completed one copy to slice '%s' device %u twice: it %s (%s); the "
+           "transfer fails with INTERNAL",
+           transport, slice->name, d->mesh_index, how, again);
+    return;
+  }
+  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+         "transport '%s' completed a copy to slice '%s' device %u again after its completion "
+         "was counted: it %s (%s); ignored",
+         transport, slice->name, d->mesh_index, how, again);
+}
+
+/* The transport's done: |user| is the copy's token. */
 static void pw_dispatch_copy_done(void* user, pw_status_t status) {
-  pw_dispatch_copy_finished(user, status);
+  pw_completion_token_t* t = user;
+  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
+    pw_dispatch_copied_again(t, status, "called a copy's done twice");
+    return;
+  }
+  pw_dispatch_copy_finished(t->device, status);
+}
+
+/* |n| copy tokens for |d|'s next transfer part, armed: the other half of
+ * its copy tokens from the last part's (so a late second completion of
+ * that part's copies is still told apart), in a bigger chunk when the
+ * part has more copies than a half holds (the old chunks stay, for late
+ * completions, until the slice goes). NULL if that allocation fails. */
+static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n) {
+  if (n > d->copy_capacity) {
+    uint32_t capacity = d->copy_capacity * 2 > n ? d->copy_capacity * 2 : (n < 8 ? 8 : n);
+    pw_allocator_t allocator = d->slice->runtime->allocator;
+    pw_token_chunk_t* chunk = NULL;
+    size_t bytes = sizeof(pw_token_chunk_t) + 2 * (size_t)capacity * sizeof(pw_completion_token_t);
+    pw_status_t status = pw_allocator_calloc(allocator, bytes, 64, (void**)&chunk);
+    if (status != NULL) {
+      pw_status_free(status);
+      return NULL;
+    }
+    chunk->count = 2 * capacity;
+    chunk->next = d->copy_chunk;
+    for (uint32_t k = 0; k < chunk->count; ++k) {
+      chunk->tokens[k].device = d;
+      pw_atomic_init_u32(&chunk->tokens[k].state, 1);
+      pw_atomic_init_ptr(&chunk->tokens[k].frame, NULL);
+    }
+    d->copy_chunk = chunk;
+    d->copy_capacity = capacity;
+  }
+  d->copy_half ^= 1;
+  pw_completion_token_t* tokens = d->copy_chunk->tokens + d->copy_half * d->copy_capacity;
+  for (uint32_t k = 0; k < n; ++k) pw_atomic_store_u32_relaxed(&tokens[k].state, 0);
+  d->copy_tokens = tokens;
+  d->copy_count = n;
+  return tokens;
+}
+
+/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
+ * when its part is done). */
+static void pw_dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator) {
+  for (pw_token_chunk_t* c = d->copy_chunk; c != NULL;) {
+    pw_token_chunk_t* next = c->next;
+    pw_allocator_free(allocator, c,
+                      sizeof(pw_token_chunk_t) + c->count * sizeof(pw_completion_token_t));
+    c = next;
+  }
+  d->copy_chunk = NULL;
+  d->copy_tokens = NULL;
+  d->copy_capacity = d->copy_count = d->copy_half = 0;
 }
 
 static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
@@ -649,9 +796,19 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     }
   }
   uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
+  pw_completion_token_t* tokens = pw_dispatch_copy_tokens(d, last - first);
+  if (tokens == NULL) {
+    d->done_status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                                    "no memory for the completion tokens of %u copies",
+                                    last - first);
+    pw_dispatch_device_done(d);
+    return;
+  }
   /* The guard count keeps the part from completing before the last copy
    * is issued. */
   pw_atomic_store_u32_release(&d->transfer_pending, last - first + 1);
+  pw_dispatch_frame_t* frame = pw_dispatch_current; /* a drain is running */
+  frame->issuing = d;
   for (uint32_t c = first; c < last; ++c) {
     const pw_plan_copy_t* run = &p->copies[c];
     pw_transport_copy_t copy;
@@ -667,13 +824,22 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.dst.offset = run->dst_offset;
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
-    copy.done_user = d;
+    pw_completion_token_t* t = &tokens[c - first];
+    copy.done_user = t;
     copy.tag = pw_op_gang_id(op);
     pw_status_t status = rt->transport_copy != NULL
                              ? rt->transport_copy(rt->transport.self, &copy)
                              : pw__transport_copy(&rt->transport, &copy);
-    if (status != NULL) pw_dispatch_copy_finished(d, status);
+    if (status == NULL) continue;
+    /* Failed: its done must not run; one that did makes it a second
+     * completion. */
+    if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
+      pw_dispatch_copied_again(t, status, "called a copy's done and then returned an error");
+    } else {
+      pw_dispatch_copy_finished(d, status);
+    }
   }
+  frame->issuing = NULL;
   pw_dispatch_copy_finished(d, NULL); /* the guard */
 }
 
@@ -708,9 +874,22 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   l->input_count = op->input_count;
   l->output_count = op->output_count;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+  /* The launch's completion token, armed (plain stores: the backend gets
+   * it through the call). */
+  pw_completion_token_t* t = &d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS];
+  pw_atomic_store_u32_relaxed(&t->state, 0);
+  pw_atomic_store_ptr_relaxed(&t->frame, NULL);
+  d->token = t;
+  l->done_user = t;
   pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
                                              : pw__backend_launch(slice->backend, l);
   if (status == NULL) return; /* |d| now belongs to the backend until done */
+  /* Failed: done must not run. If it did, |d| may have moved on already:
+   * this is a second completion, and |d| is not touched. */
+  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
+    pw_dispatch_completed_again(t, status, "called done and then returned an error from launch");
+    return;
+  }
   d->done_status = status;
   pw_dispatch_device_done(d);
 }
@@ -776,7 +955,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
   }
   if (d->is_slot) {
-    /* Debug mode without gang order: no cursor to advance. */
+    /* Debug mode without gang order: no cursor to advance. A slot lives
+     * in the block: its copy tokens go now (a late completion is not
+     * caught in this mode). */
+    if (d->copy_chunk != NULL) pw_dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
     return;
   }
@@ -922,6 +1104,9 @@ void pw__dispatch_client_release_tails(pw_client_t* client) {
 void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
   pw__dispatch_slice_drop_tail(slice);
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
+  }
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));
@@ -1268,7 +1453,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
 

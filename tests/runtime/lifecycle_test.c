@@ -7,6 +7,7 @@
 
 #include "runtime/checks.h"
 #include "runtime/fixture.h"
+#include "runtime/hostile.h"
 #include "support/test_allocators.h"
 
 TestSuite(lifecycle, .fini = pw_test_check_leaks, .timeout = 30);
@@ -324,5 +325,143 @@ Test(lifecycle, destroy_while_another_client_appends) {
   }
   f.client = NULL;
   cr_assert_eq(pw_double_backend_live_allocations(f.dbl), 0);
+  pw_fixture_deinit(&f);
+}
+
+/* ---- defect 7: plugins that complete twice ------------------------------ */
+
+/* Two slices of 4 devices on the hostile backend (over the inline test
+ * double) and the hostile transport. */
+static void hostile_init(pw_fixture_t* f, pw_double_completion_t completion) {
+  memset(f, 0, sizeof(*f));
+  pw_double_options_t o;
+  pw_double_options_init(&o);
+  o.device_count = 8;
+  o.completion = completion;
+  o.worker_count = 2;
+  pw_backend_t inner;
+  OK(pw_double_backend_create(&o, &inner));
+  f->dbl = pw_double_backend_from(&inner);
+  pw_hostile_backend_wrap(inner, &f->backend);
+  pw_transport_t transport;
+  OK(pw_hostile_transport_create(&transport));
+  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {1, {4}}, 0, 4, 0}};
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.backends = &f->backend;
+  ro.backend_count = 1;
+  ro.slices = slices;
+  ro.slice_count = 2;
+  ro.transport = transport;
+  OK(pw_runtime_create(&ro, &f->runtime));
+  OK(pw_client_create(f->runtime, NULL, &f->client));
+}
+
+/* compute -> transfer -> compute over the two slices. */
+static pw_graph_t hostile_graph(pw_fixture_t* f, pw_vslice_t* out_a) {
+  pw_vslice_t a, b;
+  OK(pw_fixture_vslice(f, "4", &a));
+  OK(pw_fixture_vslice(f, "4", &b));
+  pw_executable_t copy_a, copy_b;
+  OK(pw_fixture_compile(f, a, kCopy4, &copy_a));
+  OK(pw_fixture_compile(f, b, kCopy4, &copy_b));
+  pw_graph_t g;
+  OK(pw_graph_create(f->client, &g));
+  int64_t dims[1] = {4};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t p, x, t, y;
+  OK(pw_graph_add_parameter(f->client, g, a, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(f->client, g, "first", copy_a, a, &in, 1, &x));
+  OK(pw_graph_add_transfer(f->client, g, "ship", pw_value(x, 0), b,
+                           pw_sharding_split(0, PW_MESH_AXIS_ALL), &t));
+  in = pw_value(t, 0);
+  OK(pw_graph_add_compute(f->client, g, "second", copy_b, b, &in, 1, &y));
+  OK(pw_graph_add_output(f->client, g, pw_value(y, 0)));
+  *out_a = a;
+  return g;
+}
+
+/* Runs |g| and returns its done event's status. */
+static pw_status_t run_status(pw_fixture_t* f, pw_graph_t g, pw_buffer_t arg) {
+  pw_buffer_t out;
+  pw_event_t* done = NULL;
+  OK(pw_graph_submit(f->client, g, &arg, 1, NULL, &out, 1, &done));
+  pw_status_t s = pw_fixture_wait(done);
+  OK(pw_buffer_release(f->client, out));
+  return s;
+}
+
+/* Arms |arm| for |count| completions, runs the graph (INTERNAL, naming
+ * |plugin| and |node|), then a healthy run on the same runtime. */
+static void complete_twice(pw_double_completion_t completion, bool transport,
+                           pw_hostile_mode_t mode, int64_t count, const char* node) {
+  pw_fixture_t f;
+  hostile_init(&f, completion);
+  pw_vslice_t a;
+  pw_graph_t g = hostile_graph(&f, &a);
+  pw_buffer_t arg = arg4(&f, a);
+  OK(run_status(&f, g, arg)); /* a healthy run first: the blocks are cached */
+  for (int round = 0; round < 3; ++round) {
+    if (transport) {
+      pw_hostile_transport_arm(mode, count);
+    } else {
+      pw_hostile_backend_arm(mode, count);
+    }
+    FAILS(run_status(&f, g, arg), PW_STATUS_INTERNAL, node);
+    pw_hostile_transport_arm(PW_HOSTILE_OFF, 0);
+    pw_hostile_backend_arm(PW_HOSTILE_OFF, 0);
+    /* The runtime stays usable: the next submission succeeds. */
+    OK(run_status(&f, g, arg));
+  }
+  pw_fixture_deinit(&f);
+}
+
+Test(lifecycle, backend_done_twice_fails_the_op_with_internal) {
+  complete_twice(PW_DOUBLE_COMPLETE_INLINE, false, PW_HOSTILE_DONE_TWICE, 1,
+                 "backend 'hostile' completed one launch twice: it called done twice");
+  complete_twice(PW_DOUBLE_COMPLETE_THREADED, false, PW_HOSTILE_DONE_TWICE, 8, "node 1");
+}
+
+Test(lifecycle, backend_done_with_error_then_error_return_fails_the_op_with_internal) {
+  complete_twice(PW_DOUBLE_COMPLETE_INLINE, false, PW_HOSTILE_DONE_THEN_ERROR, 1,
+                 "called done and then returned an error from launch");
+  complete_twice(PW_DOUBLE_COMPLETE_THREADED, false, PW_HOSTILE_DONE_THEN_ERROR, 3,
+                 "hostile launch failed");
+}
+
+Test(lifecycle, transport_copy_done_twice_fails_the_transfer_with_internal) {
+  complete_twice(PW_DOUBLE_COMPLETE_INLINE, true, PW_HOSTILE_DONE_TWICE, 1,
+                 "transport 'hostile-transport' completed one copy twice");
+  complete_twice(PW_DOUBLE_COMPLETE_THREADED, true, PW_HOSTILE_DONE_TWICE, 4, "\"ship\"");
+}
+
+Test(lifecycle, transport_copy_done_with_error_then_error_return_fails_the_transfer) {
+  complete_twice(PW_DOUBLE_COMPLETE_INLINE, true, PW_HOSTILE_DONE_THEN_ERROR, 1,
+                 "called a copy's done and then returned an error");
+  complete_twice(PW_DOUBLE_COMPLETE_THREADED, true, PW_HOSTILE_DONE_THEN_ERROR, 2,
+                 "hostile copy failed");
+}
+
+/* Two threads call done for every launch and copy at once: one wins, the
+ * other is reported and ignored; every run resolves, OK or INTERNAL. */
+Test(lifecycle, completions_raced_by_two_threads_resolve_every_run) {
+  pw_fixture_t f;
+  hostile_init(&f, PW_DOUBLE_COMPLETE_INLINE);
+  pw_vslice_t a;
+  pw_graph_t g = hostile_graph(&f, &a);
+  pw_buffer_t arg = arg4(&f, a);
+  pw_hostile_backend_arm(PW_HOSTILE_DONE_TWICE_RACING, 1 << 30);
+  pw_hostile_transport_arm(PW_HOSTILE_DONE_TWICE_RACING, 1 << 30);
+  for (int i = 0; i < 50; ++i) {
+    pw_status_t s = run_status(&f, g, arg);
+    cr_assert(s == NULL || pw_status_code(s) == PW_STATUS_INTERNAL, "%s", pw_status_message(s));
+    pw_status_free(s);
+  }
+  pw_hostile_backend_arm(PW_HOSTILE_OFF, 0);
+  pw_hostile_transport_arm(PW_HOSTILE_OFF, 0);
+  pw_hostile_quiesce();
+  OK(run_status(&f, g, arg));
   pw_fixture_deinit(&f);
 }
