@@ -698,8 +698,9 @@ static void pw_dispatch_copied_again(pw_completion_token_t* t, pw_status_t statu
   pw_status_format(status, again, sizeof(again));
   pw_status_free(status);
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (frame != NULL && frame->issuing == d && t >= d->copy_tokens &&
-      t < d->copy_tokens + d->copy_count) {
+  /* |d|'s copy fields are read only on the thread that issues its part. */
+  if (frame != NULL && frame->issuing == d &&
+      (uintptr_t)t - (uintptr_t)d->copy_tokens < d->copy_count * sizeof(pw_completion_token_t)) {
     pw_status_t first = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
     char first_text[160];
     pw_status_format(first, first_text, sizeof(first_text));
