@@ -176,7 +176,8 @@ PW_API pw_status_t pw_client_destroy_with_deadline(pw_client_t* client,
  * passes (DEADLINE_EXCEEDED, saying how many are still running). Runs of
  * armed graphs count too; those in an armed graph's private blocks are
  * polled (their completion signals nothing), so the wait for them may
- * overshoot by up to about 50 us (1 ms once it has waited 10 ms). When it
+ * overshoot by up to about 50 us (1 ms once it has waited 10 ms), and,
+ * rarely, a wait for the others by up to 2 ms. When it
  * returns, the done events of the runs it waited for have completed. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_wait_idle(pw_client_t* client,
                                                           pw_time_t deadline);

@@ -90,16 +90,30 @@ static uint32_t pw_client_inflight(pw_client_t* client) {
 }
 
 void pw__client_end(pw_client_t* client, uint32_t stripe) {
-  /* Only a stripe reaching 0 can make the sum 0. Decrement (a locked RMW),
-   * then load the waiter count (seq_cst: no fence needed after the RMW); a
-   * waiter registers (locked add), fences, sums the stripes: one of the
-   * two sees the other, so a waiter this load misses
-   * sees 0 in flight and does not sleep. The execution's reference keeps
-   * the struct alive meanwhile. */
-  if ((uint32_t)pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, 1) != 1) return;
-  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0) return;
+  /* The decrement that may bring the client to idle must be this
+   * thread's last touch of the struct: once a waiter sees idle it may go
+   * on to destroy the client, and the struct goes with the last block
+   * that references it, which another thread may release at any time
+   * (a slice displacing its tail). So the waiter count is read first
+   * (seq_cst; a waiter registers with a locked add, fences, and sums the
+   * stripes under idle_lock). No waiter, or this is not the stripe's last
+   * execution: decrement, and touch nothing after. Otherwise decrement
+   * and wake under idle_lock, which a waiter holds to sum the stripes:
+   * it cannot see idle before this thread lets go of the lock. A waiter
+   * that registers between the two reads and sums before the decrement
+   * misses the wake-up: waiters wait in short timed slices
+   * (pw_client_wait_stripes). No locked instruction is added: the read of
+   * the waiter count is a plain load on x86. */
+  pw_atomic_u64_t* counts = &client->stripes[stripe].counts;
+  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0 ||
+      (uint32_t)pw_atomic_load_u64_relaxed(counts) != 1) {
+    pw_atomic_fetch_sub_u64(counts, 1); /* the last touch of |client| */
+    return;
+  }
   pthread_mutex_lock(&client->idle_lock);
-  pthread_cond_broadcast(&client->idle_cond);
+  if ((uint32_t)pw_atomic_fetch_sub_u64(counts, 1) == 1) {
+    pthread_cond_broadcast(&client->idle_cond);
+  }
   pthread_mutex_unlock(&client->idle_lock);
 }
 
@@ -209,15 +223,15 @@ static bool pw_client_wait_stripes(pw_client_t* client, pw_time_t deadline) {
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
   pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
   while (pw_client_inflight(client) != 0) {
-    if (deadline == PW_INFINITE_FUTURE) {
-      pthread_cond_wait(&client->idle_cond, &client->idle_lock);
-      continue;
-    }
-    if (deadline <= pw_clock_now()) {
+    pw_time_t now = pw_clock_now();
+    if (deadline <= now) {
       idle = false;
       break;
     }
-    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    /* In slices of at most 2 ms: a completer may decrement without a
+     * wake-up when this registered just then (pw__client_end). */
+    pw_time_t until = deadline - now > 2000000 ? now + 2000000 : deadline;
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
     pthread_cond_timedwait(&client->idle_cond, &client->idle_lock, &ts);
   }
   pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
