@@ -21,10 +21,10 @@
  * logs it naming the backend, frees the extra status, and fails the op
  * with INTERNAL when the second completion comes before the runtime has
  * acted on the first (always when both happen inside the launch call);
- * a later one is logged and ignored. |done_user| identifies the launch
- * and stays valid while the runtime lives; a second completion that comes
- * after the device has launched 4 more ops may be taken for a later
- * launch's.
+ * a later one is logged and ignored. |done_user| is opaque (not a
+ * pointer to dereference): it names the launch and stays valid while the
+ * runtime lives; a stale completion is told apart from later launches'
+ * until the device has launched 256 more ops.
  *
  * Gangs: the launches that share a gang_id form one gang op. If a backend
  * refuses one part (launch returns an error), the parts of that gang it has

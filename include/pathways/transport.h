@@ -26,8 +26,8 @@
  * extra completion is not counted, its status is freed, and the transfer
  * fails with INTERNAL if it comes while the runtime is still issuing that
  * part's copies (always when inline); later it is logged and ignored.
- * |done_user| identifies the copy and stays valid while the runtime
- * lives. Errors are typed:
+ * |done_user| is opaque: it names the copy and stays valid while the
+ * runtime lives. Errors are typed:
  *   INVALID_ARGUMENT   a malformed descriptor (NULL backend or memory, no
  *                      done callback), memory that is not the endpoint
  *                      device's, endpoints this transport cannot serve

@@ -29,18 +29,21 @@ struct pw_slice_s;
 
 /* ---- physical topology and dispatch state ------------------------------- */
 
-/* The completion of one backend launch or one transport copy: what the
- * dispatcher hands the plugin as |done_user|. Its once-flag |state| is
- * exchanged by the first completion (done, or an error return): a second
- * one finds it set and is reported instead of acted on
- * (lib/sched/dispatch.c). Tokens live with their device, so a plugin that
- * completes late never touches freed memory: a launch takes the next of
- * PW_DEVICE_TOKENS tokens in turn, so a second completion is told apart
- * from the next launches' until the device has launched that many more
- * times; a transfer part takes its copies' tokens from one of two halves
- * of the device's copy tokens in turn. */
+/* The completion of one backend launch or one transport copy. The
+ * dispatcher hands the plugin the token's address plus the generation of
+ * its current use (low 6 bits: tokens are 64-byte aligned) as |done_user|;
+ * |state| holds that generation and a completed bit, claimed by a CAS by
+ * the first completion (done, or an error return). A second completion
+ * of the same use, or a stale one of an earlier use, fails the CAS and is
+ * reported instead of acted on (lib/sched/dispatch.c). Tokens live with
+ * their device, so a plugin that completes late never touches freed
+ * memory: a launch takes the next of PW_DEVICE_TOKENS tokens in turn, a
+ * transfer part its copies' tokens from one of two halves of the
+ * device's copy tokens; a stale completion is told apart until its token
+ * has been reused PW_TOKEN_GENERATIONS times. */
 typedef struct pw_completion_token_s {
-  pw_atomic_u32_t state;    /* 0: armed; 1: completed */
+  _Alignas(64) pw_atomic_u32_t state; /* generation << 1 | completed */
+  uint32_t generation;                /* of the current use (driver thread) */
   /* The dispatch frame its completion is queued on, until that frame
    * runs it (backend launches only): a second completion found on that
    * same frame can still mark the op. */
@@ -49,6 +52,7 @@ typedef struct pw_completion_token_s {
 } pw_completion_token_t;
 
 #define PW_DEVICE_TOKENS 4
+#define PW_TOKEN_GENERATIONS 64
 
 /* Copy tokens of a device, kept until the runtime goes: a bigger part
  * gets a new chunk and the old ones stay for late completions. */

@@ -105,6 +105,40 @@ _Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 /* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
 #define PW_TAIL_PINNED ((uintptr_t)1)
 
+/* ---- completion tokens (pw_completion_token_t) -------------------------- */
+
+_Static_assert(_Alignof(pw_completion_token_t) >= PW_TOKEN_GENERATIONS,
+               "a token's generation lives in its address's low bits");
+
+/* Arms |t| for a new use and returns the |done_user| that names it.
+ * Plain stores, the state last with release: a completion that claims it
+ * (even a stale one, see pw_token_claim) sees the device as it is now. */
+static inline void* pw_token_arm(pw_completion_token_t* t) {
+  uint32_t g = (t->generation + 1) % PW_TOKEN_GENERATIONS;
+  t->generation = g;
+  pw_atomic_store_ptr_relaxed(&t->frame, NULL);
+  pw_atomic_store_u32_release(&t->state, g << 1);
+  return (void*)((uintptr_t)t + g);
+}
+
+static inline pw_completion_token_t* pw_token_of(void* user) {
+  return (pw_completion_token_t*)((uintptr_t)user & ~(uintptr_t)(PW_TOKEN_GENERATIONS - 1));
+}
+
+/* Claims the completion |user| names (the one locked instruction a
+ * completion adds): true the first time; false for a second completion
+ * of the same use, or a stale one of an earlier use. */
+static inline bool pw_token_claim(void* user) {
+  uint32_t armed = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1)) << 1;
+  return pw_atomic_cas_u32(&pw_token_of(user)->state, &armed, armed | 1);
+}
+
+/* Whether |user| names its token's current use (else it is stale). */
+static inline bool pw_token_current(void* user) {
+  uint32_t g = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1));
+  return (pw_atomic_load_u32_acquire(&pw_token_of(user)->state) >> 1) == g;
+}
+
 enum {
   PW_WORK_LAUNCH = 1,
   PW_WORK_DONE = 2,
@@ -289,7 +323,8 @@ static void pw_dispatch_launch_init(pw_device_t* d) {
   l->done = pw_dispatch_backend_done;
   for (uint32_t k = 0; k < PW_DEVICE_TOKENS; ++k) {
     d->tokens[k].device = d;
-    pw_atomic_init_u32(&d->tokens[k].state, 1);
+    d->tokens[k].generation = 0;
+    pw_atomic_init_u32(&d->tokens[k].state, 1); /* generation 0, completed */
     pw_atomic_init_ptr(&d->tokens[k].frame, NULL);
   }
   d->token = NULL;
@@ -621,8 +656,8 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
  * backend completed twice inside its launch call, the usual case), the op
  * fails with INTERNAL; otherwise the device may have moved on and nothing
  * of it is touched but its immutable fields. Consumes |status|. */
-static void pw_dispatch_completed_again(pw_completion_token_t* t, pw_status_t status,
-                                        const char* how) {
+static void pw_dispatch_completed_again(void* user, pw_status_t status, const char* how) {
+  pw_completion_token_t* t = pw_token_of(user);
   pw_device_t* d = t->device;
   const pw_slice_t* slice = d->slice;
   const char* backend = pw__backend_name(slice->backend);
@@ -630,7 +665,8 @@ static void pw_dispatch_completed_again(pw_completion_token_t* t, pw_status_t st
   pw_status_format(status, again, sizeof(again));
   pw_status_free(status);
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (frame != NULL && pw_atomic_load_ptr_relaxed(&t->frame) == frame) {
+  if (frame != NULL && pw_atomic_load_ptr_relaxed(&t->frame) == frame &&
+      pw_token_current(user)) {
     char first[160];
     pw_status_format(d->done_status, first, sizeof(first));
     pw_status_free(d->done_status);
@@ -653,11 +689,11 @@ static void pw_dispatch_completed_again(pw_completion_token_t* t, pw_status_t st
 /* The backend's done: |user| is the launch's token. The first completion
  * wins its once-flag (the one locked instruction a completion adds). */
 static void pw_dispatch_backend_done(void* user, pw_status_t status) {
-  pw_completion_token_t* t = user;
-  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
-    pw_dispatch_completed_again(t, status, "called done twice");
+  if (!pw_token_claim(user)) {
+    pw_dispatch_completed_again(user, status, "called done twice");
     return;
   }
+  pw_completion_token_t* t = pw_token_of(user);
   pw_device_t* d = t->device;
   d->done_status = status;
   pw_dispatch_frame_t* frame = pw_dispatch_current;
@@ -689,8 +725,8 @@ static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
  * counted. While this thread still issues the part's copies (its guard
  * held: the part cannot complete), the part fails with INTERNAL; later the
  * part may be over and nothing of it is touched. Consumes |status|. */
-static void pw_dispatch_copied_again(pw_completion_token_t* t, pw_status_t status,
-                                     const char* how) {
+static void pw_dispatch_copied_again(void* user, pw_status_t status, const char* how) {
+  pw_completion_token_t* t = pw_token_of(user);
   pw_device_t* d = t->device;
   const pw_slice_t* slice = d->slice;
   const char* transport = pw__transport_name(&slice->runtime->transport);
@@ -700,7 +736,8 @@ static void pw_dispatch_copied_again(pw_completion_token_t* t, pw_status_t statu
   pw_dispatch_frame_t* frame = pw_dispatch_current;
   /* |d|'s copy fields are read only on the thread that issues its part. */
   if (frame != NULL && frame->issuing == d &&
-      (uintptr_t)t - (uintptr_t)d->copy_tokens < d->copy_count * sizeof(pw_completion_token_t)) {
+      (uintptr_t)t - (uintptr_t)d->copy_tokens < d->copy_count * sizeof(pw_completion_token_t) &&
+      pw_token_current(user)) {
     pw_status_t first = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
     char first_text[160];
     pw_status_format(first, first_text, sizeof(first_text));
@@ -725,15 +762,14 @@ static void pw_dispatch_copied_again(pw_completion_token_t* t, pw_status_t statu
 
 /* The transport's done: |user| is the copy's token. */
 static void pw_dispatch_copy_done(void* user, pw_status_t status) {
-  pw_completion_token_t* t = user;
-  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
-    pw_dispatch_copied_again(t, status, "called a copy's done twice");
+  if (!pw_token_claim(user)) {
+    pw_dispatch_copied_again(user, status, "called a copy's done twice");
     return;
   }
-  pw_dispatch_copy_finished(t->device, status);
+  pw_dispatch_copy_finished(pw_token_of(user)->device, status);
 }
 
-/* |n| copy tokens for |d|'s next transfer part, armed: the other half of
+/* |n| copy tokens for |d|'s next transfer part (armed as issued): the other half of
  * its copy tokens from the last part's (so a late second completion of
  * that part's copies is still told apart), in a bigger chunk when the
  * part has more copies than a half holds (the old chunks stay, for late
@@ -753,6 +789,7 @@ static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n
     chunk->next = d->copy_chunk;
     for (uint32_t k = 0; k < chunk->count; ++k) {
       chunk->tokens[k].device = d;
+      chunk->tokens[k].generation = 0;
       pw_atomic_init_u32(&chunk->tokens[k].state, 1);
       pw_atomic_init_ptr(&chunk->tokens[k].frame, NULL);
     }
@@ -761,7 +798,6 @@ static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n
   }
   d->copy_half ^= 1;
   pw_completion_token_t* tokens = d->copy_chunk->tokens + d->copy_half * d->copy_capacity;
-  for (uint32_t k = 0; k < n; ++k) pw_atomic_store_u32_relaxed(&tokens[k].state, 0);
   d->copy_tokens = tokens;
   d->copy_count = n;
   return tokens;
@@ -825,8 +861,8 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.dst.offset = run->dst_offset;
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
-    pw_completion_token_t* t = &tokens[c - first];
-    copy.done_user = t;
+    void* user = pw_token_arm(&tokens[c - first]);
+    copy.done_user = user;
     copy.tag = pw_op_gang_id(op);
     pw_status_t status = rt->transport_copy != NULL
                              ? rt->transport_copy(rt->transport.self, &copy)
@@ -834,8 +870,8 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     if (status == NULL) continue;
     /* Failed: its done must not run; one that did makes it a second
      * completion. */
-    if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
-      pw_dispatch_copied_again(t, status, "called a copy's done and then returned an error");
+    if (!pw_token_claim(user)) {
+      pw_dispatch_copied_again(user, status, "called a copy's done and then returned an error");
     } else {
       pw_dispatch_copy_finished(d, status);
     }
@@ -878,17 +914,16 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* The launch's completion token, armed (plain stores: the backend gets
    * it through the call). */
   pw_completion_token_t* t = &d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS];
-  pw_atomic_store_u32_relaxed(&t->state, 0);
-  pw_atomic_store_ptr_relaxed(&t->frame, NULL);
   d->token = t;
-  l->done_user = t;
+  void* user = pw_token_arm(t);
+  l->done_user = user;
   pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
                                              : pw__backend_launch(slice->backend, l);
   if (status == NULL) return; /* |d| now belongs to the backend until done */
   /* Failed: done must not run. If it did, |d| may have moved on already:
    * this is a second completion, and |d| is not touched. */
-  if (pw_atomic_exchange_u32(&t->state, 1) != 0) {
-    pw_dispatch_completed_again(t, status, "called done and then returned an error from launch");
+  if (!pw_token_claim(user)) {
+    pw_dispatch_completed_again(user, status, "called done and then returned an error from launch");
     return;
   }
   d->done_status = status;
