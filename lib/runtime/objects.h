@@ -44,10 +44,6 @@ struct pw_slice_s;
 typedef struct pw_completion_token_s {
   _Alignas(64) pw_atomic_u32_t state; /* generation << 1 | completed */
   uint32_t generation;                /* of the current use (driver thread) */
-  /* The dispatch frame its completion is queued on, until that frame
-   * runs it (backend launches only): a second completion found on that
-   * same frame can still mark the op. */
-  pw_atomic_ptr_t frame;
   struct pw_device_s* device;
 } pw_completion_token_t;
 
@@ -86,8 +82,7 @@ typedef struct pw_device_s {
   pw_atomic_ptr_t transfer_status;
   pw_backend_launch_t launch;
   /* Launch completions: tokens[launch_seq % PW_DEVICE_TOKENS] is the
-   * current launch's, |token|. Written by the thread driving the device. */
-  pw_completion_token_t* token;
+   * current launch's. Written by the thread driving the device. */
   uint32_t launch_seq;
   /* Transfer copies: |copy_capacity| tokens per half of |copy_chunk|'s
    * (the newest chunk; older ones follow it), the half in use, and the

@@ -116,7 +116,6 @@ _Static_assert(_Alignof(pw_completion_token_t) >= PW_TOKEN_GENERATIONS,
 static inline void* pw_token_arm(pw_completion_token_t* t) {
   uint32_t g = (t->generation + 1) % PW_TOKEN_GENERATIONS;
   t->generation = g;
-  pw_atomic_store_ptr_relaxed(&t->frame, NULL);
   pw_atomic_store_u32_release(&t->state, g << 1);
   return (void*)((uintptr_t)t + g);
 }
@@ -192,9 +191,6 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
         d->running = NULL;
         pw_dispatch_arrive(d, op, true);
       } else {
-        /* Its launch's completion runs now: a second one is too late to
-         * mark the op (pw_dispatch_completed_again). */
-        if (d->token != NULL) pw_atomic_store_ptr_relaxed(&d->token->frame, NULL);
         pw_dispatch_device_finished(d, true);
       }
     }
@@ -325,9 +321,7 @@ static void pw_dispatch_launch_init(pw_device_t* d) {
     d->tokens[k].device = d;
     d->tokens[k].generation = 0;
     pw_atomic_init_u32(&d->tokens[k].state, 1); /* generation 0, completed */
-    pw_atomic_init_ptr(&d->tokens[k].frame, NULL);
   }
-  d->token = NULL;
   l->done_user = NULL; /* a token per launch: pw_dispatch_device_launch */
 }
 
@@ -664,9 +658,17 @@ static void pw_dispatch_completed_again(void* user, pw_status_t status, const ch
   char again[160];
   pw_status_format(status, again, sizeof(again));
   pw_status_free(status);
+  /* Its first completion is still queued on this thread's frame (only
+   * this thread changes that queue) when |d| is in it as a done item:
+   * that is the completion of |d|'s current launch, |t|'s current use. */
+  bool queued_here = false;
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (frame != NULL && pw_atomic_load_ptr_relaxed(&t->frame) == frame &&
-      pw_token_current(user)) {
+  if (frame != NULL && pw_token_current(user)) {
+    for (pw_device_t* q = frame->head; q != NULL && !queued_here; q = q->work_next) {
+      queued_here = q == d && q->work_kind == PW_WORK_DONE;
+    }
+  }
+  if (queued_here) {
     char first[160];
     pw_status_format(d->done_status, first, sizeof(first));
     pw_status_free(d->done_status);
@@ -693,11 +695,8 @@ static void pw_dispatch_backend_done(void* user, pw_status_t status) {
     pw_dispatch_completed_again(user, status, "called done twice");
     return;
   }
-  pw_completion_token_t* t = pw_token_of(user);
-  pw_device_t* d = t->device;
+  pw_device_t* d = pw_token_of(user)->device;
   d->done_status = status;
-  pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (frame != NULL) pw_atomic_store_ptr_relaxed(&t->frame, frame); /* queued below */
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
@@ -791,7 +790,6 @@ static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n
       chunk->tokens[k].device = d;
       chunk->tokens[k].generation = 0;
       pw_atomic_init_u32(&chunk->tokens[k].state, 1);
-      pw_atomic_init_ptr(&chunk->tokens[k].frame, NULL);
     }
     d->copy_chunk = chunk;
     d->copy_capacity = capacity;
@@ -913,9 +911,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
   /* The launch's completion token, armed (plain stores: the backend gets
    * it through the call). */
-  pw_completion_token_t* t = &d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS];
-  d->token = t;
-  void* user = pw_token_arm(t);
+  void* user = pw_token_arm(&d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS]);
   l->done_user = user;
   pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
                                              : pw__backend_launch(slice->backend, l);
