@@ -211,7 +211,7 @@ typedef struct pw_runtime_options_t {
 
 pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                               pw_runtime_t** out_runtime);
-void pw_runtime_destroy(pw_runtime_t* runtime);
+pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
 
 typedef struct pw_slice_info_t {
   char name[64];
@@ -253,7 +253,7 @@ typedef struct pw_client_options_t {
 pw_status_t pw_client_create(pw_runtime_t* runtime,
                              const pw_client_options_t* options,
                              pw_client_t** out_client);
-void pw_client_destroy(pw_client_t* client);
+pw_status_t pw_client_destroy(pw_client_t* client);
 const char* pw_client_name(const pw_client_t* client);
 
 typedef enum pw_vslice_flags_e {
@@ -372,7 +372,7 @@ pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
                                  uint32_t arg_count, const pw_submit_options_t* options,
                                  pw_buffer_t* out_outputs, uint32_t output_count,
                                  pw_event_t** out_done);
-void pw_graph_exec_destroy(pw_graph_exec_t* exec);
+pw_status_t pw_graph_exec_destroy(pw_graph_exec_t* exec);
 
 /* ---- backends/cpu.h ----------------------------------------------------- */
 #define PW_CPU_MAX_DEVICES ...

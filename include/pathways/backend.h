@@ -16,7 +16,15 @@
  * Async contract (launch): if launch returns an error, |done| is never
  * called; otherwise |done| is called exactly once, from any thread, possibly
  * inline before launch returns, and it takes ownership of the status it is
- * given (NULL = OK).
+ * given (NULL = OK). A backend that breaks it (calls done twice, or calls
+ * done and then returns an error) is reported, not obeyed: the runtime
+ * logs it naming the backend, frees the extra status, and fails the op
+ * with INTERNAL when the second completion comes before the runtime has
+ * acted on the first (always when both happen inside the launch call);
+ * a later one is logged and ignored. |done_user| is opaque (not a
+ * pointer to dereference): it names the launch and stays valid while the
+ * runtime lives; a stale completion is told apart from later launches'
+ * until the device has launched 256 more ops.
  *
  * Gangs: the launches that share a gang_id form one gang op. If a backend
  * refuses one part (launch returns an error), the parts of that gang it has

@@ -152,10 +152,13 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_exec_submit(
 
 /* Waits until every run |exec| submitted has completed (runs always
  * complete, failed or not; their done events have completed when this
- * returns), then frees it; NULL is a no-op. Do not call it from a callback
- * of one of its own runs' events. pw_client_destroy destroys the armed
- * graphs of the client still alive; using one after that is undefined. */
-PW_API void pw_graph_exec_destroy(pw_graph_exec_t* exec);
+ * returns), then frees it; NULL is a no-op (OK). FAILED_PRECONDITION,
+ * leaving it untouched, when called from inside a callback the runtime is
+ * running (an event callback, e.g. of one of its own runs' events, or
+ * plugin code the dispatcher called): its runs may wait for that callback.
+ * pw_client_destroy destroys the armed graphs of the client still alive;
+ * using one after that is undefined. */
+PW_API pw_status_t pw_graph_exec_destroy(pw_graph_exec_t* exec);
 
 PW_EXTERN_C_END
 

@@ -90,9 +90,17 @@ typedef struct pw_runtime_options_t {
 PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_create(
     const pw_runtime_options_t* options, pw_runtime_t** out_runtime);
 
-/* Destroys |runtime|: every client must have been destroyed. Destroys the
- * backends. NULL is a no-op. */
-PW_API void pw_runtime_destroy(pw_runtime_t* runtime);
+/* Destroys |runtime| and the backends and transport it owns. NULL is a
+ * no-op (OK). Refuses, leaving the runtime untouched and usable, with
+ * FAILED_PRECONDITION when a client is still alive (the message names
+ * them: destroy them first, then call this again) or when called from
+ * inside a callback the runtime is running (an event callback, or plugin
+ * code the dispatcher called). Destroyed clients leave no work behind
+ * (pw_client_destroy waits for it); this call also waits for threads that
+ * complete their last runs to let go of them, so nothing touches the
+ * runtime once it returns OK. Ignoring the result is safe only when no
+ * client can be alive: a refusal leaks the runtime and the status. */
+PW_API pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
 
 typedef struct pw_slice_info_t {
   char name[64];
@@ -149,16 +157,34 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_client_create(
     pw_runtime_t* runtime, const pw_client_options_t* options,
     pw_client_t** out_client);
 
-/* Waits for the client's in-flight executions, then frees everything it
- * owns (handles it did not release included). NULL is a no-op. To bound
- * the wait, call pw_client_wait_idle with a deadline first. */
-PW_API void pw_client_destroy(pw_client_t* client);
+/* Waits for the client's in-flight executions (runs of armed graphs
+ * included), then frees everything it owns: handles it did not release,
+ * armed graphs left, and all its device memory, the intermediate values
+ * of its last runs included (a slice may keep only the host-side record
+ * of the client's last op there until the next op lands on it). NULL is a
+ * no-op (OK). Waits without limit: pw_client_destroy_with_deadline bounds
+ * it. FAILED_PRECONDITION, leaving the client untouched, when called from
+ * inside a callback the runtime is running (an event callback, e.g. a
+ * done event's, or plugin code the dispatcher called): the work it would
+ * wait for may need that callback to return. Nothing else may use the
+ * client during the call. */
+PW_API pw_status_t pw_client_destroy(pw_client_t* client);
+
+/* pw_client_destroy, waiting for in-flight work at most until |deadline|
+ * (absolute, pw_clock_now's clock): DEADLINE_EXCEEDED, saying how many
+ * executions are still running, when it passes first; the client is then
+ * left as it was, usable, and may be destroyed again later (a backend that
+ * lost a launch cannot block the caller forever). PW_IMMEDIATE_PAST
+ * destroys only an idle client. */
+PW_API pw_status_t pw_client_destroy_with_deadline(pw_client_t* client,
+                                                   pw_time_t deadline);
 
 /* Blocks until none of the client's executions is in flight, or |deadline|
  * passes (DEADLINE_EXCEEDED, saying how many are still running). Runs of
  * armed graphs count too; those in an armed graph's private blocks are
  * polled (their completion signals nothing), so the wait for them may
- * overshoot by up to about 50 us (1 ms once it has waited 10 ms). When it
+ * overshoot by up to about 50 us (1 ms once it has waited 10 ms), and,
+ * rarely, a wait for the others by up to 2 ms. When it
  * returns, the done events of the runs it waited for have completed. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_wait_idle(pw_client_t* client,
                                                           pw_time_t deadline);

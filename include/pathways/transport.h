@@ -21,7 +21,13 @@
  * Async contract (copy): if copy returns an error, |done| is never called;
  * otherwise |done| is called exactly once, from any thread, possibly inline
  * before copy returns, and it takes ownership of the status it is given
- * (NULL = OK). Errors are typed:
+ * (NULL = OK). A transport that breaks it (done twice for one copy, or
+ * done and then an error return) is reported naming it, never obeyed: the
+ * extra completion is not counted, its status is freed, and the transfer
+ * fails with INTERNAL if it comes while the runtime is still issuing that
+ * part's copies (always when inline); later it is logged and ignored.
+ * |done_user| is opaque: it names the copy and stays valid while the
+ * runtime lives. Errors are typed:
  *   INVALID_ARGUMENT   a malformed descriptor (NULL backend or memory, no
  *                      done callback), memory that is not the endpoint
  *                      device's, endpoints this transport cannot serve

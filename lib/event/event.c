@@ -88,6 +88,18 @@ typedef struct pw_event_trampoline_t {
 
 static _Thread_local pw_event_trampoline_t pw_event_trampoline;
 
+/* Callbacks running on this thread (pw__event_callback_depth). */
+static _Thread_local uint32_t pw_event_callback_depth;
+
+uint32_t pw__event_callback_depth(void) { return pw_event_callback_depth; }
+
+/* Calls a callback, counted in pw_event_callback_depth while it runs. */
+static void pw_event_call(pw_event_callback_fn_t fn, void* user, pw_status_t status) {
+  ++pw_event_callback_depth;
+  fn(user, status);
+  --pw_event_callback_depth;
+}
+
 /*---------------------------------------------------------------------------
  * Parking
  *-------------------------------------------------------------------------*/
@@ -184,7 +196,7 @@ static void pw_event_run_node(pw_event_t* event, pw__event_node_t* node) {
   if (node->flags & PW__EVENT_NODE_OWNED) {
     pw_allocator_free(event->allocator, node, sizeof(*node));
   }
-  fn(user, pw_status_clone(event->status));
+  pw_event_call(fn, user, pw_status_clone(event->status));
 }
 
 static void pw_event_run_list(pw_event_t* event, pw__event_node_t* node) {
@@ -471,7 +483,7 @@ pw_status_t pw_event_on_ready(pw_event_t* event, pw_event_callback_fn_t fn,
                           "pw_event_on_ready: fn is NULL");
   }
   if (pw_event_published(event)) {
-    fn(user, pw_status_clone(event->status)); /* no record needed */
+    pw_event_call(fn, user, pw_status_clone(event->status)); /* no record needed */
     return NULL;
   }
   void* memory = NULL;

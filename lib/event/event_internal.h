@@ -56,6 +56,12 @@ void pw__event_complete_runtime(pw_event_t* event, pw_status_t status);
  * owner that keeps its event across uses (an execution block). */
 bool pw__event_recycle(pw_event_t* event, uint32_t refs);
 
+/* Event callbacks running on this thread (nested ones counted): not 0
+ * while a callback runs, on whatever thread completes its event. The
+ * destroy functions that wait for work refuse to run inside one (the work
+ * they wait for may need this very callback to return). */
+uint32_t pw__event_callback_depth(void);
+
 /* Waiters currently announced as parked (or about to park) on |event|. A
  * snapshot, for tests and diagnostics: lets a test know a waiter has
  * reached the futex path without sleeping. */

@@ -1429,9 +1429,16 @@ pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
                                    out_done);
 }
 
-void pw_graph_exec_destroy(pw_graph_exec_t* exec) {
-  if (exec == NULL) return;
+pw_status_t pw_graph_exec_destroy(pw_graph_exec_t* exec) {
+  if (exec == NULL) return NULL;
+  if (pw__in_callback()) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "pw_graph_exec_destroy: called from inside a callback the runtime is "
+                          "running, which its runs may wait for; the armed graph is left as "
+                          "it is");
+  }
   pw__dispatch_exec_destroy((pw_graph_exec_obj_t*)exec);
+  return NULL;
 }
 
 /* ---- read access for other modules (graph/graph_internal.h) ------------- */

@@ -68,6 +68,13 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* deadlines are monotonic */
   pthread_cond_init(&client->idle_cond, &attr);
   pthread_condattr_destroy(&attr);
+  pthread_mutex_lock(&runtime->lock);
+  client->runtime_prev = NULL;
+  client->runtime_next = runtime->clients;
+  if (runtime->clients != NULL) runtime->clients->runtime_prev = client;
+  runtime->clients = client;
+  pthread_mutex_unlock(&runtime->lock);
+  pw_atomic_fetch_add_u32(&runtime->client_structs, 1); /* pw__client_release drops it */
   *out_client = client;
   return NULL;
 }
@@ -82,16 +89,30 @@ static uint32_t pw_client_inflight(pw_client_t* client) {
 }
 
 void pw__client_end(pw_client_t* client, uint32_t stripe) {
-  /* Only a stripe reaching 0 can make the sum 0. Decrement (a locked RMW),
-   * then load the waiter count (seq_cst: no fence needed after the RMW); a
-   * waiter registers (locked add), fences, sums the stripes: one of the
-   * two sees the other, so a waiter this load misses
-   * sees 0 in flight and does not sleep. The execution's reference keeps
-   * the struct alive meanwhile. */
-  if ((uint32_t)pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, 1) != 1) return;
-  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0) return;
+  /* The decrement that may bring the client to idle must be this
+   * thread's last touch of the struct: once a waiter sees idle it may go
+   * on to destroy the client, and the struct goes with the last block
+   * that references it, which another thread may release at any time
+   * (a slice displacing its tail). So the waiter count is read first
+   * (seq_cst; a waiter registers with a locked add, fences, and sums the
+   * stripes under idle_lock). No waiter, or this is not the stripe's last
+   * execution: decrement, and touch nothing after. Otherwise decrement
+   * and wake under idle_lock, which a waiter holds to sum the stripes:
+   * it cannot see idle before this thread lets go of the lock. A waiter
+   * that registers between the two reads and sums before the decrement
+   * misses the wake-up: waiters wait in short timed slices
+   * (pw_client_wait_stripes). No locked instruction is added: the read of
+   * the waiter count is a plain load on x86. */
+  pw_atomic_u64_t* counts = &client->stripes[stripe].counts;
+  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0 ||
+      (uint32_t)pw_atomic_load_u64_relaxed(counts) != 1) {
+    pw_atomic_fetch_sub_u64(counts, 1); /* the last touch of |client| */
+    return;
+  }
   pthread_mutex_lock(&client->idle_lock);
-  pthread_cond_broadcast(&client->idle_cond);
+  if ((uint32_t)pw_atomic_fetch_sub_u64(counts, 1) == 1) {
+    pthread_cond_broadcast(&client->idle_cond);
+  }
   pthread_mutex_unlock(&client->idle_lock);
 }
 
@@ -117,19 +138,30 @@ static void pw_client_fold(pw_client_t* client) {
   pw_atomic_fetch_sub_u32(&client->refs, kBias); /* the owner's keeps it above 0 */
 }
 
-void pw_client_destroy(pw_client_t* client) {
-  if (client == NULL) return;
-  pw_runtime_t* runtime = client->runtime;
-  /* Wait for in-flight executions: they hold references into the client's
-   * objects and signal idle_cond when the count drops to zero. */
-  pthread_mutex_lock(&client->idle_lock);
-  pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
-  pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
-  while (pw_client_inflight(client) != 0) {
-    pthread_cond_wait(&client->idle_cond, &client->idle_lock);
+pw_status_t pw_client_destroy(pw_client_t* client) {
+  return pw_client_destroy_with_deadline(client, PW_INFINITE_FUTURE);
+}
+
+pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadline) {
+  if (client == NULL) return NULL;
+  if (pw__in_callback()) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "pw_client_destroy: client '%s': called from inside a callback the "
+                          "runtime is running, which the client's work may wait for; the "
+                          "client is left as it is",
+                          client->name);
   }
-  pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);
-  pthread_mutex_unlock(&client->idle_lock);
+  pw_runtime_t* runtime = client->runtime;
+  /* Wait for in-flight executions (they hold references into the
+   * client's objects), runs of armed graphs included, before touching
+   * anything: past the deadline the client is left as it was. Nothing
+   * submits meanwhile (the caller's contract), so once idle it stays so
+   * and nothing below waits. */
+  pw_status_t status = pw_client_wait_idle(client, deadline);
+  if (status != NULL) {
+    return pw_status_annotate(status, "pw_client_destroy: client left as it is, destroy it "
+                                      "again later");
+  }
   pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw_allocator_free(runtime->allocator, client->sched_entries,
@@ -138,9 +170,16 @@ void pw_client_destroy(pw_client_t* client) {
   pthread_mutex_lock(&runtime->lock);
   pw__handle_owner_give(client); /* its table is gone: no id of it resolves */
   runtime->client_count--;
+  if (client->runtime_prev != NULL) {
+    client->runtime_prev->runtime_next = client->runtime_next;
+  } else {
+    runtime->clients = client->runtime_next;
+  }
+  if (client->runtime_next != NULL) client->runtime_next->runtime_prev = client->runtime_prev;
   pthread_mutex_unlock(&runtime->lock);
   pw_client_fold(client);
   pw__client_release(client);
+  return NULL;
 }
 
 void pw__client_release(pw_client_t* client) {
@@ -152,6 +191,8 @@ void pw__client_release(pw_client_t* client) {
   pthread_mutex_destroy(&client->idle_lock);
   pthread_mutex_destroy(&client->execs_lock);
   pw_allocator_free(runtime->allocator, client, sizeof(*client));
+  /* The last touch of the runtime: pw_runtime_destroy waits for it. */
+  pw_atomic_fetch_sub_u32(&runtime->client_structs, 1);
 }
 
 pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
@@ -182,15 +223,15 @@ static bool pw_client_wait_stripes(pw_client_t* client, pw_time_t deadline) {
   pw_atomic_fetch_add_u32(&client->idle_waiters, 1);
   pw_atomic_fence_seq_cst(); /* pairs with pw__client_end's */
   while (pw_client_inflight(client) != 0) {
-    if (deadline == PW_INFINITE_FUTURE) {
-      pthread_cond_wait(&client->idle_cond, &client->idle_lock);
-      continue;
-    }
-    if (deadline <= pw_clock_now()) {
+    pw_time_t now = pw_clock_now();
+    if (deadline <= now) {
       idle = false;
       break;
     }
-    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    /* In slices of at most 2 ms: a completer may decrement without a
+     * wake-up when this registered just then (pw__client_end). */
+    pw_time_t until = deadline - now > 2000000 ? now + 2000000 : deadline;
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
     pthread_cond_timedwait(&client->idle_cond, &client->idle_lock, &ts);
   }
   pw_atomic_fetch_sub_u32(&client->idle_waiters, 1);

@@ -29,6 +29,35 @@ struct pw_slice_s;
 
 /* ---- physical topology and dispatch state ------------------------------- */
 
+/* The completion of one backend launch or one transport copy. The
+ * dispatcher hands the plugin the token's address plus the generation of
+ * its current use (low 6 bits: tokens are 64-byte aligned) as |done_user|;
+ * |state| holds that generation and a completed bit, claimed by a CAS by
+ * the first completion (done, or an error return). A second completion
+ * of the same use, or a stale one of an earlier use, fails the CAS and is
+ * reported instead of acted on (lib/sched/dispatch.c). Tokens live with
+ * their device, so a plugin that completes late never touches freed
+ * memory: a launch takes the next of PW_DEVICE_TOKENS tokens in turn, a
+ * transfer part its copies' tokens from one of two halves of the
+ * device's copy tokens; a stale completion is told apart until its token
+ * has been reused PW_TOKEN_GENERATIONS times. */
+typedef struct pw_completion_token_s {
+  _Alignas(64) pw_atomic_u32_t state; /* generation << 1 | completed */
+  uint32_t generation;                /* of the current use (driver thread) */
+  struct pw_device_s* device;
+} pw_completion_token_t;
+
+#define PW_DEVICE_TOKENS 4
+#define PW_TOKEN_GENERATIONS 64
+
+/* Copy tokens of a device, kept until the runtime goes: a bigger part
+ * gets a new chunk and the old ones stay for late completions. */
+typedef struct pw_token_chunk_s {
+  struct pw_token_chunk_s* next;
+  uint32_t count;
+  pw_completion_token_t tokens[];
+} pw_token_chunk_t;
+
 /* Dispatch state of one physical device. The device follows its slice's
  * sequence with |cursor| (a tagged op pointer, see lib/sched/dispatch.c).
  * The launch argument arrays are embedded: a device runs one op at a time,
@@ -52,6 +81,18 @@ typedef struct pw_device_s {
   pw_atomic_u32_t transfer_pending;
   pw_atomic_ptr_t transfer_status;
   pw_backend_launch_t launch;
+  /* Launch completions: tokens[launch_seq % PW_DEVICE_TOKENS] is the
+   * current launch's. Written by the thread driving the device. */
+  uint32_t launch_seq;
+  /* Transfer copies: |copy_capacity| tokens per half of |copy_chunk|'s
+   * (the newest chunk; older ones follow it), the half in use, and the
+   * current part's tokens. */
+  uint32_t copy_capacity;
+  uint32_t copy_half;
+  uint32_t copy_count;
+  pw_token_chunk_t* copy_chunk;
+  pw_completion_token_t* copy_tokens;
+  pw_completion_token_t tokens[PW_DEVICE_TOKENS];
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
 } pw_device_t;
@@ -80,8 +121,12 @@ typedef struct pw_slice_s {
    * (slice arrays are allocated aligned to a cache line). */
   _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
   /* Last appended op (struct pw_op_s*); the slice holds a reference on
-   * its execution. */
+   * its execution. Bit 0 (PW_TAIL_PINNED, lib/sched/dispatch.c) set while
+   * a destroyed client's destroy looks at the tail; |tail_pin| then says
+   * which of it and an appender that took the tail meanwhile drops that
+   * reference. */
   pw_atomic_ptr_t tail;
+  pw_atomic_u32_t tail_pin;
   /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
    * admitting thread holds |sched_state|'s BUSY bit and alone touches
    * |sched_active|. */
@@ -173,6 +218,13 @@ struct pw_runtime_s {
   uint32_t next_client_tag;
   uint32_t handle_salt;
   uint64_t live_client_tags[PW_HANDLE_TAGS_MAX / 64 + 1];
+  /* Clients created and not destroyed (|lock|): pw_runtime_destroy names
+   * them when it refuses. */
+  struct pw_client_s* clients;
+  /* Client structs not freed yet: a destroyed client's struct lives until
+   * its last execution block goes (a thread completing its last run may
+   * still be releasing it). pw_runtime_destroy waits for 0. */
+  pw_atomic_u32_t client_structs;
   /* Taken by every submission: on a line of its own, so that it does not
    * evict the fields every launch reads from other threads' caches. */
   /* Unique per runtime created in this process (never 0): keys the gang-id
@@ -288,6 +340,9 @@ typedef struct pw_client_stripe_s {
 
 struct pw_client_s {
   pw_runtime_t* runtime;
+  /* In runtime->clients (runtime->lock) from create to destroy. */
+  struct pw_client_s* runtime_prev;
+  struct pw_client_s* runtime_next;
   char name[64];
   uint32_t tag;            /* 12-bit client tag, unique among the runtime's live clients */
   uint32_t handle_owner;   /* salt << 12 | tag: the owner field of its handle ids */
@@ -398,6 +453,17 @@ void pw__client_end(pw_client_t* client, uint32_t stripe);
 void pw__client_release_stripe(pw_client_t* client, uint32_t stripe);
 /* Drops one reference to |client|'s struct; the last one frees it. */
 void pw__client_release(pw_client_t* client);
+/* Whether this thread runs inside a dispatch frame (lib/sched): the
+ * runtime is running plugin code (a backend's launch or done, a
+ * transport's copy or its completion) or callbacks on it. */
+bool pw__dispatch_running(void);
+/* Whether this thread is inside a callback the runtime is running (an
+ * event callback, or plugin code called from the dispatcher): destroy
+ * functions that wait for work refuse to run there (FAILED_PRECONDITION),
+ * since the work may need this thread to return first. */
+static inline bool pw__in_callback(void) {
+  return pw__event_callback_depth() != 0 || pw__dispatch_running();
+}
 /* Frees the execution blocks |client| keeps for reuse (lib/sched). */
 void pw__dispatch_client_deinit(pw_client_t* client);
 /* At pw_client_destroy, once nothing is in flight: frees the cached

@@ -98,16 +98,25 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     if (rt->slices[s].devices) pw__dispatch_slice_drop_tail(&rt->slices[s]);
   }
+  /* Destroyed clients' structs go with their last execution block: the
+   * tails dropped above, or a thread completing a client's last run that
+   * is still letting go of it (pw__client_release). Nothing may touch the
+   * runtime after that. */
+  for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&rt->client_structs) != 0; ++spins) {
+    pw__dispatch_backoff(spins);
+  }
+  /* Plugins go before the device states: a completion a plugin still
+   * delivers while it shuts down finds its token (lib/sched/dispatch.c). */
+  pw__workers_destroy(rt->workers);
+  for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
+  if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
     if (slice->devices) pw__dispatch_slice_deinit(slice);
   }
   pw_allocator_free(a, rt->slices, rt->slice_count * sizeof(pw_slice_t));
   pw__slice_composites_free(rt);
-  pw__workers_destroy(rt->workers);
-  for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
-  if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   pthread_mutex_destroy(&rt->lock);
   pw__handle_salt_give(rt);
   pw_allocator_free(a, rt, sizeof(*rt));
@@ -227,14 +236,37 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   return NULL;
 }
 
-void pw_runtime_destroy(pw_runtime_t* runtime) {
-  if (runtime == NULL) return;
-  if (runtime->client_count != 0) {
-    pw_log(&runtime->logger, PW_LOG_ERROR, "runtime",
-           "destroyed with %u live clients; destroy clients first",
-           runtime->client_count);
+pw_status_t pw_runtime_destroy(pw_runtime_t* runtime) {
+  if (runtime == NULL) return NULL;
+  if (pw__in_callback()) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "pw_runtime_destroy: called from inside a callback the runtime is "
+                          "running; the runtime is left as it is");
   }
+  pthread_mutex_lock(&runtime->lock);
+  uint32_t live = runtime->client_count;
+  if (live != 0) {
+    /* Name a few: enough to find the one a caller forgot. */
+    char names[200];
+    size_t used = 0;
+    names[0] = '\0';
+    uint32_t named = 0;
+    for (pw_client_t* c = runtime->clients; c != NULL && named < 4; c = c->runtime_next, ++named) {
+      int n = snprintf(names + used, sizeof(names) - used, "%s'%s'", named ? ", " : "", c->name);
+      if (n < 0 || (size_t)n >= sizeof(names) - used) break;
+      used += (size_t)n;
+    }
+    pthread_mutex_unlock(&runtime->lock);
+    pw_log(&runtime->logger, PW_LOG_ERROR, "runtime",
+           "destroy refused: %u live clients (%s%s)", live, names, live > named ? ", ..." : "");
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "pw_runtime_destroy: %u clients are still alive (%s%s); destroy them "
+                          "first (the runtime is left as it is)",
+                          live, names, live > named ? ", ..." : "");
+  }
+  pthread_mutex_unlock(&runtime->lock);
   pw_runtime_free(runtime);
+  return NULL;
 }
 
 uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime) {

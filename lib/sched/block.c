@@ -59,6 +59,12 @@ static void pw_block_release_done(pw_execution_t* block) {
   block->done = NULL;
 }
 
+void pw__block_release_memory(pw_execution_t* block) {
+  pw_block_release_internal(block);
+  pw_block_release_done(block);
+  block->plan_id = 0;
+}
+
 static void pw_block_free(pw_runtime_t* rt, pw_execution_t* block) {
   pw_block_release_internal(block);
   pw_block_release_done(block);
@@ -312,6 +318,9 @@ void pw__dispatch_client_close(pw_client_t* client) {
   }
   pw_atomic_exchange_u32(&client->blocks_closed, 1);
   pw_block_cache_drain(client);
+  /* The blocks of its last runs that slices hold as tails (until the next
+   * op lands there) give their device memory back now. */
+  pw__dispatch_client_release_tails(client);
 }
 
 void pw__dispatch_client_deinit(pw_client_t* client) { pw_block_cache_drain(client); }

@@ -102,6 +102,42 @@ enum {
 };
 _Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 
+/* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
+#define PW_TAIL_PINNED ((uintptr_t)1)
+
+/* ---- completion tokens (pw_completion_token_t) -------------------------- */
+
+_Static_assert(_Alignof(pw_completion_token_t) >= PW_TOKEN_GENERATIONS,
+               "a token's generation lives in its address's low bits");
+
+/* Arms |t| for a new use and returns the |done_user| that names it.
+ * Plain stores, the state last with release: a completion that claims it
+ * (even a stale one, see pw_token_claim) sees the device as it is now. */
+static inline void* pw_token_arm(pw_completion_token_t* t) {
+  uint32_t g = (t->generation + 1) % PW_TOKEN_GENERATIONS;
+  t->generation = g;
+  pw_atomic_store_u32_release(&t->state, g << 1);
+  return (void*)((uintptr_t)t + g);
+}
+
+static inline pw_completion_token_t* pw_token_of(void* user) {
+  return (pw_completion_token_t*)((uintptr_t)user & ~(uintptr_t)(PW_TOKEN_GENERATIONS - 1));
+}
+
+/* Claims the completion |user| names (the one locked instruction a
+ * completion adds): true the first time; false for a second completion
+ * of the same use, or a stale one of an earlier use. */
+static inline bool pw_token_claim(void* user) {
+  uint32_t armed = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1)) << 1;
+  return pw_atomic_cas_u32(&pw_token_of(user)->state, &armed, armed | 1);
+}
+
+/* Whether |user| names its token's current use (else it is stale). */
+static inline bool pw_token_current(void* user) {
+  uint32_t g = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1));
+  return (pw_atomic_load_u32_acquire(&pw_token_of(user)->state) >> 1) == g;
+}
+
 enum {
   PW_WORK_LAUNCH = 1,
   PW_WORK_DONE = 2,
@@ -124,9 +160,14 @@ typedef struct pw_dispatch_frame_s {
    * counted out of its ops_remaining yet: pw_dispatch_ops_done. */
   uint32_t done_n;
   struct pw_execution_s* done_exec;
+  /* The device whose transfer part this thread is issuing copies for
+   * (its guard held, so the part cannot complete meanwhile). */
+  pw_device_t* issuing;
 } pw_dispatch_frame_t;
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
+
+bool pw__dispatch_running(void) { return pw_dispatch_current != NULL; }
 
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
@@ -180,7 +221,7 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
-  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL};
+  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL, NULL};
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
@@ -276,7 +317,12 @@ static void pw_dispatch_launch_init(pw_device_t* d) {
   l->inputs = d->inputs;
   l->outputs = d->outputs;
   l->done = pw_dispatch_backend_done;
-  l->done_user = d;
+  for (uint32_t k = 0; k < PW_DEVICE_TOKENS; ++k) {
+    d->tokens[k].device = d;
+    d->tokens[k].generation = 0;
+    pw_atomic_init_u32(&d->tokens[k].state, 1); /* generation 0, completed */
+  }
+  l->done_user = NULL; /* a token per launch: pw_dispatch_device_launch */
 }
 
 static void pw_dispatch_launch_unordered(pw_op_t* op) {
@@ -598,8 +644,58 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
 
 /* ---- device work -------------------------------------------------------- */
 
+/* A second completion of the launch whose token is |t| (done called again,
+ * or an error returned from launch after done): reported, never acted on.
+ * If the first completion is still queued on this thread's frame (the
+ * backend completed twice inside its launch call, the usual case), the op
+ * fails with INTERNAL; otherwise the device may have moved on and nothing
+ * of it is touched but its immutable fields. Consumes |status|. */
+static void pw_dispatch_completed_again(void* user, pw_status_t status, const char* how) {
+  pw_completion_token_t* t = pw_token_of(user);
+  pw_device_t* d = t->device;
+  const pw_slice_t* slice = d->slice;
+  const char* backend = pw__backend_name(slice->backend);
+  char again[160];
+  pw_status_format(status, again, sizeof(again));
+  pw_status_free(status);
+  /* Its first completion is still queued on this thread's frame (only
+   * this thread changes that queue) when |d| is in it as a done item:
+   * that is the completion of |d|'s current launch, |t|'s current use. */
+  bool queued_here = false;
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (frame != NULL && pw_token_current(user)) {
+    for (pw_device_t* q = frame->head; q != NULL && !queued_here; q = q->work_next) {
+      queued_here = q == d && q->work_kind == PW_WORK_DONE;
+    }
+  }
+  if (queued_here) {
+    char first[160];
+    pw_status_format(d->done_status, first, sizeof(first));
+    pw_status_free(d->done_status);
+    d->done_status = pw_status_make(PW_STATUS_INTERNAL,
+                                    "backend '%s' completed one launch twice: it %s (first "
+                                    "completion: %s; second: %s)",
+                                    backend, how, first, again);
+    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+           "backend '%s' completed one launch on slice '%s' device %u twice: it %s (first: %s; "
+           "second: %s); the op fails with INTERNAL",
+           backend, slice->name, d->mesh_index, how, first, again);
+    return;
+  }
+  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+         "backend '%s' completed a launch on slice '%s' device %u again after its completion "
+         "was handled: it %s (%s); ignored",
+         backend, slice->name, d->mesh_index, how, again);
+}
+
+/* The backend's done: |user| is the launch's token. The first completion
+ * wins its once-flag (the one locked instruction a completion adds). */
 static void pw_dispatch_backend_done(void* user, pw_status_t status) {
-  pw_device_t* d = user;
+  if (!pw_token_claim(user)) {
+    pw_dispatch_completed_again(user, status, "called done twice");
+    return;
+  }
+  pw_device_t* d = pw_token_of(user)->device;
   d->done_status = status;
   pw_dispatch_push(d, PW_WORK_DONE);
 }
@@ -624,22 +720,130 @@ static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
-static void pw_dispatch_copy_done(void* user, pw_status_t status) {
-  pw_dispatch_copy_finished(user, status);
+/* A second completion of the copy whose token is |t|: reported, and not
+ * counted. While this thread still issues the part's copies (its guard
+ * held: the part cannot complete), the part fails with INTERNAL; later the
+ * part may be over and nothing of it is touched. Consumes |status|. */
+static void pw_dispatch_copied_again(void* user, pw_status_t status, const char* how) {
+  pw_completion_token_t* t = pw_token_of(user);
+  pw_device_t* d = t->device;
+  const pw_slice_t* slice = d->slice;
+  const char* transport = pw__transport_name(&slice->runtime->transport);
+  char again[160];
+  pw_status_format(status, again, sizeof(again));
+  pw_status_free(status);
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  /* |d|'s copy fields are read only on the thread that issues its part. */
+  if (frame != NULL && frame->issuing == d &&
+      (uintptr_t)t - (uintptr_t)d->copy_tokens < d->copy_count * sizeof(pw_completion_token_t) &&
+      pw_token_current(user)) {
+    pw_status_t first = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
+    char first_text[160];
+    pw_status_format(first, first_text, sizeof(first_text));
+    pw_status_free(first);
+    pw_status_t internal = pw_status_make(PW_STATUS_INTERNAL,
+                                          "transport '%s' completed one copy twice: it %s "
+                                          "(first completion: %s; second: %s)",
+                                          transport, how, first_text, again);
+    /* Another copy's error may have got in meanwhile: INTERNAL wins. */
+    pw_status_free(pw_atomic_exchange_ptr(&d->transfer_status, internal));
+    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+           "transport '%s' completed one copy to slice '%s' device %u twice: it %s (%s); the "
+           "transfer fails with INTERNAL",
+           transport, slice->name, d->mesh_index, how, again);
+    return;
+  }
+  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+         "transport '%s' completed a copy to slice '%s' device %u again after its completion "
+         "was counted: it %s (%s); ignored",
+         transport, slice->name, d->mesh_index, how, again);
 }
 
-/* Issues |run|'s rows one copy each (|copy| holds the first row). */
-static void pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_t* d, pw_transport_copy_t* copy,
-                                  const pw_plan_copy_t* run) {
+/* The transport's done: |user| is the copy's token. */
+static void pw_dispatch_copy_done(void* user, pw_status_t status) {
+  if (!pw_token_claim(user)) {
+    pw_dispatch_copied_again(user, status, "called a copy's done twice");
+    return;
+  }
+  pw_dispatch_copy_finished(pw_token_of(user)->device, status);
+}
+
+/* |n| copy tokens for |d|'s next transfer part (armed as issued): the other half of
+ * its copy tokens from the last part's (so a late second completion of
+ * that part's copies is still told apart), in a bigger chunk when the
+ * part has more copies than a half holds (the old chunks stay, for late
+ * completions, until the slice goes). NULL if that allocation fails. */
+static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n) {
+  if (n > d->copy_capacity) {
+    uint32_t capacity = d->copy_capacity * 2 > n ? d->copy_capacity * 2 : (n < 8 ? 8 : n);
+    pw_allocator_t allocator = d->slice->runtime->allocator;
+    pw_token_chunk_t* chunk = NULL;
+    size_t bytes = sizeof(pw_token_chunk_t) + 2 * (size_t)capacity * sizeof(pw_completion_token_t);
+    pw_status_t status = pw_allocator_calloc(allocator, bytes, 64, (void**)&chunk);
+    if (status != NULL) {
+      pw_status_free(status);
+      return NULL;
+    }
+    chunk->count = 2 * capacity;
+    chunk->next = d->copy_chunk;
+    for (uint32_t k = 0; k < chunk->count; ++k) {
+      chunk->tokens[k].device = d;
+      chunk->tokens[k].generation = 0;
+      pw_atomic_init_u32(&chunk->tokens[k].state, 1);
+    }
+    d->copy_chunk = chunk;
+    d->copy_capacity = capacity;
+  }
+  d->copy_half ^= 1;
+  pw_completion_token_t* tokens = d->copy_chunk->tokens + d->copy_half * d->copy_capacity;
+  d->copy_tokens = tokens;
+  d->copy_count = n;
+  return tokens;
+}
+
+/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
+ * when its part is done). */
+static void pw_dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator) {
+  for (pw_token_chunk_t* c = d->copy_chunk; c != NULL;) {
+    pw_token_chunk_t* next = c->next;
+    pw_allocator_free(allocator, c,
+                      sizeof(pw_token_chunk_t) + c->count * sizeof(pw_completion_token_t));
+    c = next;
+  }
+  d->copy_chunk = NULL;
+  d->copy_tokens = NULL;
+  d->copy_capacity = d->copy_count = d->copy_half = 0;
+}
+
+/* What a copy's issue returned: a failed copy's done must not run; one
+ * that did makes this a second completion. */
+static void pw_dispatch_copy_issue(pw_device_t* d, const pw_transport_copy_t* copy,
+                                   pw_status_t status) {
+  if (status == NULL) return;
+  if (!pw_token_claim(copy->done_user)) {
+    pw_dispatch_copied_again(copy->done_user, status,
+                             "called a copy's done and then returned an error");
+  } else {
+    pw_dispatch_copy_finished(d, status);
+  }
+}
+
+/* Issues |run|'s rows one copy each (|copy| holds the first row), each
+ * with the next of |tokens|; returns the token after the last used. */
+static pw_completion_token_t* pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_t* d,
+                                                    pw_transport_copy_t* copy,
+                                                    const pw_plan_copy_t* run,
+                                                    pw_completion_token_t* tokens) {
   size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
   for (;;) {
-    pw_status_t status = rt->transport_copy != NULL
-                             ? rt->transport_copy(rt->transport.self, copy)
-                             : pw__transport_copy(&rt->transport, copy);
-    if (status != NULL) pw_dispatch_copy_finished(d, status);
+    copy->done_user = pw_token_arm(tokens++);
+    pw_dispatch_copy_issue(d, copy,
+                           rt->transport_copy != NULL
+                               ? rt->transport_copy(rt->transport.self, copy)
+                               : pw__transport_copy(&rt->transport, copy));
     uint32_t k = run->stride_count;
     for (;;) {
-      if (k == 0) return;
+      if (k == 0) return tokens;
       --k;
       const pw_transport_stride_t* l = &run->strides[k];
       if (++idx[k] < l->count) {
@@ -672,7 +876,7 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
   bool strided = rt->transport_copy_strided != NULL;
   /* Copies this part issues: one per record, or (a transport without
-   * copy_strided) one per row. */
+   * copy_strided) one per row; each has its completion token. */
   uint64_t issued = last - first;
   if (!strided) {
     issued = 0;
@@ -681,7 +885,7 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
       for (uint32_t k = 0; k < p->copies[c].stride_count; ++k) rows *= p->copies[c].strides[k].count;
       issued += rows;
     }
-    if (issued >= UINT32_MAX) {
+    if (issued >= UINT32_MAX / 2) {
       d->done_status = pw_status_make(
           PW_STATUS_RESOURCE_EXHAUSTED,
           "transfer to mesh index %u needs %llu row copies and transport '%s' has no "
@@ -691,9 +895,19 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
       return;
     }
   }
+  pw_completion_token_t* tokens = pw_dispatch_copy_tokens(d, (uint32_t)issued);
+  if (tokens == NULL) {
+    d->done_status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                                    "no memory for the completion tokens of %llu copies",
+                                    (unsigned long long)issued);
+    pw_dispatch_device_done(d);
+    return;
+  }
   /* The guard count keeps the part from completing before the last copy
    * is issued. */
   pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
+  pw_dispatch_frame_t* frame = pw_dispatch_current; /* a drain is running */
+  frame->issuing = d;
   for (uint32_t c = first; c < last; ++c) {
     const pw_plan_copy_t* run = &p->copies[c];
     pw_transport_copy_t copy;
@@ -709,17 +923,17 @@ static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     copy.dst.offset = run->dst_offset;
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
-    copy.done_user = d;
     copy.tag = pw_op_gang_id(op);
     if (run->stride_count == 0 || !strided) {
-      pw_dispatch_copy_rows(rt, d, &copy, run);
+      tokens = pw_dispatch_copy_rows(rt, d, &copy, run, tokens);
       continue;
     }
     copy.stride_count = run->stride_count;
     memcpy(copy.strides, run->strides, sizeof(copy.strides));
-    pw_status_t status = rt->transport_copy_strided(rt->transport.self, &copy);
-    if (status != NULL) pw_dispatch_copy_finished(d, status);
+    copy.done_user = pw_token_arm(tokens++);
+    pw_dispatch_copy_issue(d, &copy, rt->transport_copy_strided(rt->transport.self, &copy));
   }
+  frame->issuing = NULL;
   pw_dispatch_copy_finished(d, NULL); /* the guard */
 }
 
@@ -754,9 +968,19 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   l->input_count = op->input_count;
   l->output_count = op->output_count;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+  /* The launch's completion token, armed (plain stores: the backend gets
+   * it through the call). */
+  void* user = pw_token_arm(&d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS]);
+  l->done_user = user;
   pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
                                              : pw__backend_launch(slice->backend, l);
   if (status == NULL) return; /* |d| now belongs to the backend until done */
+  /* Failed: done must not run. If it did, |d| may have moved on already:
+   * this is a second completion, and |d| is not touched. */
+  if (!pw_token_claim(user)) {
+    pw_dispatch_completed_again(user, status, "called done and then returned an error from launch");
+    return;
+  }
   d->done_status = status;
   pw_dispatch_device_done(d);
 }
@@ -822,7 +1046,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
   }
   if (d->is_slot) {
-    /* Debug mode without gang order: no cursor to advance. */
+    /* Debug mode without gang order: no cursor to advance. A slot lives
+     * in the block: its copy tokens go now (a late completion is not
+     * caught in this mode). */
+    if (d->copy_chunk != NULL) pw_dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
     return;
   }
@@ -912,17 +1139,65 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   slice->sched_active = NULL;
   pthread_mutex_init(&slice->append_lock, NULL);
   pw_atomic_init_ptr(&slice->tail, NULL);
+  pw_atomic_init_u32(&slice->tail_pin, 0);
   return NULL;
 }
 
 void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
+  /* (Never pinned: no client is being destroyed concurrently.) */
   pw_op_t* tail = pw_atomic_exchange_ptr(&slice->tail, NULL);
   if (tail != NULL) pw_execution_release(tail->exec);
+}
+
+/* A slice keeps its tail's execution block alive (an IDLE cursor names the
+ * tail, and the next appender writes its link) until the next op lands on
+ * it, which may be never. For a destroyed client that block holds the
+ * device memory of its last run's internal values on every slice: this
+ * gives it back while the block itself stays as the tail. Nothing of the
+ * client is in flight, so nothing reads those values; but the tail may be
+ * displaced and its block freed at any moment by another client's
+ * appender, so the tail is pinned first (a CAS sets PW_TAIL_PINNED): an
+ * appender that exchanges a pinned tail out leaves the slice's reference
+ * to whichever of it and this function finishes last (|tail_pin| counts
+ * the two), and the block stays alive while it is looked at. Destroys are
+ * serialised on the runtime's lock, so a slice has one pin at a time. */
+void pw__dispatch_client_release_tails(pw_client_t* client) {
+  pw_runtime_t* rt = client->runtime;
+  pthread_mutex_lock(&rt->lock);
+  for (uint32_t s = 0; s < rt->slice_count; ++s) {
+    pw_slice_t* slice = &rt->slices[s];
+    pw_op_t* tail = pw_atomic_load_ptr_acquire(&slice->tail);
+    if (tail == NULL) continue;
+    /* An appender of an earlier pin may still be about to count out. */
+    for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&slice->tail_pin) != 0; ++spins) {
+      pw__dispatch_backoff(spins);
+    }
+    pw_atomic_store_u32_relaxed(&slice->tail_pin, 2);
+    void* expected = tail;
+    void* pinned = (void*)((uintptr_t)tail | PW_TAIL_PINNED);
+    if (!pw_atomic_cas_ptr(&slice->tail, &expected, pinned)) {
+      /* Displaced: its block went (or goes) back the usual way. */
+      pw_atomic_store_u32_relaxed(&slice->tail_pin, 0);
+      continue;
+    }
+    pw_execution_t* exec = tail->exec;
+    if (exec->client == client) pw__block_release_memory(exec);
+    expected = pinned;
+    if (pw_atomic_cas_ptr(&slice->tail, &expected, tail)) {
+      pw_atomic_store_u32_release(&slice->tail_pin, 0); /* nobody saw the pin */
+      continue;
+    }
+    if (pw_atomic_fetch_sub_u32(&slice->tail_pin, 1) == 1) pw_execution_release(exec);
+  }
+  pthread_mutex_unlock(&rt->lock);
 }
 
 void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
   pw__dispatch_slice_drop_tail(slice);
+  for (uint32_t i = 0; i < slice->device_count; ++i) {
+    pw_dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
+  }
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));
@@ -979,6 +1254,11 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
   pw_atomic_store_ptr_relaxed(pw_op_link_at(last, p), NULL);
   if (!counted) pw_atomic_fetch_add_u32(&exec->refs, 1);
   pw_op_t* prev = pw_atomic_exchange_ptr(&slice->tail, last);
+  /* A destroyed client's destroy pins the tail while it looks at it
+   * (pw__dispatch_client_release_tails): then the later of the two drops
+   * the slice's reference on it. */
+  bool pinned = ((uintptr_t)prev & PW_TAIL_PINNED) != 0;
+  if (__builtin_expect(pinned, 0)) prev = (pw_op_t*)((uintptr_t)prev & ~(uintptr_t)PW_TAIL_PINNED);
   /* |prev| stays alive until its reference is dropped below. Devices idle
    * after the old tail move to |first|. Inputs already complete (a root op
    * readied before its append, or one admitted late by the scheduler): the
@@ -998,7 +1278,9 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
     pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
     (void)pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
   }
-  if (prev != NULL) pw_execution_release(prev->exec);
+  if (prev != NULL && (!pinned || pw_atomic_fetch_sub_u32(&slice->tail_pin, 1) == 1)) {
+    pw_execution_release(prev->exec);
+  }
 }
 
 /* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
@@ -1262,7 +1544,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
 
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
 

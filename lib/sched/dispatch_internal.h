@@ -242,6 +242,17 @@ pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, s
 pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
                                   const pw_block_layout_t* l);
 
+/* Gives back what a finished |block| holds that nothing reads any more:
+ * its internal values' device memory and its last done event (the block
+ * then is no longer laid out for its plan). For a destroyed client's
+ * block that a slice still holds as its tail. */
+void pw__block_release_memory(pw_execution_t* block);
+
+/* At pw_client_destroy, once nothing of |client| is in flight and its
+ * cache is closed: gives back the device memory of the blocks that slices
+ * still hold as their tails (dispatch.c). */
+void pw__dispatch_client_release_tails(pw_client_t* client);
+
 /* Makes the graph outputs' buffers in a block laid out for |plan| before. */
 pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan);
 

@@ -406,7 +406,7 @@ class _ArmedBox:
             ptr, self.ptr = self.ptr, None
             if ptr is None:
                 return
-            lib.pw_graph_exec_destroy(ptr)
+            check(lib.pw_graph_exec_destroy(ptr))
             # Only now: a client closing meanwhile on another thread found
             # this box in |armed| and is waiting for the lock, not
             # destroying the C client under this call.

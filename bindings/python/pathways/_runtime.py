@@ -318,7 +318,7 @@ class Runtime:
         for box in list(self._clients.values()):
             box.close(timeout)
             self._clients.pop(id(box), None)
-        lib.pw_runtime_destroy(ptr)
+        check(lib.pw_runtime_destroy(ptr))
         _live_runtimes.discard(self)
         self._kernels.clear()
         self._host_mem.destroy()
@@ -489,7 +489,7 @@ class _ClientBox(Lifetime):
         # Waits for the client's in-flight executions (GIL released): their
         # Python kernels run meanwhile, and any call they make on this
         # client raises ValueError.
-        lib.pw_client_destroy(ptr)
+        check(lib.pw_client_destroy(ptr))
         self.live = 0
 
 
