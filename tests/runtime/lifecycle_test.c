@@ -217,11 +217,10 @@ Test(lifecycle, client_destroy_deadline_leaves_the_client_usable) {
 
 /* ---- defect 9: device memory a destroyed client leaves ------------------ */
 
-/* compute (slice a) -> transfer (to slice b) -> compute (slice b): the
- * first compute's output and the transfer's are internal values, kept
- * with the execution block that is each slice's tail after the run. */
-static void run_compute_transfer_compute(pw_fixture_t* f, uint32_t runs) {
-  const char* program = f->dbl != NULL ? kCopy4 : kCpuRelu4;
+/* compute (slice a) -> transfer (to slice b) -> compute (slice b), both
+ * computes running |program|; |*out_a| is slice a. */
+static pw_graph_t compute_transfer_compute(pw_fixture_t* f, const char* program,
+                                           pw_vslice_t* out_a) {
   pw_vslice_t a, b;
   OK(pw_fixture_vslice(f, "4", &a));
   OK(pw_fixture_vslice(f, "4", &b));
@@ -241,6 +240,15 @@ static void run_compute_transfer_compute(pw_fixture_t* f, uint32_t runs) {
   in = pw_value(t, 0);
   OK(pw_graph_add_compute(f->client, g, "second", copy_b, b, &in, 1, &y));
   OK(pw_graph_add_output(f->client, g, pw_value(y, 0)));
+  *out_a = a;
+  return g;
+}
+
+/* The first compute's output and the transfer's are internal values,
+ * kept with the execution block that is each slice's tail after a run. */
+static void run_compute_transfer_compute(pw_fixture_t* f, uint32_t runs) {
+  pw_vslice_t a;
+  pw_graph_t g = compute_transfer_compute(f, f->dbl != NULL ? kCopy4 : kCpuRelu4, &a);
   pw_buffer_t arg = arg4(f, a);
   for (uint32_t i = 0; i < runs; ++i) run_once(f, g, arg);
 }
@@ -360,27 +368,7 @@ static void hostile_init(pw_fixture_t* f, pw_double_completion_t completion) {
 
 /* compute -> transfer -> compute over the two slices. */
 static pw_graph_t hostile_graph(pw_fixture_t* f, pw_vslice_t* out_a) {
-  pw_vslice_t a, b;
-  OK(pw_fixture_vslice(f, "4", &a));
-  OK(pw_fixture_vslice(f, "4", &b));
-  pw_executable_t copy_a, copy_b;
-  OK(pw_fixture_compile(f, a, kCopy4, &copy_a));
-  OK(pw_fixture_compile(f, b, kCopy4, &copy_b));
-  pw_graph_t g;
-  OK(pw_graph_create(f->client, &g));
-  int64_t dims[1] = {4};
-  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
-  uint32_t p, x, t, y;
-  OK(pw_graph_add_parameter(f->client, g, a, &spec, &p));
-  pw_value_t in = pw_value(p, 0);
-  OK(pw_graph_add_compute(f->client, g, "first", copy_a, a, &in, 1, &x));
-  OK(pw_graph_add_transfer(f->client, g, "ship", pw_value(x, 0), b,
-                           pw_sharding_split(0, PW_MESH_AXIS_ALL), &t));
-  in = pw_value(t, 0);
-  OK(pw_graph_add_compute(f->client, g, "second", copy_b, b, &in, 1, &y));
-  OK(pw_graph_add_output(f->client, g, pw_value(y, 0)));
-  *out_a = a;
-  return g;
+  return compute_transfer_compute(f, kCopy4, out_a);
 }
 
 /* Runs |g| and returns its done event's status. */
