@@ -86,8 +86,8 @@
 #include <string.h>
 
 #include "plugin/backend_call.h"
-#include "plugin/transport_call.h"
 #include "sched/dispatch_internal.h"
+#include "sched/token.h"
 
 enum {
   PW_CURSOR_WAITING = 0,
@@ -104,39 +104,6 @@ _Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
 
 /* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
 #define PW_TAIL_PINNED ((uintptr_t)1)
-
-/* ---- completion tokens (pw_completion_token_t) -------------------------- */
-
-_Static_assert(_Alignof(pw_completion_token_t) >= PW_TOKEN_GENERATIONS,
-               "a token's generation lives in its address's low bits");
-
-/* Arms |t| for a new use and returns the |done_user| that names it.
- * Plain stores, the state last with release: a completion that claims it
- * (even a stale one, see pw_token_claim) sees the device as it is now. */
-static inline void* pw_token_arm(pw_completion_token_t* t) {
-  uint32_t g = (t->generation + 1) % PW_TOKEN_GENERATIONS;
-  t->generation = g;
-  pw_atomic_store_u32_release(&t->state, g << 1);
-  return (void*)((uintptr_t)t + g);
-}
-
-static inline pw_completion_token_t* pw_token_of(void* user) {
-  return (pw_completion_token_t*)((uintptr_t)user & ~(uintptr_t)(PW_TOKEN_GENERATIONS - 1));
-}
-
-/* Claims the completion |user| names (the one locked instruction a
- * completion adds): true the first time; false for a second completion
- * of the same use, or a stale one of an earlier use. */
-static inline bool pw_token_claim(void* user) {
-  uint32_t armed = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1)) << 1;
-  return pw_atomic_cas_u32(&pw_token_of(user)->state, &armed, armed | 1);
-}
-
-/* Whether |user| names its token's current use (else it is stale). */
-static inline bool pw_token_current(void* user) {
-  uint32_t g = (uint32_t)((uintptr_t)user & (PW_TOKEN_GENERATIONS - 1));
-  return (pw_atomic_load_u32_acquire(&pw_token_of(user)->state) >> 1) == g;
-}
 
 enum {
   PW_WORK_LAUNCH = 1,
@@ -168,6 +135,12 @@ typedef struct pw_dispatch_frame_s {
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
 
 bool pw__dispatch_running(void) { return pw_dispatch_current != NULL; }
+
+void pw__dispatch_set_issuing(pw_device_t* d) { pw_dispatch_current->issuing = d; }
+
+bool pw__dispatch_is_issuing(const pw_device_t* d) {
+  return pw_dispatch_current != NULL && pw_dispatch_current->issuing == d;
+}
 
 static void pw_dispatch_device_launch(pw_device_t* d);
 static void pw_dispatch_device_done(pw_device_t* d);
@@ -239,12 +212,6 @@ static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
   return pw_op_link_at(op, pw_span_position(op->slice, part));
 }
 
-/* Index of device |d| in |op|'s mesh (and in its buffers' shard arrays). */
-static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d) {
-  const pw_slice_t* s = op->slice;
-  if (s->span_count == 1) return d->mesh_index;
-  return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
-}
 
 
 static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
@@ -700,243 +667,6 @@ static void pw_dispatch_backend_done(void* user, pw_status_t status) {
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
-/* Transfer ops: this device's part is the copies into its shard; the part
- * completes when the last of them does. Every copy and the launcher's
- * guard count out of transfer_pending once, so a party that reads 1 is
- * the last one and needs no locked subtraction: with an inline transport
- * the guard is last and a part of one copy pays one. */
-static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
-  if (status != NULL) {
-    void* expected = NULL;
-    if (!pw_atomic_cas_ptr(&d->transfer_status, &expected, status)) pw_status_free(status);
-  }
-  if (pw_atomic_load_u32_acquire(&d->transfer_pending) != 1 &&
-      pw_atomic_fetch_sub_u32(&d->transfer_pending, 1) != 1) {
-    return;
-  }
-  /* The other parties are done with transfer_status. */
-  d->done_status = pw_atomic_load_ptr_acquire(&d->transfer_status);
-  if (d->done_status != NULL) pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
-  pw_dispatch_push(d, PW_WORK_DONE);
-}
-
-/* A second completion of the copy whose token is |t|: reported, and not
- * counted. While this thread still issues the part's copies (its guard
- * held: the part cannot complete), the part fails with INTERNAL; later the
- * part may be over and nothing of it is touched. Consumes |status|. */
-static void pw_dispatch_copied_again(void* user, pw_status_t status, const char* how) {
-  pw_completion_token_t* t = pw_token_of(user);
-  pw_device_t* d = t->device;
-  const pw_slice_t* slice = d->slice;
-  const char* transport = pw__transport_name(&slice->runtime->transport);
-  char again[160];
-  pw_status_format(status, again, sizeof(again));
-  pw_status_free(status);
-  pw_dispatch_frame_t* frame = pw_dispatch_current;
-  /* |d|'s copy fields are read only on the thread that issues its part. */
-  if (frame != NULL && frame->issuing == d &&
-      (uintptr_t)t - (uintptr_t)d->copy_tokens < d->copy_count * sizeof(pw_completion_token_t) &&
-      pw_token_current(user)) {
-    pw_status_t first = pw_atomic_exchange_ptr(&d->transfer_status, NULL);
-    char first_text[160];
-    pw_status_format(first, first_text, sizeof(first_text));
-    pw_status_free(first);
-    pw_status_t internal = pw_status_make(PW_STATUS_INTERNAL,
-                                          "transport '%s' completed one copy twice: it %s "
-                                          "(first completion: %s; second: %s)",
-                                          transport, how, first_text, again);
-    /* Another copy's error may have got in meanwhile: INTERNAL wins. */
-    pw_status_free(pw_atomic_exchange_ptr(&d->transfer_status, internal));
-    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
-           "transport '%s' completed one copy to slice '%s' device %u twice: it %s (%s); the "
-           "transfer fails with INTERNAL",
-           transport, slice->name, d->mesh_index, how, again);
-    return;
-  }
-  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
-         "transport '%s' completed a copy to slice '%s' device %u again after its completion "
-         "was counted: it %s (%s); ignored",
-         transport, slice->name, d->mesh_index, how, again);
-}
-
-/* The transport's done: |user| is the copy's token. */
-static void pw_dispatch_copy_done(void* user, pw_status_t status) {
-  if (!pw_token_claim(user)) {
-    pw_dispatch_copied_again(user, status, "called a copy's done twice");
-    return;
-  }
-  pw_dispatch_copy_finished(pw_token_of(user)->device, status);
-}
-
-/* |n| copy tokens for |d|'s next transfer part (armed as issued): the other half of
- * its copy tokens from the last part's (so a late second completion of
- * that part's copies is still told apart), in a bigger chunk when the
- * part has more copies than a half holds (the old chunks stay, for late
- * completions, until the slice goes). NULL if that allocation fails. */
-static pw_completion_token_t* pw_dispatch_copy_tokens(pw_device_t* d, uint32_t n) {
-  if (n > d->copy_capacity) {
-    uint32_t capacity = d->copy_capacity * 2 > n ? d->copy_capacity * 2 : (n < 8 ? 8 : n);
-    pw_allocator_t allocator = d->slice->runtime->allocator;
-    pw_token_chunk_t* chunk = NULL;
-    size_t bytes = sizeof(pw_token_chunk_t) + 2 * (size_t)capacity * sizeof(pw_completion_token_t);
-    pw_status_t status = pw_allocator_calloc(allocator, bytes, 64, (void**)&chunk);
-    if (status != NULL) {
-      pw_status_free(status);
-      return NULL;
-    }
-    chunk->count = 2 * capacity;
-    chunk->next = d->copy_chunk;
-    for (uint32_t k = 0; k < chunk->count; ++k) {
-      chunk->tokens[k].device = d;
-      chunk->tokens[k].generation = 0;
-      pw_atomic_init_u32(&chunk->tokens[k].state, 1);
-    }
-    d->copy_chunk = chunk;
-    d->copy_capacity = capacity;
-  }
-  d->copy_half ^= 1;
-  pw_completion_token_t* tokens = d->copy_chunk->tokens + d->copy_half * d->copy_capacity;
-  d->copy_tokens = tokens;
-  d->copy_count = n;
-  return tokens;
-}
-
-/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
- * when its part is done). */
-static void pw_dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator) {
-  for (pw_token_chunk_t* c = d->copy_chunk; c != NULL;) {
-    pw_token_chunk_t* next = c->next;
-    pw_allocator_free(allocator, c,
-                      sizeof(pw_token_chunk_t) + c->count * sizeof(pw_completion_token_t));
-    c = next;
-  }
-  d->copy_chunk = NULL;
-  d->copy_tokens = NULL;
-  d->copy_capacity = d->copy_count = d->copy_half = 0;
-}
-
-/* What a copy's issue returned: a failed copy's done must not run; one
- * that did makes this a second completion. */
-static void pw_dispatch_copy_issue(pw_device_t* d, const pw_transport_copy_t* copy,
-                                   pw_status_t status) {
-  if (status == NULL) return;
-  if (!pw_token_claim(copy->done_user)) {
-    pw_dispatch_copied_again(copy->done_user, status,
-                             "called a copy's done and then returned an error");
-  } else {
-    pw_dispatch_copy_finished(d, status);
-  }
-}
-
-/* Issues |run|'s rows one copy each (|copy| holds the first row), each
- * with the next of |tokens|; returns the token after the last used. */
-static pw_completion_token_t* pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_t* d,
-                                                    pw_transport_copy_t* copy,
-                                                    const pw_plan_copy_t* run,
-                                                    pw_completion_token_t* tokens) {
-  size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
-  for (;;) {
-    copy->done_user = pw_token_arm(tokens++);
-    pw_dispatch_copy_issue(d, copy,
-                           rt->transport_copy != NULL
-                               ? rt->transport_copy(rt->transport.self, copy)
-                               : pw__transport_copy(&rt->transport, copy));
-    uint32_t k = run->stride_count;
-    for (;;) {
-      if (k == 0) return tokens;
-      --k;
-      const pw_transport_stride_t* l = &run->strides[k];
-      if (++idx[k] < l->count) {
-        copy->src.offset += l->src_stride;
-        copy->dst.offset += l->dst_stride;
-        break;
-      }
-      copy->src.offset -= (l->count - 1) * l->src_stride;
-      copy->dst.offset -= (l->count - 1) * l->dst_stride;
-      idx[k] = 0;
-    }
-  }
-}
-
-static void pw_dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
-  const pw_plan_op_t* p = op->plan;
-  pw_buffer_obj_t* src = op->inputs[0];
-  pw_buffer_obj_t* dst = op->outputs[0];
-  pw_runtime_t* rt = op->slice->runtime;
-  uint32_t m = pw_op_mesh_index(op, d);
-  if (dst->shards[m] == NULL) {
-    pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device,
-                                              dst->shard_bytes, &dst->shards[m]);
-    if (status != NULL) {
-      d->done_status = status;
-      pw_dispatch_device_done(d);
-      return;
-    }
-  }
-  uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
-  bool strided = rt->transport_copy_strided != NULL;
-  /* Copies this part issues: one per record, or (a transport without
-   * copy_strided) one per row; each has its completion token. */
-  uint64_t issued = last - first;
-  if (!strided) {
-    issued = 0;
-    for (uint32_t c = first; c < last; ++c) {
-      uint64_t rows = 1;
-      for (uint32_t k = 0; k < p->copies[c].stride_count; ++k) rows *= p->copies[c].strides[k].count;
-      issued += rows;
-    }
-    if (issued >= UINT32_MAX / 2) {
-      d->done_status = pw_status_make(
-          PW_STATUS_RESOURCE_EXHAUSTED,
-          "transfer to mesh index %u needs %llu row copies and transport '%s' has no "
-          "copy_strided",
-          m, (unsigned long long)issued, pw__transport_name(&rt->transport));
-      pw_dispatch_device_done(d);
-      return;
-    }
-  }
-  pw_completion_token_t* tokens = pw_dispatch_copy_tokens(d, (uint32_t)issued);
-  if (tokens == NULL) {
-    d->done_status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                                    "no memory for the completion tokens of %llu copies",
-                                    (unsigned long long)issued);
-    pw_dispatch_device_done(d);
-    return;
-  }
-  /* The guard count keeps the part from completing before the last copy
-   * is issued. */
-  pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
-  pw_dispatch_frame_t* frame = pw_dispatch_current; /* a drain is running */
-  frame->issuing = d;
-  for (uint32_t c = first; c < last; ++c) {
-    const pw_plan_copy_t* run = &p->copies[c];
-    pw_transport_copy_t copy;
-    memset(&copy, 0, sizeof(copy));
-    copy.struct_size = sizeof(copy);
-    copy.src.backend = src->slice->backend;
-    copy.src.device = src->slice->group_devices[run->src_index];
-    copy.src.memory = src->shards[run->src_index];
-    copy.src.offset = run->src_offset;
-    copy.dst.backend = op->slice->backend;
-    copy.dst.device = d->backend_device;
-    copy.dst.memory = dst->shards[m];
-    copy.dst.offset = run->dst_offset;
-    copy.size = run->size;
-    copy.done = pw_dispatch_copy_done;
-    copy.tag = pw_op_gang_id(op);
-    if (run->stride_count == 0 || !strided) {
-      tokens = pw_dispatch_copy_rows(rt, d, &copy, run, tokens);
-      continue;
-    }
-    copy.stride_count = run->stride_count;
-    memcpy(copy.strides, run->strides, sizeof(copy.strides));
-    copy.done_user = pw_token_arm(tokens++);
-    pw_dispatch_copy_issue(d, &copy, rt->transport_copy_strided(rt->transport.self, &copy));
-  }
-  frame->issuing = NULL;
-  pw_dispatch_copy_finished(d, NULL); /* the guard */
-}
-
 static void pw_dispatch_device_launch(pw_device_t* d) {
   pw_op_t* op = d->running;
   pw_status_t dep = pw_atomic_load_ptr_acquire(&op->dep_status);
@@ -950,7 +680,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   pw_slice_t* slice = op->slice;
   if (op->flags & PW_OP_TRANSFER) {
     if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
-    pw_dispatch_transfer_launch(d, op);
+    pw__dispatch_transfer_launch(d, op);
     return;
   }
   uint32_t m = pw_op_mesh_index(op, d);
@@ -986,6 +716,10 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
 }
 
 static void pw_dispatch_device_done(pw_device_t* d) { pw_dispatch_device_finished(d, false); }
+
+void pw__dispatch_device_done(pw_device_t* d) { pw_dispatch_device_done(d); }
+
+void pw__dispatch_push_done(pw_device_t* d) { pw_dispatch_push(d, PW_WORK_DONE); }
 
 /* Counts one device out of gang op |op|, which it finished as its slice's
  * tail (it went idle after it). The count is held in this thread's frame
@@ -1049,7 +783,7 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     /* Debug mode without gang order: no cursor to advance. A slot lives
      * in the block: its copy tokens go now (a late completion is not
      * caught in this mode). */
-    if (d->copy_chunk != NULL) pw_dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
+    if (d->copy_chunk != NULL) pw__dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
     return;
   }
@@ -1196,7 +930,7 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
   pw__dispatch_slice_drop_tail(slice);
   for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
+    pw__dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
   }
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,

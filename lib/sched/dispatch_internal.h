@@ -191,6 +191,31 @@ static inline uint64_t pw_op_gang_id(const pw_op_t* op) {
   return op->exec->gang_base + op->index;
 }
 
+/* Index of device |d| in |op|'s mesh (and in its buffers' shard arrays). */
+static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d) {
+  const pw_slice_t* s = op->slice;
+  if (s->span_count == 1) return d->mesh_index;
+  return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
+}
+
+/* ---- between dispatch.c and transfer.c ---------------------------------- */
+
+/* The device whose transfer part this thread is issuing copies for (its
+ * guard held: the part cannot complete meanwhile), or NULL; a drain must
+ * be running. */
+void pw__dispatch_set_issuing(pw_device_t* d);
+bool pw__dispatch_is_issuing(const pw_device_t* d);
+/* |d| finished its running op (d->done_status says how): queued on this
+ * thread's frame, or run now. */
+void pw__dispatch_push_done(pw_device_t* d);
+/* |d| finished its running op, on the launching thread. */
+void pw__dispatch_device_done(pw_device_t* d);
+/* Launches |d|'s part of transfer op |op| (transfer.c). */
+void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op);
+/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
+ * when its part is done). */
+void pw__dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator);
+
 /* Adds |runs| completed runs of |plan| to |client|'s per-slice op counts
  * (pw_client_slice_stats), per home slice (pw_plan_t.home_counts). */
 static inline void pw_plan_count_ops(pw_client_t* client, const pw_plan_t* plan, uint64_t runs) {
