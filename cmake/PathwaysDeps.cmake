@@ -18,6 +18,9 @@ function(pw_require_pkg prefix module apt)
       "install it with `sudo apt-get install -y ${apt}` (or run scripts/deps.sh)")
   endif()
   message(STATUS "Found ${module} ${${prefix}_VERSION}")
+  # pathways_static's installed interface names these (lib/CMakeLists.txt):
+  # pkg_check_modules sets them in this function's scope only.
+  set(${prefix}_LINK_LIBRARIES "${${prefix}_LINK_LIBRARIES}" PARENT_SCOPE)
 endfunction()
 
 pw_require_pkg(PW_CK ck libck-dev)

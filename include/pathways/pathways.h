@@ -26,5 +26,6 @@
 #include "pathways/backends/cpu.h"
 #include "pathways/backends/sim.h"
 #include "pathways/transports/inproc.h"
+#include "pathways/stores/dir.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

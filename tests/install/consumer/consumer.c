@@ -4,6 +4,8 @@
 
 #include <pathways/pathways.h>
 
+int consumer_plugins(void); /* plugins.c */
+
 int main(void) {
   if (strcmp(pw_version_string(), PW_VERSION_STRING) != 0) {
     fprintf(stderr, "header %s != library %s\n", PW_VERSION_STRING, pw_version_string());
@@ -15,6 +17,10 @@ int main(void) {
            strcmp(pw_status_message(s), "consumer: probe 1") == 0;
   pw_status_free(s);
   if (!ok) return 1;
+  if (consumer_plugins() != 0) {
+    fprintf(stderr, "bundled plugins' options failed\n");
+    return 1;
+  }
   printf("consumer ok: libpathways %s\n", pw_version_string());
   return 0;
 }
