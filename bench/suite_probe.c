@@ -4,7 +4,7 @@
  * fastest pass is reported. bench/compare runs it before each driver run
  * and waits while it reads well above the best seen in the session: on
  * shared VMs a neighbour can slow memory-heavy work by 1.5x for minutes
- * while the load average inside the VM stays quiet (docs/performance.md,
+ * while the load average inside the VM stays quiet (docs/performance-history.md,
  * "Slow periods").
  *
  * Output: one JSON object {"bench": "probe", "mib", "steps", "chase_ns"}
