@@ -111,6 +111,22 @@ typedef struct pw_transport_copy_t {
   pw_transport_stride_t strides[PW_TRANSPORT_MAX_STRIDES];
 } pw_transport_copy_t;
 
+/* The bytes a strided copy (|stride_count| levels of |copy|) spans from
+ * its offset on each side: the last row's start plus |size|.
+ * INVALID_ARGUMENT for more than PW_TRANSPORT_MAX_STRIDES levels or a
+ * count of 0, OUT_OF_RANGE when the sum overflows. A transport's
+ * copy_strided checks its endpoints against these. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_transport_copy_extent(const pw_transport_copy_t* copy,
+                                                              size_t* out_src, size_t* out_dst);
+
+/* Steps the row index |idx| (|count| levels, outer first; all zero at the
+ * first row) of a strided copy to the next row in index order, moving
+ * |*src_offset| and |*dst_offset| by the levels' strides; false (offsets
+ * back at the first row) after the last one. For a transport that runs a
+ * strided copy row by row. */
+PW_API bool pw_transport_stride_next(uint32_t count, const pw_transport_stride_t* strides,
+                                     size_t* idx, size_t* src_offset, size_t* dst_offset);
+
 #define PW_TRANSPORT_COPY_SIZE_V1 \
   (offsetof(pw_transport_copy_t, tag) + sizeof(uint64_t))
 #define PW_TRANSPORT_COPY_SIZE_V2 \

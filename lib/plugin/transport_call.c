@@ -83,8 +83,8 @@ pw_status_t pw__transport_copy(const pw_transport_t* transport,
   return transport->vtable->copy(transport->self, copy);
 }
 
-pw_status_t pw__transport_copy_extent(const pw_transport_copy_t* copy, size_t* out_src,
-                                      size_t* out_dst) {
+pw_status_t pw_transport_copy_extent(const pw_transport_copy_t* copy, size_t* out_src,
+                                     size_t* out_dst) {
   *out_src = *out_dst = copy->size;
   if (copy->stride_count > PW_TRANSPORT_MAX_STRIDES) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -111,6 +111,22 @@ pw_status_t pw__transport_copy_extent(const pw_transport_copy_t* copy, size_t* o
   return NULL;
 }
 
+bool pw_transport_stride_next(uint32_t count, const pw_transport_stride_t* strides,
+                              size_t* idx, size_t* src_offset, size_t* dst_offset) {
+  for (uint32_t k = count; k-- > 0;) {
+    const pw_transport_stride_t* l = &strides[k];
+    if (++idx[k] < l->count) {
+      *src_offset += l->src_stride;
+      *dst_offset += l->dst_stride;
+      return true;
+    }
+    *src_offset -= (l->count - 1) * l->src_stride;
+    *dst_offset -= (l->count - 1) * l->dst_stride;
+    idx[k] = 0;
+  }
+  return false;
+}
+
 pw_status_t pw__transport_copy_strided(const pw_transport_t* transport,
                                        const pw_transport_copy_t* copy) {
   if (copy == NULL || copy->struct_size < PW_TRANSPORT_COPY_SIZE_V2) {
@@ -125,7 +141,7 @@ pw_status_t pw__transport_copy_strided(const pw_transport_t* transport,
                           pw__transport_name(transport));
   }
   size_t src_extent = 0, dst_extent = 0;
-  PW_RETURN_IF_ERROR_CTX(pw__transport_copy_extent(copy, &src_extent, &dst_extent),
+  PW_RETURN_IF_ERROR_CTX(pw_transport_copy_extent(copy, &src_extent, &dst_extent),
                          "transport '%s'", pw__transport_name(transport));
   PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->src, "src", src_extent),
                          "transport '%s'", pw__transport_name(transport));

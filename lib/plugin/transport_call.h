@@ -36,15 +36,8 @@ void pw__transport_destroy(const pw_transport_t* transport);
 pw_status_t pw__transport_copy(const pw_transport_t* transport,
                                const pw_transport_copy_t* copy);
 
-/* The bytes a (v2) strided copy spans from its offset on each side: the
- * last row's start plus |size|. INVALID_ARGUMENT for more than
- * PW_TRANSPORT_MAX_STRIDES levels or a count of 0, OUT_OF_RANGE when the
- * sum overflows. */
-pw_status_t pw__transport_copy_extent(const pw_transport_copy_t* copy, size_t* out_src,
-                                      size_t* out_dst);
-
 /* Checks |copy| as pw__transport_copy does, with its v2 fields (struct_size
- * at least PW_TRANSPORT_COPY_SIZE_V2, pw__transport_copy_extent), then calls
+ * at least PW_TRANSPORT_COPY_SIZE_V2, pw_transport_copy_extent), then calls
  * the transport's copy_strided (UNIMPLEMENTED if it has none). */
 pw_status_t pw__transport_copy_strided(const pw_transport_t* transport,
                                        const pw_transport_copy_t* copy);

@@ -145,27 +145,16 @@ static pw_completion_token_t* pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_
                                                     const pw_plan_copy_t* run,
                                                     pw_completion_token_t* tokens) {
   size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
-  for (;;) {
+  do {
     copy->done_user = pw_token_arm(tokens++);
     pw_dispatch_copy_issue(d, copy,
                            rt->transport_copy != NULL
                                ? rt->transport_copy(rt->transport.self, copy)
                                : pw__transport_copy(&rt->transport, copy));
-    uint32_t k = run->stride_count;
-    for (;;) {
-      if (k == 0) return tokens;
-      --k;
-      const pw_transport_stride_t* l = &run->strides[k];
-      if (++idx[k] < l->count) {
-        copy->src.offset += l->src_stride;
-        copy->dst.offset += l->dst_stride;
-        break;
-      }
-      copy->src.offset -= (l->count - 1) * l->src_stride;
-      copy->dst.offset -= (l->count - 1) * l->dst_stride;
-      idx[k] = 0;
-    }
-  }
+  } while (run->stride_count != 0 &&
+           pw_transport_stride_next(run->stride_count, run->strides, idx, &copy->src.offset,
+                                    &copy->dst.offset));
+  return tokens;
 }
 
 void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {

@@ -207,48 +207,9 @@ static pw_status_t pw_inproc_execute(const pw_transport_copy_t* c, bool strided,
   if (levels == 0) return pw_inproc_row(c, c->src.offset, c->dst.offset, sp, dp, staging, chunk);
   size_t idx[PW_TRANSPORT_MAX_STRIDES] = {0};
   size_t so = c->src.offset, do_ = c->dst.offset;
-  for (;;) {
+  do {
     PW_RETURN_IF_ERROR(pw_inproc_row(c, so, do_, sp, dp, staging, chunk));
-    /* The next index, innermost level first. */
-    uint32_t k = levels;
-    while (k-- > 0) {
-      const pw_transport_stride_t* l = &c->strides[k];
-      if (++idx[k] < l->count) {
-        so += l->src_stride;
-        do_ += l->dst_stride;
-        break;
-      }
-      so -= (l->count - 1) * l->src_stride;
-      do_ -= (l->count - 1) * l->dst_stride;
-      idx[k] = 0;
-      if (k == 0) return NULL;
-    }
-  }
-}
-
-/* The bytes a strided copy spans from its offsets (the last row's start
- * plus |size|), or an error for bad levels or overflow. */
-static pw_status_t pw_inproc_extent(const pw_transport_copy_t* c, size_t* out_src,
-                                    size_t* out_dst) {
-  *out_src = *out_dst = c->size;
-  if (c->stride_count > PW_TRANSPORT_MAX_STRIDES) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "inproc copy: stride_count %u exceeds %d",
-                          c->stride_count, PW_TRANSPORT_MAX_STRIDES);
-  }
-  for (uint32_t k = 0; k < c->stride_count; ++k) {
-    const pw_transport_stride_t* l = &c->strides[k];
-    if (l->count == 0) {
-      return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "inproc copy: strides[%u].count is 0",
-                            k);
-    }
-    size_t n = l->count - 1;
-    if ((l->src_stride != 0 && n > (SIZE_MAX - *out_src) / l->src_stride) ||
-        (l->dst_stride != 0 && n > (SIZE_MAX - *out_dst) / l->dst_stride)) {
-      return pw_status_make(PW_STATUS_OUT_OF_RANGE, "inproc copy: strides[%u] overflow", k);
-    }
-    *out_src += n * l->src_stride;
-    *out_dst += n * l->dst_stride;
-  }
+  } while (pw_transport_stride_next(levels, c->strides, idx, &so, &do_));
   return NULL;
 }
 
@@ -343,7 +304,7 @@ static pw_status_t pw_inproc_staging(pw_inproc_t* t, const pw_transport_copy_t* 
 /* copy (|strided| false: the v1 fields only) and copy_strided. */
 static pw_status_t pw_inproc_start(pw_inproc_t* t, const pw_transport_copy_t* c, bool strided) {
   size_t src_extent = c->size, dst_extent = c->size;
-  if (strided) PW_RETURN_IF_ERROR(pw_inproc_extent(c, &src_extent, &dst_extent));
+  if (strided) PW_RETURN_IF_ERROR_CTX(pw_transport_copy_extent(c, &src_extent, &dst_extent), "inproc copy");
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->src, src_extent, "source"));
   PW_RETURN_IF_ERROR(pw_inproc_check_endpoint(&c->dst, dst_extent, "destination"));
   unsigned char* sp = NULL;
