@@ -222,8 +222,7 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
     fprintf(stderr, "%-6lld %8u %8u %12.0f %14.2f %12.2f %8.2f\n", r + 1, b.slices, b.devices,
             launches, ns[r], base[r], ns[r] / base[r]);
   }
-  pw_sim_stats_t stats;
-  memset(&stats, 0, sizeof(stats));
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   uint64_t want_events = (uint64_t)total * (uint64_t)(steps * reps + 1);
   uint64_t want_clock = (uint64_t)(steps * reps + 1) * 1000000u;
   if (b.noop) {

@@ -52,7 +52,7 @@ int main(void) {
   ro.slice_count = 1;
   pw_runtime_t* runtime;
   CHECK(pw_runtime_create(&ro, &runtime));
-  pw_slice_info_t info;
+  pw_slice_info_t info = {.struct_size = sizeof(pw_slice_info_t)};
   CHECK(pw_runtime_slice_info(runtime, 0, &info));
   printf("slice '%s': %u devices (%s backend), health %s\n", info.name, info.device_count,
          info.backend, pw_device_health_name(info.health));

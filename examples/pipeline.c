@@ -206,7 +206,7 @@ static void train_step(pw_client_t* c, const programs_t* p, const pw_vslice_t* v
     CHECK(pw_buffer_release(c, outs[s]));
   }
   for (int i = 0; i < S + 2 * M; ++i) CHECK(pw_buffer_release(c, args[i]));
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   CHECK(pw_graph_counts(c, b.g, &counts));
   printf("  %s on %s: %u ops (computes and transfers), %u edges\n",
          schedule == GPIPE ? "GPipe" : "1F1B ", vs[0].id == vs[1].id ? "1 slice " : "4 slices",

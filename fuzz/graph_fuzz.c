@@ -54,7 +54,7 @@ static void pw_fuzz_fail(const char* what, pw_status_t status) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pw_fuzz_alloc_t counter = {0, 0};
   pw_allocator_t a = {&counter, pw_fuzz_alloc, pw_fuzz_free};
-  pw_graph_format_info_t info;
+  pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
   pw_status_t status = pw_graph_format_check(data, size, a, &info);
   if (counter.peak > 8 * size + (128u << 10)) {
     fprintf(stderr, "graph fuzz: decoding %zu bytes peaked at %zu bytes\n", size, counter.peak);
@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t canonical_size = 0;
   status = pw_graph_format_canonicalize(data, size, a, &canonical, &canonical_size);
   if (status != NULL) pw_fuzz_fail("canonicalize of an accepted input", status);
-  pw_graph_format_info_t again;
+  pw_graph_format_info_t again = {.struct_size = sizeof(pw_graph_format_info_t)};
   status = pw_graph_format_check(canonical, canonical_size, a, &again);
   if (status != NULL) pw_fuzz_fail("check of the canonical form", status);
   if (memcmp(&info, &again, sizeof(info)) != 0) {

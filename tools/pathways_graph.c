@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       pw_allocator_free(system, text, text_size);
     }
   } else {
-    pw_graph_format_info_t info;
+    pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
     status = pw_graph_format_check(data, size, system, &info);
     if (status == NULL && strcmp(command, "hash") == 0) {
       char hex[33];

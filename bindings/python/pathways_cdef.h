@@ -166,6 +166,7 @@ typedef pw_array_spec_t pw_backend_param_t;
 #define PW_BACKEND_MAX_PARAMS ...
 
 typedef struct pw_executable_signature_t {
+  size_t struct_size;
   char name[64];
   pw_mesh_shape_t mesh;
   uint32_t input_count;
@@ -214,6 +215,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
 pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
 
 typedef struct pw_slice_info_t {
+  size_t struct_size;
   char name[64];
   pw_mesh_shape_t mesh;
   uint32_t device_count;
@@ -225,6 +227,7 @@ typedef struct pw_slice_info_t {
 } pw_slice_info_t;
 
 typedef struct pw_device_info_t {
+  size_t struct_size;
   uint32_t slice;
   uint32_t mesh_index;
   uint32_t backend_device;
@@ -342,6 +345,7 @@ pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph,
 pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph);
 
 typedef struct pw_graph_counts_t {
+  size_t struct_size;
   uint32_t parameters;
   uint32_t computes;
   uint32_t outputs;

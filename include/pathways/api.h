@@ -29,6 +29,19 @@
 #define PW_UNLIKELY(x) (x)
 #endif
 
+/* Versioned structs. Every option, descriptor, vtable and out-struct whose
+ * layout is public starts with `size_t struct_size`, set by whoever owns the
+ * memory (the caller for options and out-structs, the plugin for its
+ * vtable) to sizeof the struct it was built against. Structs only grow at
+ * the end; each has a PW_<NAME>_SIZE_V1 constant (its size when first
+ * published, PW_STRUCT_SIZE of its last v1 field). A struct_size below V1
+ * is INVALID_ARGUMENT naming the struct and the call; a field beyond
+ * struct_size is treated as absent (zero, a NULL method: UNIMPLEMENTED);
+ * an out-struct is filled only as far as its struct_size reaches. Never an
+ * exact-size match. */
+#define PW_STRUCT_SIZE(type, last_field) \
+  (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
+
 #ifdef __cplusplus
 #define PW_EXTERN_C_BEGIN extern "C" {
 #define PW_EXTERN_C_END }

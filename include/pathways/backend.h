@@ -61,6 +61,8 @@ typedef struct pw_backend_device_info_t {
   char kind[32];          /* "cpu", "sim-chip", ... NUL-terminated */
 } pw_backend_device_info_t;
 
+#define PW_BACKEND_DEVICE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_backend_device_info_t, kind)
+
 /* One parameter or result of an executable, in the logical (global) view:
  * dtype, global shape, sharding over the executable's mesh. */
 typedef pw_array_spec_t pw_backend_param_t;
@@ -68,8 +70,10 @@ typedef pw_array_spec_t pw_backend_param_t;
 #define PW_BACKEND_MAX_PARAMS 16
 
 /* What a loaded executable computes, as the runtime validates graphs against
- * it. Filled by load. */
+ * it. Filled by load: the runtime sets struct_size (and zeroes the rest)
+ * before the call; a backend writes only the fields struct_size covers. */
 typedef struct pw_executable_signature_t {
+  size_t struct_size;       /* set by the caller: sizeof(pw_executable_signature_t) */
   char name[64];            /* the kernel/function name, for messages */
   pw_mesh_shape_t mesh;     /* the mesh it was compiled for */
   uint32_t input_count;
@@ -77,6 +81,8 @@ typedef struct pw_executable_signature_t {
   pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
 } pw_executable_signature_t;
+
+#define PW_EXECUTABLE_SIGNATURE_SIZE_V1 PW_STRUCT_SIZE(pw_executable_signature_t, outputs)
 
 /* Completion of one launch. Owns |status|. */
 typedef void (*pw_backend_done_fn_t)(void* done_user, pw_status_t status);
@@ -100,6 +106,8 @@ typedef struct pw_backend_launch_t {
   pw_backend_done_fn_t done;
   void* done_user;
 } pw_backend_launch_t;
+
+#define PW_BACKEND_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_launch_t, done_user)
 
 typedef struct pw_backend_vtable_t {
   size_t struct_size;
@@ -156,8 +164,7 @@ typedef struct pw_backend_vtable_t {
   /* -- v2 methods start here -- */
 } pw_backend_vtable_t;
 
-#define PW_BACKEND_VTABLE_SIZE_V1 \
-  (offsetof(pw_backend_vtable_t, host_pointer) + sizeof(void*))
+#define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

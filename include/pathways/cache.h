@@ -74,8 +74,7 @@ typedef struct pw_cache_options_t {
   int32_t compression_level;
 } pw_cache_options_t;
 
-#define PW_CACHE_OPTIONS_SIZE_V1 \
-  (offsetof(pw_cache_options_t, compression_level) + sizeof(int32_t))
+#define PW_CACHE_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_cache_options_t, compression_level)
 
 /* Fills |options| with the defaults (memory only). */
 PW_API void pw_cache_options_init(pw_cache_options_t* options);
@@ -150,8 +149,7 @@ typedef struct pw_cache_stats_t {
   uint64_t fill_ns_saved;
 } pw_cache_stats_t;
 
-#define PW_CACHE_STATS_SIZE_V1 \
-  (offsetof(pw_cache_stats_t, fill_ns_saved) + sizeof(uint64_t))
+#define PW_CACHE_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_cache_stats_t, fill_ns_saved)
 
 /* Copies the counters into |out_stats|, whose struct_size the caller sets
  * (fields beyond it are not written). */

@@ -82,12 +82,16 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_output(pw_client_t* client,
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_finalize(pw_client_t* client,
                                                         pw_graph_t graph);
 
+/* Out-struct of pw_graph_counts: the caller sets struct_size. */
 typedef struct pw_graph_counts_t {
+  size_t struct_size;  /* set by the caller: sizeof(pw_graph_counts_t) */
   uint32_t parameters;
   uint32_t computes;
   uint32_t outputs;
   uint32_t edges;   /* compute inputs fed by other compute nodes */
 } pw_graph_counts_t;
+
+#define PW_GRAPH_COUNTS_SIZE_V1 PW_STRUCT_SIZE(pw_graph_counts_t, edges)
 
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_counts(pw_client_t* client,
                                                       pw_graph_t graph,
@@ -103,6 +107,8 @@ typedef struct pw_submit_options_t {
    * output of identical spec on the same slice. */
   const bool* donate;
 } pw_submit_options_t;
+
+#define PW_SUBMIT_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_submit_options_t, donate)
 
 /* Runs |graph| once. |args| supply the parameters in order (each must
  * match the parameter's vslice and spec). |out_outputs| receives

@@ -62,8 +62,10 @@ typedef struct pw_graph_hash_t {
 /* Writes the 32 lowercase hex digits of |hash| and a NUL into |out|. */
 PW_API void pw_graph_hash_format(const pw_graph_hash_t* hash, char out[33]);
 
-/* What a graph file holds, from pw_graph_format_check. */
+/* What a graph file holds, from pw_graph_format_check (the caller sets
+ * struct_size). */
 typedef struct pw_graph_format_info_t {
+  size_t struct_size;     /* set by the caller: sizeof(pw_graph_format_info_t) */
   uint32_t vslices;
   uint32_t executables;
   uint32_t buffers;
@@ -72,6 +74,8 @@ typedef struct pw_graph_format_info_t {
   uint32_t outputs;
   pw_graph_hash_t hash;   /* canonical hash */
 } pw_graph_format_info_t;
+
+#define PW_GRAPH_FORMAT_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_graph_format_info_t, hash)
 
 /* ---- files, without a runtime (thread-safe, no shared state) ------------ */
 
@@ -114,6 +118,9 @@ typedef struct pw_graph_encode_options_t {
   bool executables_by_hash;
 } pw_graph_encode_options_t;
 
+#define PW_GRAPH_ENCODE_OPTIONS_SIZE_V1 \
+  PW_STRUCT_SIZE(pw_graph_encode_options_t, executables_by_hash)
+
 /* Encodes |graph| (parameter, compute and transfer nodes; it need not be
  * finalized, but must be valid as a file: no dangling or cyclic inputs)
  * into |*out_bytes|, allocated from |allocator| (zero = system; free with
@@ -135,6 +142,9 @@ typedef struct pw_graph_decode_options_t {
   const pw_executable_t* executables;
   uint32_t executable_count;
 } pw_graph_decode_options_t;
+
+#define PW_GRAPH_DECODE_OPTIONS_SIZE_V1 \
+  PW_STRUCT_SIZE(pw_graph_decode_options_t, executable_count)
 
 /* Decodes |bytes| into a new, finalized graph of |client|: checks the file
  * (as pw_graph_format_check), binds its virtual slices to |options|,

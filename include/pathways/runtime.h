@@ -81,8 +81,7 @@ typedef struct pw_runtime_options_t {
   pw_transport_t transport;
 } pw_runtime_options_t;
 
-#define PW_RUNTIME_OPTIONS_SIZE_V1 \
-  (offsetof(pw_runtime_options_t, slice_count) + sizeof(uint32_t))
+#define PW_RUNTIME_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_runtime_options_t, slice_count)
 
 /* Creates a runtime. Validates the topology: backends (vtable size, name),
  * meshes, device ranges inside each backend, no device in two slices. On
@@ -102,7 +101,10 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_create(
  * client can be alive: a refusal leaks the runtime and the status. */
 PW_API pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
 
+/* Out-structs of the topology queries: the caller sets struct_size; the
+ * runtime fills only the fields it covers. */
 typedef struct pw_slice_info_t {
+  size_t struct_size;          /* set by the caller: sizeof(pw_slice_info_t) */
   char name[64];
   pw_mesh_shape_t mesh;
   uint32_t device_count;
@@ -112,7 +114,10 @@ typedef struct pw_slice_info_t {
   uint32_t bound_vslices;      /* virtual slices currently bound to it */
 } pw_slice_info_t;
 
+#define PW_SLICE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_slice_info_t, bound_vslices)
+
 typedef struct pw_device_info_t {
+  size_t struct_size;          /* set by the caller: sizeof(pw_device_info_t) */
   uint32_t slice;
   uint32_t mesh_index;
   uint32_t backend_device;     /* ordinal inside the backend */
@@ -122,6 +127,8 @@ typedef struct pw_device_info_t {
   char kind[32];
 } pw_device_info_t;
 
+#define PW_DEVICE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_device_info_t, kind)
+
 PW_API uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime);
 /* OUT_OF_RANGE for a bad |slice|. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_slice_info(
@@ -130,14 +137,18 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
     pw_runtime_t* runtime, uint32_t slice, uint32_t mesh_index,
     pw_device_info_t* out_info);
 
-/* Per-client accounting on one slice, for tests and monitoring. */
+/* Per-client accounting on one slice, for tests and monitoring (the caller
+ * sets struct_size). */
 typedef struct pw_client_slice_stats_t {
+  size_t struct_size;       /* set by the caller: sizeof(pw_client_slice_stats_t) */
   /* Gang ops of this client completed on the slice (a spanning op counts
    * on its first slice). Added when their execution completes, before its
    * done event. */
   uint64_t ops_completed;
   uint64_t device_ns;       /* measured device time (only with a charging policy) */
 } pw_client_slice_stats_t;
+
+#define PW_CLIENT_SLICE_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_client_slice_stats_t, device_ns)
 
 typedef struct pw_client_options_t {
   size_t struct_size;  /* sizeof(pw_client_options_t) */
@@ -146,8 +157,7 @@ typedef struct pw_client_options_t {
   int32_t priority;    /* higher runs first under the priority policy */
 } pw_client_options_t;
 
-#define PW_CLIENT_OPTIONS_SIZE_V1 \
-  (offsetof(pw_client_options_t, priority) + sizeof(int32_t))
+#define PW_CLIENT_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_client_options_t, priority)
 
 /* Creates a client. |options| may be NULL (defaults). RESOURCE_EXHAUSTED
  * when the runtime already has 4,095 live clients, or when this is a
@@ -248,6 +258,8 @@ typedef struct pw_vslice_span_t {
   const uint32_t* slices;
   uint32_t flags;              /* pw_vslice_flags_t */
 } pw_vslice_span_t;
+
+#define PW_VSLICE_SPAN_SIZE_V1 PW_STRUCT_SIZE(pw_vslice_span_t, flags)
 
 /* Asks for a virtual slice over several physical slices. Every op placed
  * on it runs on all their devices as one gang (the backend sees one group

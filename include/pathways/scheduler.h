@@ -73,8 +73,7 @@ typedef struct pw_sched_policy_vtable_t {
   /* -- v2 methods start here -- */
 } pw_sched_policy_vtable_t;
 
-#define PW_SCHED_POLICY_VTABLE_SIZE_V1 \
-  (offsetof(pw_sched_policy_vtable_t, charge) + sizeof(void*))
+#define PW_SCHED_POLICY_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_sched_policy_vtable_t, charge)
 
 typedef struct pw_sched_policy_t {
   const pw_sched_policy_vtable_t* vtable;

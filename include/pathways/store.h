@@ -70,8 +70,7 @@ typedef struct pw_store_vtable_t {
   /* -- v2 methods start here -- */
 } pw_store_vtable_t;
 
-#define PW_STORE_VTABLE_SIZE_V1 \
-  (offsetof(pw_store_vtable_t, list) + sizeof(void*))
+#define PW_STORE_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_store_vtable_t, list)
 
 /* A store instance. Whoever is handed one takes ownership (and calls
  * vtable->destroy(self) when done with it). A zero pw_store_t (NULL

@@ -127,10 +127,8 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_transport_copy_extent(const pw_transpor
 PW_API bool pw_transport_stride_next(uint32_t count, const pw_transport_stride_t* strides,
                                      size_t* idx, size_t* src_offset, size_t* dst_offset);
 
-#define PW_TRANSPORT_COPY_SIZE_V1 \
-  (offsetof(pw_transport_copy_t, tag) + sizeof(uint64_t))
-#define PW_TRANSPORT_COPY_SIZE_V2 \
-  (offsetof(pw_transport_copy_t, strides) + PW_TRANSPORT_MAX_STRIDES * sizeof(pw_transport_stride_t))
+#define PW_TRANSPORT_COPY_SIZE_V1 PW_STRUCT_SIZE(pw_transport_copy_t, tag)
+#define PW_TRANSPORT_COPY_SIZE_V2 PW_STRUCT_SIZE(pw_transport_copy_t, strides)
 
 typedef struct pw_transport_vtable_t {
   size_t struct_size;
@@ -159,10 +157,8 @@ typedef struct pw_transport_vtable_t {
   pw_status_t (*copy_strided)(void* self, const pw_transport_copy_t* copy);
 } pw_transport_vtable_t;
 
-#define PW_TRANSPORT_VTABLE_SIZE_V1 \
-  (offsetof(pw_transport_vtable_t, can_copy) + sizeof(void*))
-#define PW_TRANSPORT_VTABLE_SIZE_V2 \
-  (offsetof(pw_transport_vtable_t, copy_strided) + sizeof(void*))
+#define PW_TRANSPORT_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_transport_vtable_t, can_copy)
+#define PW_TRANSPORT_VTABLE_SIZE_V2 PW_STRUCT_SIZE(pw_transport_vtable_t, copy_strided)
 
 /* A transport instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

@@ -5,42 +5,27 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "plugin/plug.h"
 
-static bool pw_store_has(const pw_store_t* store, size_t offset, size_t size) {
-  if (store == NULL || store->vtable == NULL) return false;
-  if (store->vtable->struct_size < offset + size) return false;
-  void* method = NULL;
-  memcpy(&method, (const char*)store->vtable + offset, sizeof(method));
-  return method != NULL;
+static const pw__plug_kind_t pw_store_kind = {
+    "store", "(unnamed store)", PW_STORE_VTABLE_SIZE_V1, offsetof(pw_store_vtable_t, name),
+    false};
+
+static const void* pw_store_vtable(const pw_store_t* store) {
+  return store ? (const void*)store->vtable : NULL;
 }
-#define PW_STORE_HAS(store, method) \
-  pw_store_has((store), offsetof(pw_store_vtable_t, method), sizeof(void*))
+#define PW_STORE_HAS(store, method) PW__PLUG_HAS(pw_store_vtable(store), pw_store_vtable_t, method)
 
 const char* pw__store_name(const pw_store_t* store) {
-  if (store && store->vtable && store->vtable->struct_size >= offsetof(pw_store_vtable_t, name) +
-                                                                  sizeof(const char*) &&
-      store->vtable->name) {
-    return store->vtable->name;
-  }
-  return "(unnamed store)";
+  return pw__plug_name(&pw_store_kind, pw_store_vtable(store));
 }
 
 pw_status_t pw__store_check(const pw_store_t* store) {
-  if (store == NULL || store->vtable == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "store has no vtable");
-  }
-  if (store->vtable->struct_size < PW_STORE_VTABLE_SIZE_V1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "store '%s': vtable struct_size %zu is smaller than v1 (%zu)",
-                          pw__store_name(store), store->vtable->struct_size,
-                          (size_t)PW_STORE_VTABLE_SIZE_V1);
-  }
-  return NULL;
+  return pw__plug_check(&pw_store_kind, pw_store_vtable(store));
 }
 
 static pw_status_t pw_store_unimplemented(const pw_store_t* store, const char* method) {
-  return pw_status_make(PW_STATUS_UNIMPLEMENTED, "store '%s' does not implement %s",
-                        pw__store_name(store), method);
+  return pw__plug_unimplemented(&pw_store_kind, pw_store_vtable(store), method);
 }
 
 void pw__store_destroy(const pw_store_t* store) {
@@ -54,9 +39,8 @@ pw_status_t pw__store_get(const pw_store_t* store, const char* key, pw_allocator
   if (!PW_STORE_HAS(store, get)) return pw_store_unimplemented(store, "get");
   pw_status_t status = store->vtable->get(store->self, key, allocator, out_bytes, out_size);
   if (status == NULL && *out_bytes == NULL && *out_size != 0) {
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "store '%s': get of '%s' returned %zu bytes at NULL",
-                          pw__store_name(store), key, *out_size);
+    return pw__plug_broken(&pw_store_kind, pw_store_vtable(store),
+                           "get of '%s' returned %zu bytes at NULL", key, *out_size);
   }
   if (status != NULL) {
     *out_bytes = NULL;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "graph_format/doc.h"
+#include "plugin/struct_size.h"
 #include "runtime/objects.h"
 
 /* ---- memo ----------------------------------------------------------------- */
@@ -356,12 +357,9 @@ pw_status_t pw_graph_decode(pw_client_t* client, const void* bytes, size_t size,
   if (client == NULL || out_graph == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_decode: client or out_graph is NULL");
   }
-  if (options != NULL &&
-      options->struct_size < offsetof(pw_graph_decode_options_t, executable_count) +
-                                 sizeof(uint32_t)) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_graph_decode: options struct_size %zu is too small",
-                          options->struct_size);
+  if (options != NULL) {
+    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_graph_decode_options_t,
+                                        PW_GRAPH_DECODE_OPTIONS_SIZE_V1, "pw_graph_decode"));
   }
   pw_gbind_t b;
   memset(&b, 0, sizeof(b));

@@ -14,23 +14,31 @@
 
 #include "graph/graph_internal.h"
 #include "graph_format/doc.h"
+#include "plugin/struct_size.h"
 
 /* ---- files without a runtime ---------------------------------------------- */
 
 pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t allocator,
                                   pw_graph_format_info_t* out_info) {
-  if (out_info) memset(out_info, 0, sizeof(*out_info));
+  pw_graph_format_info_t info;
+  memset(&info, 0, sizeof(info));
+  if (out_info) {
+    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_graph_format_info_t,
+                                        PW_GRAPH_FORMAT_INFO_SIZE_V1, "pw_graph_format_check"));
+    pw__struct_fill(out_info, &info, sizeof(info));
+  }
   pw_gdoc_t doc;
   pw__gdoc_init(&doc, allocator);
   PW_RETURN_IF_ERROR(pw__gdoc_load(&doc, bytes, size));
   if (out_info) {
-    out_info->vslices = doc.vslice_count;
-    out_info->executables = doc.exe_count;
-    out_info->buffers = doc.buffer_count;
-    out_info->parameters = doc.param_count;
-    out_info->nodes = doc.node_count;
-    out_info->outputs = doc.output_count;
-    out_info->hash = pw__gdoc_hash(&doc);
+    info.vslices = doc.vslice_count;
+    info.executables = doc.exe_count;
+    info.buffers = doc.buffer_count;
+    info.parameters = doc.param_count;
+    info.nodes = doc.node_count;
+    info.outputs = doc.output_count;
+    info.hash = pw__gdoc_hash(&doc);
+    pw__struct_fill(out_info, &info, sizeof(info));
   }
   pw__gdoc_free(&doc);
   return NULL;
@@ -303,11 +311,9 @@ pw_status_t pw_graph_encode(pw_client_t* client, pw_graph_t graph,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_graph_encode: client, out_bytes or out_size is NULL");
   }
-  if (options != NULL &&
-      options->struct_size < offsetof(pw_graph_encode_options_t, executables_by_hash) + 1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_graph_encode: options struct_size %zu is too small",
-                          options->struct_size);
+  if (options != NULL) {
+    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_graph_encode_options_t,
+                                        PW_GRAPH_ENCODE_OPTIONS_SIZE_V1, "pw_graph_encode"));
   }
   pw_genc_t c;
   memset(&c, 0, sizeof(c));

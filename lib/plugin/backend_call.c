@@ -1,53 +1,41 @@
+/* Checked calls into backend vtables; see backend_call.h. */
 #include "plugin/backend_call.h"
 
 #include <string.h>
 
+#include "plugin/plug.h"
+
+static const pw__plug_kind_t pw_backend_kind = {
+    "backend", "(unnamed backend)", PW_BACKEND_VTABLE_SIZE_V1,
+    offsetof(pw_backend_vtable_t, name), true};
+
+static const void* pw_backend_vtable(const pw_backend_t* backend) {
+  return backend ? (const void*)backend->vtable : NULL;
+}
+
 const char* pw__backend_name(const pw_backend_t* backend) {
-  if (backend == NULL || backend->vtable == NULL ||
-      backend->vtable->struct_size < offsetof(pw_backend_vtable_t, name) + sizeof(char*) ||
-      backend->vtable->name == NULL) {
-    return "(unnamed backend)";
-  }
-  return backend->vtable->name;
+  return pw__plug_name(&pw_backend_kind, pw_backend_vtable(backend));
 }
 
 pw_status_t pw__backend_check(const pw_backend_t* backend) {
-  if (backend == NULL || backend->vtable == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "backend has no vtable");
-  }
-  if (backend->vtable->struct_size < PW_BACKEND_VTABLE_SIZE_V1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "backend vtable struct_size %zu is smaller than v1 (%zu)",
-                          backend->vtable->struct_size,
-                          (size_t)PW_BACKEND_VTABLE_SIZE_V1);
-  }
-  if (backend->vtable->name == NULL || backend->vtable->name[0] == '\0') {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "backend vtable has no name");
-  }
-  return NULL;
+  return pw__plug_check(&pw_backend_kind, pw_backend_vtable(backend));
 }
 
 bool pw__backend_has(const pw_backend_t* backend, size_t method_offset,
                      size_t method_size) {
-  if (backend == NULL || backend->vtable == NULL) return false;
-  if (backend->vtable->struct_size < method_offset + method_size) return false;
-  void (*fn)(void);
-  memcpy(&fn, (const char*)backend->vtable + method_offset, sizeof(fn));
-  return fn != NULL;
+  return pw__plug_has(pw_backend_vtable(backend), method_offset, method_size);
 }
 
-static pw_status_t pw_backend_unimplemented(const pw_backend_t* backend,
-                                            const char* method) {
-  return pw_status_make(PW_STATUS_UNIMPLEMENTED, "backend '%s' does not implement %s",
-                        pw__backend_name(backend), method);
-}
-
-#define PW_BACKEND_REQUIRE(backend, method)                     \
-  do {                                                          \
-    if (!PW__BACKEND_HAS(backend, method)) {                    \
-      return pw_backend_unimplemented(backend, #method);        \
-    }                                                           \
+#define PW_BACKEND_REQUIRE(backend, method)                                         \
+  do {                                                                              \
+    if (!PW__BACKEND_HAS(backend, method)) {                                        \
+      return pw__plug_unimplemented(&pw_backend_kind, pw_backend_vtable(backend),   \
+                                    #method);                                       \
+    }                                                                               \
   } while (0)
+
+#define PW_BACKEND_BROKEN(backend, ...) \
+  pw__plug_broken(&pw_backend_kind, pw_backend_vtable(backend), __VA_ARGS__)
 
 void pw__backend_destroy(const pw_backend_t* backend) {
   if (PW__BACKEND_HAS(backend, destroy)) backend->vtable->destroy(backend->self);
@@ -82,9 +70,7 @@ pw_status_t pw__backend_compile(const pw_backend_t* backend, const void* program
                                                 mesh, options ? options : "",
                                                 allocator, out_bytes, out_size);
   if (status == NULL && *out_bytes == NULL && *out_size != 0) {
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "backend '%s' compile returned OK without bytes",
-                          pw__backend_name(backend));
+    return PW_BACKEND_BROKEN(backend, "compile returned OK without bytes");
   }
   return status;
 }
@@ -94,25 +80,23 @@ pw_status_t pw__backend_load(const pw_backend_t* backend, const void* bytes,
                              pw_executable_signature_t* out_signature) {
   *out_executable = NULL;
   memset(out_signature, 0, sizeof(*out_signature));
+  out_signature->struct_size = sizeof(*out_signature);
   PW_BACKEND_REQUIRE(backend, load);
   PW_BACKEND_REQUIRE(backend, unload);
   pw_status_t status = backend->vtable->load(backend->self, bytes, size,
                                              out_executable, out_signature);
   if (status != NULL) return status;
+  out_signature->struct_size = sizeof(*out_signature); /* the backend may not write it */
   if (*out_executable == NULL) {
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "backend '%s' load returned OK without an executable",
-                          pw__backend_name(backend));
+    return PW_BACKEND_BROKEN(backend, "load returned OK without an executable");
   }
   if (out_signature->input_count > PW_BACKEND_MAX_PARAMS ||
       out_signature->output_count > PW_BACKEND_MAX_PARAMS) {
     backend->vtable->unload(backend->self, *out_executable);
     *out_executable = NULL;
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "backend '%s' load reported %u inputs / %u outputs "
-                          "(maximum %d)",
-                          pw__backend_name(backend), out_signature->input_count,
-                          out_signature->output_count, PW_BACKEND_MAX_PARAMS);
+    return PW_BACKEND_BROKEN(backend, "load reported %u inputs / %u outputs (maximum %d)",
+                             out_signature->input_count, out_signature->output_count,
+                             PW_BACKEND_MAX_PARAMS);
   }
   return NULL;
 }
@@ -131,9 +115,7 @@ pw_status_t pw__backend_allocate(const pw_backend_t* backend, uint32_t device,
   PW_BACKEND_REQUIRE(backend, deallocate);
   pw_status_t status = backend->vtable->allocate(backend->self, device, size, out_memory);
   if (status == NULL && *out_memory == NULL) {
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "backend '%s' allocate returned OK without memory",
-                          pw__backend_name(backend));
+    return PW_BACKEND_BROKEN(backend, "allocate returned OK without memory");
   }
   return status;
 }

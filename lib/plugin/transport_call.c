@@ -3,39 +3,27 @@
 
 #include <string.h>
 
+#include "plugin/plug.h"
+
+static const pw__plug_kind_t pw_transport_kind = {
+    "transport", "(unnamed transport)", PW_TRANSPORT_VTABLE_SIZE_V1,
+    offsetof(pw_transport_vtable_t, name), true};
+
+static const void* pw_transport_vtable(const pw_transport_t* transport) {
+  return transport ? (const void*)transport->vtable : NULL;
+}
+
 const char* pw__transport_name(const pw_transport_t* transport) {
-  if (transport == NULL || transport->vtable == NULL ||
-      transport->vtable->struct_size <
-          offsetof(pw_transport_vtable_t, name) + sizeof(char*) ||
-      transport->vtable->name == NULL) {
-    return "(unnamed transport)";
-  }
-  return transport->vtable->name;
+  return pw__plug_name(&pw_transport_kind, pw_transport_vtable(transport));
 }
 
 pw_status_t pw__transport_check(const pw_transport_t* transport) {
-  if (transport == NULL || transport->vtable == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport has no vtable");
-  }
-  if (transport->vtable->struct_size < PW_TRANSPORT_VTABLE_SIZE_V1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "transport vtable struct_size %zu is smaller than v1 (%zu)",
-                          transport->vtable->struct_size,
-                          (size_t)PW_TRANSPORT_VTABLE_SIZE_V1);
-  }
-  if (transport->vtable->name == NULL || transport->vtable->name[0] == '\0') {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "transport vtable has no name");
-  }
-  return NULL;
+  return pw__plug_check(&pw_transport_kind, pw_transport_vtable(transport));
 }
 
 bool pw__transport_has(const pw_transport_t* transport, size_t method_offset,
                        size_t method_size) {
-  if (transport == NULL || transport->vtable == NULL) return false;
-  if (transport->vtable->struct_size < method_offset + method_size) return false;
-  void (*fn)(void);
-  memcpy(&fn, (const char*)transport->vtable + method_offset, sizeof(fn));
-  return fn != NULL;
+  return pw__plug_has(pw_transport_vtable(transport), method_offset, method_size);
 }
 
 void pw__transport_destroy(const pw_transport_t* transport) {
@@ -77,8 +65,7 @@ pw_status_t pw__transport_copy(const pw_transport_t* transport,
   PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->dst, "dst", copy->size),
                          "transport '%s'", pw__transport_name(transport));
   if (!PW__TRANSPORT_HAS(transport, copy)) {
-    return pw_status_make(PW_STATUS_UNIMPLEMENTED, "transport '%s' does not implement copy",
-                          pw__transport_name(transport));
+    return pw__plug_unimplemented(&pw_transport_kind, pw_transport_vtable(transport), "copy");
   }
   return transport->vtable->copy(transport->self, copy);
 }
@@ -148,9 +135,8 @@ pw_status_t pw__transport_copy_strided(const pw_transport_t* transport,
   PW_RETURN_IF_ERROR_CTX(pw_transport_check_endpoint(&copy->dst, "dst", dst_extent),
                          "transport '%s'", pw__transport_name(transport));
   if (!PW__TRANSPORT_HAS(transport, copy_strided)) {
-    return pw_status_make(PW_STATUS_UNIMPLEMENTED,
-                          "transport '%s' does not implement copy_strided",
-                          pw__transport_name(transport));
+    return pw__plug_unimplemented(&pw_transport_kind, pw_transport_vtable(transport),
+                                  "copy_strided");
   }
   return transport->vtable->copy_strided(transport->self, copy);
 }

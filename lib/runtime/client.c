@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "plugin/struct_size.h"
 #include "runtime/objects.h"
 
 pw_status_t pw_client_create(pw_runtime_t* runtime,
@@ -15,10 +16,9 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
                           "pw_client_create: runtime or out_client is NULL");
   }
   *out_client = NULL;
-  if (options != NULL && options->struct_size < PW_CLIENT_OPTIONS_SIZE_V1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "client options struct_size %zu is smaller than v1 (%zu)",
-                          options->struct_size, (size_t)PW_CLIENT_OPTIONS_SIZE_V1);
+  if (options != NULL) {
+    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_client_options_t,
+                                        PW_CLIENT_OPTIONS_SIZE_V1, "pw_client_create"));
   }
   pw_client_t* client = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc(runtime->allocator, sizeof(*client), PW_CACHE_LINE,
@@ -197,12 +197,15 @@ void pw__client_release(pw_client_t* client) {
 
 pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
                                   pw_client_slice_stats_t* out_stats) {
-  if (client == NULL || out_stats == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_client_slice_stats: client or out_stats is NULL");
+  if (client == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_client_slice_stats: client is NULL");
   }
-  memset(out_stats, 0, sizeof(*out_stats));
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_stats, pw_client_slice_stats_t,
+                                      PW_CLIENT_SLICE_STATS_SIZE_V1, "pw_client_slice_stats"));
+  pw_client_slice_stats_t stats;
+  memset(&stats, 0, sizeof(stats));
   if (slice >= client->runtime->slice_count) {
+    pw__struct_fill(out_stats, &stats, sizeof(stats));
     return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
                           slice, client->runtime->slice_count);
   }
@@ -210,8 +213,9 @@ pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
   /* Private runs of armed graphs count on their slots until the armed
    * graph goes, which moves them here under the same lock. */
   uint64_t private_ops = pw__dispatch_private_ops(client, slice);
-  out_stats->ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed) + private_ops;
-  out_stats->device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
+  stats.ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed) + private_ops;
+  stats.device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
+  pw__struct_fill(out_stats, &stats, sizeof(stats));
   return NULL;
 }
 

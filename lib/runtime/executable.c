@@ -5,6 +5,7 @@
 
 #include "cache/cache_internal.h"
 #include "plugin/backend_call.h"
+#include "plugin/struct_size.h"
 #include "runtime/objects.h"
 
 static void pw_executable_destroy(pw_object_t* object) {
@@ -166,12 +167,12 @@ static pw_status_t pw_executable_get(pw_client_t* client, pw_executable_t execut
 
 pw_status_t pw_executable_signature(pw_client_t* client, pw_executable_t executable,
                                     pw_executable_signature_t* out_signature) {
-  if (out_signature == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_signature is NULL");
-  }
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+                                      PW_EXECUTABLE_SIGNATURE_SIZE_V1,
+                                      "pw_executable_signature"));
   pw_executable_obj_t* e = NULL;
   PW_RETURN_IF_ERROR(pw_executable_get(client, executable, &e));
-  *out_signature = e->signature;
+  pw__struct_fill(out_signature, &e->signature, sizeof(e->signature));
   pw__object_release(&e->header);
   return NULL;
 }

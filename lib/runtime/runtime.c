@@ -5,14 +5,15 @@
 
 #include "pathways/transports/inproc.h"
 #include "plugin/backend_call.h"
+#include "plugin/policy_call.h"
+#include "plugin/struct_size.h"
 #include "plugin/transport_call.h"
 #include "runtime/objects.h"
 #include "runtime/workers.h"
 
 /* The transport in |options|, if the options are recent enough to have one. */
 static const pw_transport_t* pw_runtime_options_transport(const pw_runtime_options_t* options) {
-  if (options == NULL ||
-      options->struct_size < offsetof(pw_runtime_options_t, transport) + sizeof(pw_transport_t) ||
+  if (options == NULL || !PW__HAS_FIELD(options, pw_runtime_options_t, transport) ||
       options->transport.vtable == NULL) {
     return NULL;
   }
@@ -31,11 +32,6 @@ static void pw_runtime_destroy_plugins(const pw_runtime_options_t* options) {
 }
 
 static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options) {
-  if (options->struct_size < PW_RUNTIME_OPTIONS_SIZE_V1) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "runtime options struct_size %zu is smaller than v1 (%zu)",
-                          options->struct_size, (size_t)PW_RUNTIME_OPTIONS_SIZE_V1);
-  }
   if (options->backend_count == 0 || options->backends == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options name no backend");
   }
@@ -50,16 +46,9 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
   for (uint32_t b = 0; b < options->backend_count; ++b) {
     PW_RETURN_IF_ERROR_CTX(pw__backend_check(&options->backends[b]), "backends[%u]", b);
   }
-  if (options->struct_size >= offsetof(pw_runtime_options_t, sched_window) + sizeof(uint32_t) &&
+  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
       options->sched_policy.vtable != NULL) {
-    const pw_sched_policy_vtable_t* v = options->sched_policy.vtable;
-    if (v->struct_size < PW_SCHED_POLICY_VTABLE_SIZE_V1 || v->pick == NULL) {
-      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                            "scheduling policy '%s': vtable struct_size %zu (v1 is %zu) or "
-                            "no pick method",
-                            v->name ? v->name : "?", v->struct_size,
-                            (size_t)PW_SCHED_POLICY_VTABLE_SIZE_V1);
-    }
+    PW_RETURN_IF_ERROR(pw__policy_check(&options->sched_policy));
   }
   for (uint32_t s = 0; s < options->slice_count; ++s) {
     const pw_slice_desc_t* d = &options->slices[s];
@@ -129,10 +118,13 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_runtime is NULL");
   }
   *out_runtime = NULL;
-  if (options == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "runtime options are NULL");
+  pw_status_t status = PW__CHECK_STRUCT(options, pw_runtime_options_t,
+                                        PW_RUNTIME_OPTIONS_SIZE_V1, "pw_runtime_create");
+  if (status != NULL) {
+    pw_runtime_destroy_plugins(options); /* create owns them even now */
+    return status;
   }
-  pw_status_t status = pw_runtime_check_options(options);
+  status = pw_runtime_check_options(options);
   const pw_transport_t* transport = pw_runtime_options_transport(options);
   if (status == NULL && transport != NULL) {
     status = pw__transport_check(transport);
@@ -156,14 +148,20 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->logger = options->logger.fn ? options->logger : pw_logger_default();
   rt->worker_count = options->worker_count;
   rt->sched_policy = pw_sched_policy_fifo();
-  if (options->struct_size >= offsetof(pw_runtime_options_t, debug_disable_gang_order) +
-                                  sizeof(bool)) {
-    if (options->sched_policy.vtable != NULL) rt->sched_policy = options->sched_policy;
+  /* The three v2 scheduling fields came in one release: each is read only
+   * when struct_size covers it. */
+  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
+      options->sched_policy.vtable != NULL) {
+    rt->sched_policy = options->sched_policy;
+  }
+  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_window)) {
     rt->sched_window = options->sched_window;
+  }
+  if (PW__HAS_FIELD(options, pw_runtime_options_t, debug_disable_gang_order)) {
     rt->no_gang_order = options->debug_disable_gang_order;
     if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
   }
-  rt->sched_charge = rt->sched_window != 0 && rt->sched_policy.vtable->wants_charge;
+  rt->sched_charge = rt->sched_window != 0 && pw__policy_wants_charge(&rt->sched_policy);
   pthread_mutex_init(&rt->lock, NULL);
   pw_atomic_init_u64(&rt->next_gang_id, 1);
   static pw_atomic_u64_t serials; /* zero-initialised: the first runtime gets 1 */
@@ -282,37 +280,43 @@ static pw_device_health_t pw_slice_health(pw_slice_t* slice) {
   return worst;
 }
 
-pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
-                                  pw_slice_info_t* out_info) {
-  if (runtime == NULL || out_info == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_runtime_slice_info: runtime or out_info is NULL");
-  }
-  memset(out_info, 0, sizeof(*out_info));
+/* Fills all of |info| (zeroed by the caller) for pw_runtime_slice_info. */
+static pw_status_t pw_runtime_slice_info_fill(pw_runtime_t* runtime, uint32_t slice,
+                                              pw_slice_info_t* info) {
   if (slice >= runtime->slice_count) {
     return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
                           slice, runtime->slice_count);
   }
   pw_slice_t* s = &runtime->slices[slice];
-  snprintf(out_info->name, sizeof(out_info->name), "%s", s->name);
-  out_info->mesh = s->mesh;
-  out_info->device_count = s->device_count;
-  out_info->host = s->host;
-  snprintf(out_info->backend, sizeof(out_info->backend), "%s", pw__backend_name(s->backend));
-  out_info->health = pw_slice_health(s);
+  snprintf(info->name, sizeof(info->name), "%s", s->name);
+  info->mesh = s->mesh;
+  info->device_count = s->device_count;
+  info->host = s->host;
+  snprintf(info->backend, sizeof(info->backend), "%s", pw__backend_name(s->backend));
+  info->health = pw_slice_health(s);
   pthread_mutex_lock(&runtime->lock);
-  out_info->bound_vslices = s->bound_vslices;
+  info->bound_vslices = s->bound_vslices;
   pthread_mutex_unlock(&runtime->lock);
   return NULL;
 }
 
-pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
-                                   uint32_t mesh_index, pw_device_info_t* out_info) {
-  if (runtime == NULL || out_info == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_runtime_device_info: runtime or out_info is NULL");
+pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
+                                  pw_slice_info_t* out_info) {
+  if (runtime == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_slice_info: runtime is NULL");
   }
-  memset(out_info, 0, sizeof(*out_info));
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_slice_info_t, PW_SLICE_INFO_SIZE_V1,
+                                      "pw_runtime_slice_info"));
+  pw_slice_info_t info;
+  memset(&info, 0, sizeof(info));
+  pw_status_t status = pw_runtime_slice_info_fill(runtime, slice, &info);
+  pw__struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
+  return status;
+}
+
+/* Fills all of |out_info| (zeroed by the caller) for pw_runtime_device_info. */
+static pw_status_t pw_runtime_device_info_fill(pw_runtime_t* runtime, uint32_t slice,
+                                               uint32_t mesh_index, pw_device_info_t* out_info) {
   if (slice >= runtime->slice_count) {
     return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
                           slice, runtime->slice_count);
@@ -340,4 +344,18 @@ pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
   snprintf(out_info->kind, sizeof(out_info->kind), "%s",
            info.kind[0] ? info.kind : pw__backend_name(s->backend));
   return NULL;
+}
+
+pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
+                                   uint32_t mesh_index, pw_device_info_t* out_info) {
+  if (runtime == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_device_info: runtime is NULL");
+  }
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_device_info_t, PW_DEVICE_INFO_SIZE_V1,
+                                      "pw_runtime_device_info"));
+  pw_device_info_t info;
+  memset(&info, 0, sizeof(info));
+  pw_status_t status = pw_runtime_device_info_fill(runtime, slice, mesh_index, &info);
+  pw__struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
+  return status;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plugin/backend_call.h"
+#include "plugin/struct_size.h"
 #include "runtime/objects.h"
 
 /* ---- composite slices --------------------------------------------------- */
@@ -351,11 +352,8 @@ pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_
                           "pw_vslice_create_spanning: client, span or out_vslice is NULL");
   }
   out_vslice->id = 0;
-  if (span->struct_size < sizeof(pw_vslice_span_t)) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_vslice_create_spanning: span struct_size %zu is smaller than "
-                          "v1 (%zu)", span->struct_size, sizeof(pw_vslice_span_t));
-  }
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(span, pw_vslice_span_t, PW_VSLICE_SPAN_SIZE_V1,
+                                      "pw_vslice_create_spanning"));
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(&span->mesh), "pw_vslice_create_spanning");
   if (span->flags & ~(uint32_t)PW_VSLICE_EXCLUSIVE) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,

@@ -115,7 +115,7 @@ pw_backend_executable_t pw_cts_load(const pw_backend_t* backend, pw_cts_program_
   size_t size = 0;
   pw_cts_compile(backend, fn, mesh, elements, &bytes, &size);
   pw_backend_executable_t executable = NULL;
-  pw_executable_signature_t signature;
+  pw_executable_signature_t signature = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_status_t status = pw__backend_load(backend, bytes, size, &executable, &signature);
   pw_cts_free_bytes(bytes, size);
   PW_CTS_OK(status);

@@ -206,7 +206,7 @@ void pw_cts_case_load_unload_round_trip(const pw_cts_fixture_t* f) {
   cr_assert_not_null(unaligned);
   memcpy(unaligned + 1, bytes, size);
   pw_backend_executable_t e[3] = {NULL, NULL, NULL};
-  pw_executable_signature_t sig[3];
+  pw_executable_signature_t sig[3] = {{.struct_size = sizeof(pw_executable_signature_t)}, {.struct_size = sizeof(pw_executable_signature_t)}, {.struct_size = sizeof(pw_executable_signature_t)}};
   PW_CTS_OK(pw__backend_load(&b, bytes, size, &e[0], &sig[0]));
   PW_CTS_OK(pw__backend_load(&b, bytes, size, &e[1], &sig[1]));
   PW_CTS_OK(pw__backend_load(&b, unaligned + 1, size, &e[2], &sig[2]));
@@ -232,7 +232,7 @@ void pw_cts_case_load_unload_round_trip(const pw_cts_fixture_t* f) {
 static void pw_cts_expect_load_error(const pw_backend_t* b, const void* bytes, size_t size,
                                      const char* what) {
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_status_t status = pw__backend_load(b, bytes, size, &e, &sig);
   if (status == NULL) {
     pw__backend_unload(b, e);
@@ -282,7 +282,7 @@ void pw_cts_case_load_rejects_corrupt(const pw_cts_fixture_t* f) {
   free(longer);
   /* The intact bytes still load. */
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   PW_CTS_OK(pw__backend_load(&b, bytes, size, &e, &sig));
   pw__backend_unload(&b, e);
   pw_cts_free_bytes(bytes, size);

@@ -220,7 +220,7 @@ static bool pw_cts_sweep_body(pw_allocator_t allocator, bool expect_failure, voi
   void* bytes = NULL;
   size_t size = 0;
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   char text[4096];
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);

@@ -55,7 +55,7 @@ static void pw_shim_expect_all_unimplemented(const pw_backend_t* b, bool launch_
                                "compile");
   cr_assert(bytes == NULL && size == 0, "compile out-params not cleared");
   pw_backend_executable_t e = (pw_backend_executable_t)buffer;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_shim_expect_unimplemented(pw__backend_load(b, buffer, 4, &e, &sig), "load");
   cr_assert_null(e, "load out-param not cleared");
   pw_backend_memory_t m = fake;
@@ -123,7 +123,7 @@ Test(cts_shim, future_vtable_is_accepted_as_v1) {
   PW_CTS_OK(pw__backend_compile(&b, program, sizeof(program) - 1, &mesh, NULL,
                                 pw_allocator_system(), &bytes, &size));
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   PW_CTS_OK(pw__backend_load(&b, bytes, size, &e, &sig));
   pw_allocator_free(pw_allocator_system(), bytes, size);
   cr_assert_str_eq(sig.name, "fill");
@@ -229,7 +229,7 @@ Test(cts_shim, backend_contract_violations_are_internal) {
                                               &bytes, &size),
                           "compile without bytes");
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_shim_expect_internal(pw__backend_load(&b, "x", 1, &e, &sig), "load without executable");
   pw_shim_expect_internal(pw__backend_load(&b, "xy", 2, &e, &sig), "load with 17 inputs");
   cr_assert_null(e, "the refused executable was handed out");

@@ -213,7 +213,7 @@ static pw_backend_executable_t stress_load(const pw_backend_t* b, const char* te
   void* bytes = NULL;
   size_t size = 0;
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   if (!stress_ok(pw__backend_compile(b, text, strlen(text), &mesh, NULL, pw_allocator_system(),
                                      &bytes, &size),
                  "compile")) {

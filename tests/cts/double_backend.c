@@ -86,7 +86,14 @@ static pw_status_t pw_double_load(void* self, const void* bytes, size_t size,
   executable->magic = PW_DOUBLE_EXECUTABLE_MAGIC;
   executable->group_size = pw_mesh_shape_device_count(&program.signature.mesh);
   executable->program = program;
-  *out_signature = program.signature;
+  /* Only as far as the caller's struct_size reaches, keeping it. */
+  size_t covered = out_signature->struct_size < sizeof(program.signature)
+                       ? out_signature->struct_size
+                       : sizeof(program.signature);
+  if (covered > sizeof(size_t)) {
+    memcpy((char*)out_signature + sizeof(size_t), (const char*)&program.signature + sizeof(size_t),
+           covered - sizeof(size_t));
+  }
   *out_executable = (pw_backend_executable_t)executable;
   atomic_fetch_add(&d->live_executables, 1);
   return NULL;

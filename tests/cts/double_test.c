@@ -34,7 +34,7 @@ static pw_backend_executable_t pw_dt_load(const pw_backend_t* b, const char* tex
   PW_CTS_OK(pw__backend_compile(b, text, strlen(text), &mesh, NULL, pw_allocator_system(),
                                 &bytes, &size));
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t local;
+  pw_executable_signature_t local = {.struct_size = sizeof(pw_executable_signature_t)};
   PW_CTS_OK(pw__backend_load(b, bytes, size, &e, sig ? sig : &local));
   pw_allocator_free(pw_allocator_system(), bytes, size);
   return e;
@@ -82,7 +82,7 @@ Test(double_backend, program_text_is_canonicalised) {
   cr_assert(sc != sa || memcmp(ba, bc, sa) != 0, "options are not in the bytes");
   pw_allocator_free(pw_allocator_system(), bc, sc);
   pw_allocator_free(pw_allocator_system(), ba, sa);
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_backend_executable_t e = pw_dt_load(&b, a, 8, &sig);
   cr_assert_str_eq(sig.name, "copy");
   cr_assert_eq(sig.input_count, 1);
@@ -107,7 +107,7 @@ Test(double_backend, default_signatures) {
                {"fill 9", 0, 1, PW_DTYPE_U8},     {"copy", 1, 1, PW_DTYPE_U8},
                {"all_reduce_sum", 1, 1, PW_DTYPE_F32}};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
-    pw_executable_signature_t sig;
+    pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
     pw_backend_executable_t e = pw_dt_load(&b, cases[i].text, 2, &sig);
     cr_assert_eq(sig.input_count, cases[i].inputs, "%s", cases[i].text);
     cr_assert_eq(sig.output_count, cases[i].outputs, "%s", cases[i].text);
@@ -134,7 +134,7 @@ Test(double_backend, errors_name_the_line_and_load_codes) {
                                 &size));
   unsigned char* p = bytes;
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   struct {
     size_t at;
     pw_status_code_t code;

@@ -81,7 +81,7 @@ Test(graph_codec, encode_decode_encode_is_byte_identical) {
   void* b1;
   size_t n1;
   encode(&e, g, NULL, &b1, &n1);
-  pw_graph_format_info_t info;
+  pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
   OK(pw_graph_format_check(b1, n1, pw_allocator_system(), &info));
   cr_assert_eq(info.nodes, 3);
   cr_assert_eq(info.parameters, 1);
@@ -95,7 +95,8 @@ Test(graph_codec, encode_decode_encode_is_byte_identical) {
   encode(&e, g2, NULL, &b2, &n2);
   cr_assert_eq(n1, n2);
   cr_assert(memcmp(b1, b2, n1) == 0, "re-encoding the decoded graph changed its bytes");
-  pw_graph_counts_t c1, c2;
+  pw_graph_counts_t c1 = {.struct_size = sizeof(pw_graph_counts_t)},
+                    c2 = {.struct_size = sizeof(pw_graph_counts_t)};
   OK(pw_graph_counts(e.f.client, g, &c1));
   OK(pw_graph_counts(e.f.client, g2, &c2));
   cr_assert(memcmp(&c1, &c2, sizeof(c1)) == 0);

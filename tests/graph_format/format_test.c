@@ -68,7 +68,8 @@ Test(graph_format, key_order_and_integer_width_do_not_change_the_hash) {
   uint8_t* a = gf_read_corpus("valid_minimal.cbor", &a_size);
   uint8_t* b = gf_read_corpus("valid_noncanonical.cbor", &b_size);
   cr_assert_neq(a_size, b_size);
-  pw_graph_format_info_t ia, ib;
+  pw_graph_format_info_t ia = {.struct_size = sizeof(pw_graph_format_info_t)},
+                         ib = {.struct_size = sizeof(pw_graph_format_info_t)};
   OK(pw_graph_format_check(a, a_size, sys(), &ia));
   OK(pw_graph_format_check(b, b_size, sys(), &ib));
   cr_assert(memcmp(&ia.hash, &ib.hash, sizeof(ia.hash)) == 0);
@@ -83,7 +84,7 @@ Test(graph_format, key_order_and_integer_width_do_not_change_the_hash) {
   /* A different graph has a different hash. */
   size_t c_size;
   uint8_t* c = gf_read_corpus("valid_chain8.cbor", &c_size);
-  pw_graph_format_info_t ic;
+  pw_graph_format_info_t ic = {.struct_size = sizeof(pw_graph_format_info_t)};
   OK(pw_graph_format_check(c, c_size, sys(), &ic));
   cr_assert(memcmp(&ia.hash, &ic.hash, sizeof(ia.hash)) != 0);
   char hex[33];
@@ -252,7 +253,7 @@ static bool sweep_body(pw_allocator_t allocator, bool expect_failure, void* user
   void* out = NULL;
   size_t out_size = 0;
   if (in->which == 0) {
-    pw_graph_format_info_t info;
+    pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
     s = pw_graph_format_check(in->data, in->size, allocator, &info);
   } else if (in->which == 1) {
     s = pw_graph_format_canonicalize(in->data, in->size, allocator, &out, &out_size);

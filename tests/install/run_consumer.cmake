@@ -54,7 +54,7 @@ if(NOT LAST_OUTPUT MATCHES "consumer ok")
 endif()
 message(STATUS "pkg-config consumer: ${LAST_OUTPUT}")
 
-# 3. The installed tool from the moved prefix: it finds libpathways.so.0
+# 3. The installed tool from the moved prefix: it finds libpathways.so.1
 # through its runpath, with no LD_LIBRARY_PATH.
 unset(ENV{LD_LIBRARY_PATH})
 run(${moved}/bin/pathways-graph --help)

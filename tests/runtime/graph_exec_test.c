@@ -300,7 +300,8 @@ Test(graph_exec, effect_only_graphs_reject_bad_input_and_survive_allocation_fail
   OK(pw_graph_add_compute(e.f.client, g, "effect", fill7, e.vs, NULL, 0, &n));
   uint32_t s0;
   OK(pw_vslice_binding(e.f.client, e.vs, &s0, NULL));
-  pw_client_slice_stats_t before, after;
+  pw_client_slice_stats_t before = {.struct_size = sizeof(pw_client_slice_stats_t)},
+                          after = {.struct_size = sizeof(pw_client_slice_stats_t)};
   OK(pw_client_slice_stats(e.f.client, s0, &before));
   uint64_t accepted = 0;
   /* Allocation failures at every point of the first submissions (the
@@ -1194,7 +1195,8 @@ Test(graph_exec, slice_stats_count_armed_runs) {
   OK(pw_vslice_binding(e.f.client, e.vs, &s0, NULL));
   OK(pw_vslice_binding(e.f.client, e.other, &s1, NULL));
   cr_assert_neq(s0, s1);
-  pw_client_slice_stats_t before[2], after[2];
+  pw_client_slice_stats_t before[2] = {{.struct_size = sizeof(pw_client_slice_stats_t)}, {.struct_size = sizeof(pw_client_slice_stats_t)}},
+                          after[2] = {{.struct_size = sizeof(pw_client_slice_stats_t)}, {.struct_size = sizeof(pw_client_slice_stats_t)}};
   /* One handle run: what one run counts on each slice. */
   OK(pw_client_slice_stats(e.f.client, s0, &before[0]));
   OK(pw_client_slice_stats(e.f.client, s1, &before[1]));

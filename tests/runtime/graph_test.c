@@ -215,7 +215,7 @@ Test(graph, finalized_graph_is_frozen_and_submit_checks_arguments) {
   OK(pw_graph_finalize(e.f.client, e.g)); /* idempotent */
   FAILS(pw_graph_add_output(e.f.client, e.g, pw_value(c, 0)), PW_STATUS_FAILED_PRECONDITION,
         "finalized");
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   OK(pw_graph_counts(e.f.client, e.g, &counts));
   cr_assert_eq(counts.parameters, 1);
   cr_assert_eq(counts.computes, 1);
@@ -259,7 +259,7 @@ Test(graph, nodes_may_name_later_nodes) {
   OK(pw_graph_add_output(e.f.client, e.g, pw_value(1, 0)));
   OK(pw_graph_add_output(e.f.client, e.g, pw_value(pair, 0)));
   OK(pw_graph_finalize(e.f.client, e.g));
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   OK(pw_graph_counts(e.f.client, e.g, &counts));
   cr_assert_eq(counts.computes, 5);
   cr_assert_eq(counts.edges, 5);
@@ -305,7 +305,7 @@ static size_t chain_build_allocations(uint32_t n) {
   OK(pw_graph_add_output(f.client, g, pw_value(prev, 0)));
   OK(pw_graph_finalize(f.client, g));
   size_t used = atomic_load(&t.allocations) - before;
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   OK(pw_graph_counts(f.client, g, &counts));
   cr_assert_eq(counts.computes, n);
   cr_assert_eq(counts.edges, n - 1);

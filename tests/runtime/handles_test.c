@@ -123,14 +123,14 @@ static void expect_foreign_everywhere(world_t* w, const world_t* other) {
   pw_array_spec_t spec;
   FAILS_NAMING(pw_buffer_spec(c, other->buf, &spec), PW_STATUS_PERMISSION_DENIED, denied,
                other->buf.id);
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   FAILS_NAMING(pw_executable_signature(c, other->exe, &sig), PW_STATUS_PERMISSION_DENIED,
                denied, other->exe.id);
   uint32_t slice;
   pw_mesh_shape_t mesh;
   FAILS_NAMING(pw_vslice_binding(c, other->vs, &slice, &mesh), PW_STATUS_PERMISSION_DENIED,
                denied, other->vs.id);
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   FAILS_NAMING(pw_graph_counts(c, other->g, &counts), PW_STATUS_PERMISSION_DENIED, denied,
                other->g.id);
   /* Releases through the wrong runtime remove nothing, in either. */
@@ -210,7 +210,7 @@ Test(handles, ids_with_altered_kind_bits_are_refused) {
   FAILS_NAMING(pw_graph_add_compute(c, fresh, "c", graph_as_exe, w.vs, &in, 1, NULL),
                PW_STATUS_INVALID_ARGUMENT,
                "pw_graph_add_compute: executable: handle", graph_as_exe.id);
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   FAILS_NAMING(pw_executable_signature(c, graph_as_exe, &sig), PW_STATUS_INVALID_ARGUMENT,
                "names the graph", graph_as_exe.id);
   pw_buffer_t vs_as_buf = {(w.vs.id & ~KIND_BITS) | kind_buf};
@@ -257,7 +257,7 @@ static pw_status_t query(pw_client_t* c, int kind, uint64_t id) {
       return pw_vslice_binding(c, (pw_vslice_t){id}, &slice, &mesh);
     }
     case 1: {
-      pw_executable_signature_t sig;
+      pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
       return pw_executable_signature(c, (pw_executable_t){id}, &sig);
     }
     case 2: {
@@ -265,7 +265,7 @@ static pw_status_t query(pw_client_t* c, int kind, uint64_t id) {
       return pw_buffer_spec(c, (pw_buffer_t){id}, &spec);
     }
     default: {
-      pw_graph_counts_t counts;
+      pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
       return pw_graph_counts(c, (pw_graph_t){id}, &counts);
     }
   }
@@ -342,7 +342,7 @@ Test(handles, a_stale_graph_handle_stays_stale_after_65536_cycles_of_its_slot) {
   pw_graph_t live;
   OK(pw_graph_create(f.client, &live));
   cr_assert_neq(live.id, first.id);
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   FAILS_NAMING(pw_graph_counts(f.client, first, &counts), PW_STATUS_NOT_FOUND,
                "graph handle", first.id);
   FAILS_NAMING(pw_graph_release(f.client, first), PW_STATUS_NOT_FOUND,
@@ -364,14 +364,14 @@ Test(handles, a_live_clients_handles_stay_denied_after_4096_client_cycles) {
     pw_graph_t theirs;
     OK(pw_graph_create(c, &theirs)); /* also slot 0, generation 1 */
     cr_assert_neq(theirs.id, mine.id, "client %u got the live client's tag", i);
-    pw_graph_counts_t counts;
+    pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
     FAILS_NAMING(pw_graph_counts(c, mine, &counts), PW_STATUS_PERMISSION_DENIED,
                  "belongs to another client", mine.id);
     FAILS_NAMING(pw_graph_counts(f.client, theirs, &counts), PW_STATUS_PERMISSION_DENIED,
                  "belongs to another client", theirs.id);
     pw_client_destroy(c);
   }
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   OK(pw_graph_counts(f.client, mine, &counts));
   OK(pw_graph_release(f.client, mine));
   pw_fixture_deinit(&f);
@@ -397,7 +397,7 @@ Test(handles, client_creation_runs_out_only_when_every_tag_is_live) {
   pw_client_destroy(clients[2000]);
   OK(pw_client_create(f.runtime, NULL, &clients[2000]));
   cr_assert_str_eq(pw_client_name(clients[2000]), name);
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   FAILS_NAMING(pw_graph_counts(clients[2000], g, &counts), PW_STATUS_PERMISSION_DENIED,
                "belongs to another client", g.id);
   OK(pw_graph_release(clients[1], g));

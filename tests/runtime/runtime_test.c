@@ -54,7 +54,7 @@ Test(runtime, bad_topologies_are_rejected_and_backends_still_freed) {
       {{{"a", {0, {0}}, 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_NORMAL, PW_STATUS_INVALID_ARGUMENT,
        "slices[0]: mesh rank 0"},
       {{{"a", m24, 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_SHORT, PW_STATUS_INVALID_ARGUMENT,
-       "backends[0]: backend vtable struct_size"},
+       "backends[0]: backend 'double-short': vtable struct_size"},
       {{{"a", m24, 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_NO_NAME, PW_STATUS_INVALID_ARGUMENT,
        "backends[0]: backend vtable has no name"},
   };
@@ -86,7 +86,7 @@ Test(runtime, topology_queries) {
   pw_runtime_t* rt;
   OK(pw_runtime_create(&o, &rt));
   cr_assert_eq(pw_runtime_slice_count(rt), 2);
-  pw_slice_info_t info;
+  pw_slice_info_t info = {.struct_size = sizeof(pw_slice_info_t)};
   OK(pw_runtime_slice_info(rt, 0, &info));
   cr_assert_str_eq(info.name, "north");
   cr_assert_str_eq(info.backend, "double-future"); /* a v2-sized vtable is accepted */
@@ -96,7 +96,7 @@ Test(runtime, topology_queries) {
   OK(pw_runtime_slice_info(rt, 1, &info));
   cr_assert_str_eq(info.name, "slice1");
   FAILS(pw_runtime_slice_info(rt, 2, &info), PW_STATUS_OUT_OF_RANGE, "slice 2 does not exist");
-  pw_device_info_t dev;
+  pw_device_info_t dev = {.struct_size = sizeof(pw_device_info_t)};
   OK(pw_runtime_device_info(rt, 1, 5, &dev));
   cr_assert_eq(dev.backend_device, 13);
   cr_assert_eq(dev.host, 4);

@@ -281,7 +281,7 @@ Test(sizes, random_shapes_near_the_limits_never_wrap) {
     cr_assert_eq(s == NULL, fits, "%s: executable %s: %s", what,
                  s == NULL ? "accepted" : "rejected", s ? pw_status_message(s) : "");
     if (s == NULL) {
-      pw_executable_signature_t sig;
+      pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
       OK(pw_executable_signature(f.client, e, &sig));
       cr_assert(pw_array_spec_equal(&sig.inputs[0], &spec), "%s", what);
       OK(pw_executable_release(f.client, e));
@@ -308,7 +308,7 @@ Test(sizes, random_shapes_near_the_limits_never_wrap) {
       void* bytes = NULL;
       size_t size = 0;
       OK(pw_graph_encode(f.client, g, NULL, pw_allocator_system(), &bytes, &size));
-      pw_graph_format_info_t info;
+      pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
       OK(pw_graph_format_check(bytes, size, pw_allocator_system(), &info));
       cr_assert_eq(info.buffers, 1, "%s", what);
       pw_allocator_free(pw_allocator_system(), bytes, size);

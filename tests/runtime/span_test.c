@@ -58,7 +58,7 @@ Test(span, binds_slices_in_index_order_and_reports_them) {
   /* Bindings: wide on 0 and 2, all on 0..2, one on |one_at|. */
   uint32_t one_at = 99;
   OK(pw_vslice_binding(f.client, one, &one_at, NULL));
-  pw_slice_info_t info;
+  pw_slice_info_t info = {.struct_size = sizeof(pw_slice_info_t)};
   for (uint32_t i = 0; i < 3; ++i) {
     OK(pw_runtime_slice_info(f.runtime, i, &info));
     uint32_t want = 1 + (i != 1) + (i == one_at);

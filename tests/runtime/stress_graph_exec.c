@@ -181,7 +181,7 @@ static bool submit(lane_t* lane, flight_t* f, int index, int i, bool keep, bool 
 
 /* The client's ops_completed on |lane|'s slice went up by 2 per run. */
 static void check_ops(lane_t* lane, uint64_t before, long runs, int index) {
-  pw_client_slice_stats_t st;
+  pw_client_slice_stats_t st = {.struct_size = sizeof(pw_client_slice_stats_t)};
   if (!ok(pw_client_slice_stats(lane->client, lane->slice, &st), "stats", index)) return;
   if (st.ops_completed - before != (uint64_t)(2 * runs)) {
     fprintf(stderr, "stress_graph_exec: thread %d: slice %u counted %llu ops, want %ld\n",
@@ -224,7 +224,7 @@ static void churn(pw_client_t* client, const uint32_t* slices, int slice_count, 
   uint64_t before[2] = {0, 0};
   int unwaited = 0;
   for (int l = 0; l < slice_count; ++l) {
-    pw_client_slice_stats_t st;
+    pw_client_slice_stats_t st = {.struct_size = sizeof(pw_client_slice_stats_t)};
     TRY(lane_init(&lanes[l], client, slices[l], false), "lane");
     TRY(pw_client_slice_stats(client, slices[l], &st), "stats");
     before[l] = st.ops_completed;
@@ -292,7 +292,7 @@ static void* worker(void* arg) {
     memset(lanes, 0, sizeof(lanes));
     uint64_t before[2] = {0, 0};
     for (int l = 0; l < count; ++l) {
-      pw_client_slice_stats_t st;
+      pw_client_slice_stats_t st = {.struct_size = sizeof(pw_client_slice_stats_t)};
       TRY(lane_init(&lanes[l], client, slices[index][l], !handle), "lane");
       TRY(pw_client_slice_stats(client, slices[index][l], &st), "stats");
       before[l] = st.ops_completed;
@@ -342,7 +342,7 @@ static int run_config(const char* label, pw_sched_policy_t policy, uint32_t wind
   g_shared = f.client;
   uint64_t shared_before[SLICES];
   for (uint32_t s = 0; s < SLICES; ++s) {
-    pw_client_slice_stats_t st;
+    pw_client_slice_stats_t st = {.struct_size = sizeof(pw_client_slice_stats_t)};
     if (!ok(pinned_vslice(g_shared, s, &g_shared_vs[s]), "shared vslice", index) ||
         !ok(pw_client_slice_stats(g_shared, s, &st), "stats", index)) {
       pw_fixture_deinit(&f);
@@ -371,7 +371,7 @@ static int run_config(const char* label, pw_sched_policy_t policy, uint32_t wind
    * are all done. */
   if (ok(pw_client_wait_idle(g_shared, pw_deadline_from_timeout(DEADLINE_NS)), "idle", index)) {
     for (uint32_t s = 0; s < SLICES; ++s) {
-      pw_client_slice_stats_t st;
+      pw_client_slice_stats_t st = {.struct_size = sizeof(pw_client_slice_stats_t)};
       if (!ok(pw_client_slice_stats(g_shared, s, &st), "stats", index)) continue;
       if (st.ops_completed - shared_before[s] != (uint64_t)(2 * g_shared_runs[s])) {
         fprintf(stderr, "stress_graph_exec: shared client, slice %u: %llu ops, want %ld\n", s,

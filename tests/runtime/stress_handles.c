@@ -42,7 +42,7 @@ static bool ok(pw_status_t s, const char* what) {
 
 /* |graph| resolved through |client|: true when the outcome is |code|. */
 static bool resolves_as(pw_client_t* client, uint64_t graph, pw_status_code_t code) {
-  pw_graph_counts_t counts;
+  pw_graph_counts_t counts = {.struct_size = sizeof(pw_graph_counts_t)};
   pw_status_t s = pw_graph_counts(client, (pw_graph_t){graph}, &counts);
   bool same = pw_status_code(s) == code;
   if (!same) {

@@ -108,7 +108,8 @@ Test(transfer, reshards_across_slices_with_only_the_needed_copies) {
   OK(pw_fixture_wait(done));
   /* Completions are counted per op's slice ("home" runs on a, "to_b" and
    * "cols" on b) by the time the done event fires. */
-  pw_client_slice_stats_t on_a, on_b;
+  pw_client_slice_stats_t on_a = {.struct_size = sizeof(pw_client_slice_stats_t)},
+                          on_b = {.struct_size = sizeof(pw_client_slice_stats_t)};
   OK(pw_client_slice_stats(w.client, 0, &on_a));
   OK(pw_client_slice_stats(w.client, 1, &on_b));
   cr_assert_eq(on_a.ops_completed, 1);

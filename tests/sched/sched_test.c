@@ -153,7 +153,7 @@ static void take_snapshot(void* user, pw_status_t status) {
   snapshot_t* snap = user;
   pw_status_free(status);
   for (int c = 0; c < kClients; ++c) {
-    pw_client_slice_stats_t stats;
+    pw_client_slice_stats_t stats = {.struct_size = sizeof(pw_client_slice_stats_t)};
     pw_status_ignore(pw_client_slice_stats(snap->env->clients[c], 0, &stats));
     snap->device_ns[c] = stats.device_ns;
     snap->ops[c] = stats.ops_completed;
@@ -192,11 +192,11 @@ Test(sched, fair_share_gives_device_time_in_proportion_to_weights) {
   }
   cr_assert_eq(snap.ops[3], kPerClient);
   for (int c = 0; c < kClients; ++c) {
-    pw_client_slice_stats_t stats;
+    pw_client_slice_stats_t stats = {.struct_size = sizeof(pw_client_slice_stats_t)};
     OK(pw_client_slice_stats(e.clients[c], 0, &stats));
     cr_assert_eq(stats.ops_completed, kPerClient);
   }
-  pw_client_slice_stats_t stats;
+  pw_client_slice_stats_t stats = {.struct_size = sizeof(pw_client_slice_stats_t)};
   pw_status_t st = pw_client_slice_stats(e.clients[0], 7, &stats);
   cr_assert_eq(pw_status_code(st), PW_STATUS_OUT_OF_RANGE);
   pw_status_free(st);

@@ -387,7 +387,7 @@ void pw_tcts_case_sim_virtual_time(const pw_tcts_fixture_t* f) {
   /* Across slices: dcn latency 10 us + 1e6 bytes at 2.5e10 B/s = 50 us. */
   pw_transport_copy_t c = pw_tcts_describe(b, 0, m0, 0, b, 4, m4, 0, 1000000, &d);
   cr_assert_eq(pw_tcts_run(&t, &c, &d), PW_STATUS_OK, "%s", d.message);
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_TCTS_OK(pw_sim_backend_stats(*b, &stats));
   cr_assert_eq(stats.transfers, 1);
   cr_assert_eq(stats.clock, 50000, "clock %llu", (unsigned long long)stats.clock);

@@ -267,6 +267,7 @@ class Graph(_Runs, ClientHandle):
     def counts(self):
         """The library's counts: parameters, computes, outputs, edges."""
         c = ffi.new("pw_graph_counts_t*")
+        c.struct_size = ffi.sizeof("pw_graph_counts_t")
         with _Call(self) as ptr:
             check(lib.pw_graph_counts(ptr, self._h[0], c))
         return {"parameters": c.parameters, "computes": c.computes, "outputs": c.outputs,

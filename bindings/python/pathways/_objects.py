@@ -323,6 +323,7 @@ class Executable(ClientHandle):
         sig = self._sig
         if sig is None:
             c = ffi.new("pw_executable_signature_t*")
+            c.struct_size = ffi.sizeof("pw_executable_signature_t")
             ptr, h = self._enter()
             try:  # the signature's views live as long as the handle
                 check(lib.pw_executable_signature(ptr, h, c))

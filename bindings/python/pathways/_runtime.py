@@ -384,6 +384,7 @@ class Slice:
 
     def _info(self):
         info = ffi.new("pw_slice_info_t*")
+        info.struct_size = ffi.sizeof("pw_slice_info_t")
         with self.runtime._life as ptr:
             check(lib.pw_runtime_slice_info(ptr, self.index, info))
         return info
@@ -425,6 +426,7 @@ class Slice:
 
     def device(self, mesh_index):
         info = ffi.new("pw_device_info_t*")
+        info.struct_size = ffi.sizeof("pw_device_info_t")
         with self.runtime._life as ptr:
             check(lib.pw_runtime_device_info(ptr, self.index, mesh_index, info))
         return Device(info)

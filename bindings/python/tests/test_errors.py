@@ -78,6 +78,7 @@ def test_library_errors_map_to_their_classes(runtime, client, vs):
         client.vslice("2x4")  # the client already has the only 2x4 slice
     # OUT_OF_RANGE: a slice index the runtime lacks.
     info = ffi.new("pw_slice_info_t*")
+    info.struct_size = ffi.sizeof("pw_slice_info_t")
     with pytest.raises(pw.OutOfRangeError):
         from pathways._errors import check
         check(lib.pw_runtime_slice_info(runtime._ptr, 7, info))

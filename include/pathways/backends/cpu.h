@@ -163,8 +163,7 @@ typedef struct pw_cpu_backend_options_t {
   uint32_t host;               /* reported in device_info; default 0 */
 } pw_cpu_backend_options_t;
 
-#define PW_CPU_BACKEND_OPTIONS_SIZE_V1 \
-  (offsetof(pw_cpu_backend_options_t, host) + sizeof(uint32_t))
+#define PW_CPU_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_backend_options_t, host)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options);
@@ -338,6 +337,8 @@ typedef struct pw_cpu_kernel_call_t {
   void* user;                      /* the kernel definition's |user| */
 } pw_cpu_kernel_call_t;
 
+#define PW_CPU_KERNEL_CALL_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_kernel_call_t, user)
+
 /* Runs one device's part. Called on a pool thread, concurrently for
  * different devices and launches: must be thread-safe and must not block
  * on other devices (use the built-in collectives for that). Returns NULL or
@@ -367,8 +368,7 @@ typedef struct pw_cpu_kernel_def_t {
   void* user;                      /* passed to check and run */
 } pw_cpu_kernel_def_t;
 
-#define PW_CPU_KERNEL_DEF_SIZE_V1 \
-  (offsetof(pw_cpu_kernel_def_t, user) + sizeof(void*))
+#define PW_CPU_KERNEL_DEF_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_kernel_def_t, user)
 
 /* Registers a kernel with |backend| (a CPU backend). |def| and the arrays
  * and strings it points to are copied; |def->user| must stay valid while

@@ -276,8 +276,7 @@ typedef struct pw_sim_backend_options_t {
   void* trace_user;
 } pw_sim_backend_options_t;
 
-#define PW_SIM_BACKEND_OPTIONS_SIZE_V1 \
-  (offsetof(pw_sim_backend_options_t, trace_user) + sizeof(void*))
+#define PW_SIM_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_backend_options_t, trace_user)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_sim_backend_options_init(pw_sim_backend_options_t* out_options);
@@ -338,7 +337,9 @@ PW_API bool pw_sim_backend_wait_idle(pw_backend_t backend, uint64_t timeout_ns);
  * Queries
  *-------------------------------------------------------------------------*/
 
+/* The caller sets struct_size; only the fields it covers are written. */
 typedef struct pw_sim_stats_t {
+  size_t struct_size;      /* set by the caller: sizeof(pw_sim_stats_t) */
   pw_sim_time_t clock;     /* max(host time, latest completion delivered) */
   uint64_t trace_hash;     /* see DETERMINISM above */
   uint64_t events;         /* events folded into the hash */
@@ -346,6 +347,8 @@ typedef struct pw_sim_stats_t {
   uint64_t transfers;      /* of which transfers */
   uint64_t queued;         /* completions waiting (MANUAL/THREADED) */
 } pw_sim_stats_t;
+
+#define PW_SIM_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_stats_t, queued)
 
 /* Snapshot of the counters, in O(devices). Consistent when nothing is in
  * flight. INVALID_ARGUMENT for a backend that is not a sim. */
@@ -356,7 +359,9 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_sim_backend_stats(pw_backend_t backend,
 PW_API uint64_t pw_sim_backend_trace_hash(pw_backend_t backend);
 PW_API pw_sim_time_t pw_sim_backend_clock(pw_backend_t backend);
 
+/* The caller sets struct_size; only the fields it covers are written. */
 typedef struct pw_sim_device_state_t {
+  size_t struct_size;        /* set by the caller: sizeof(pw_sim_device_state_t) */
   uint32_t slice;
   uint32_t chip;
   pw_sim_time_t busy_until;  /* end of the last op launched on it */
@@ -364,6 +369,8 @@ typedef struct pw_sim_device_state_t {
   uint64_t events;
   pw_device_health_t health;
 } pw_sim_device_state_t;
+
+#define PW_SIM_DEVICE_STATE_SIZE_V1 PW_STRUCT_SIZE(pw_sim_device_state_t, health)
 
 /* One device's timeline and failure state. INVALID_ARGUMENT for a bad
  * device or a non-sim backend. */

@@ -45,8 +45,7 @@ typedef struct pw_dir_store_options_t {
   pw_logger_t logger;        /* zero = pw_logger_default() */
 } pw_dir_store_options_t;
 
-#define PW_DIR_STORE_OPTIONS_SIZE_V1 \
-  (offsetof(pw_dir_store_options_t, logger) + sizeof(pw_logger_t))
+#define PW_DIR_STORE_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_dir_store_options_t, logger)
 
 /* Fills |options| with the defaults (no path). */
 PW_API void pw_dir_store_options_init(pw_dir_store_options_t* options);

@@ -52,7 +52,7 @@ typedef struct pw_inproc_transport_options_t {
 } pw_inproc_transport_options_t;
 
 #define PW_INPROC_TRANSPORT_OPTIONS_SIZE_V1 \
-  (offsetof(pw_inproc_transport_options_t, staging_bytes) + sizeof(size_t))
+  PW_STRUCT_SIZE(pw_inproc_transport_options_t, staging_bytes)
 
 /* Fills |out_options| with the defaults (inline, 1 MiB staging). */
 PW_API void pw_inproc_transport_options_init(pw_inproc_transport_options_t* out_options);

@@ -18,8 +18,7 @@
 #define PW_CPU_MEMORY_ALIGN 64u
 #define PW_CPU_MEMORY_HEADER 64u
 
-#define PW_CPU_LAUNCH_SIZE_V1 \
-  (offsetof(pw_backend_launch_t, done_user) + sizeof(void*))
+#define PW_CPU_LAUNCH_SIZE_V1 PW_BACKEND_LAUNCH_SIZE_V1
 
 static const pw_backend_vtable_t pw_cpu_vtable;
 
@@ -65,7 +64,7 @@ static pw_status_t pw_cpu_device_info(void* self, uint32_t device,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu device_info: out_info is NULL");
   }
   PW_RETURN_IF_ERROR(pw_cpu_check_device(backend, device, "device_info"));
-  size_t v1 = offsetof(pw_backend_device_info_t, kind) + sizeof(out_info->kind);
+  size_t v1 = PW_BACKEND_DEVICE_INFO_SIZE_V1;
   if (out_info->struct_size < v1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu device_info: out_info->struct_size %zu is below "

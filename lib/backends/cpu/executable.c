@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "plugin/struct_size.h"
 
 #define PW_CPU_MAGIC "PWCPUEXE"
 #define PW_CPU_FORMAT_VERSION 1u
@@ -327,6 +328,8 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
       (bytes == NULL && size != 0)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu load: NULL argument");
   }
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+                                      PW_EXECUTABLE_SIGNATURE_SIZE_V1, "cpu load"));
   pw_cpu_program_t program;
   pw_mesh_shape_t mesh;
   PW_RETURN_IF_ERROR_CTX(pw_cpu_decode(bytes, size, &program, &mesh), "cpu load");
@@ -369,13 +372,15 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   }
   atomic_fetch_add(&backend->live_executables, 1);
 
-  memset(out_signature, 0, sizeof(*out_signature));
-  memcpy(out_signature->name, program.kernel, sizeof(out_signature->name));
-  out_signature->mesh = mesh;
-  out_signature->input_count = program.input_count;
-  out_signature->output_count = program.output_count;
-  memcpy(out_signature->inputs, program.inputs, sizeof(program.inputs));
-  memcpy(out_signature->outputs, program.outputs, sizeof(program.outputs));
+  pw_executable_signature_t sig;
+  memset(&sig, 0, sizeof(sig));
+  memcpy(sig.name, program.kernel, sizeof(sig.name));
+  sig.mesh = mesh;
+  sig.input_count = program.input_count;
+  sig.output_count = program.output_count;
+  memcpy(sig.inputs, program.inputs, sizeof(program.inputs));
+  memcpy(sig.outputs, program.outputs, sizeof(program.outputs));
+  pw__struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = exe;
   return NULL;
 }

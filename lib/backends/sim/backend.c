@@ -59,7 +59,7 @@ static pw_status_t pw_sim_device_info(void* self, uint32_t device,
                           "sim device_info: device %u does not exist (the backend has %u)",
                           device, b->device_count);
   }
-  size_t v1 = offsetof(pw_backend_device_info_t, kind) + sizeof(out_info->kind);
+  size_t v1 = PW_BACKEND_DEVICE_INFO_SIZE_V1;
   if (out_info->struct_size < v1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "sim device_info: out_info->struct_size %zu is below v1 (%zu)",

@@ -196,7 +196,7 @@ static void pw_sim_group_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
 }
 
 void pw_sim__collective_refused(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
-  if (l == NULL || l->struct_size < offsetof(pw_backend_launch_t, done_user) + sizeof(void*)) {
+  if (l == NULL || l->struct_size < PW_BACKEND_LAUNCH_SIZE_V1) {
     return;
   }
   pw_backend_executable_t e = l->executable;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
+#include "plugin/struct_size.h"
 
 /* splitmix64: the seeded draws of the failure schedule. */
 static uint64_t pw_sim_next_random(uint64_t* state) {
@@ -113,11 +114,14 @@ pw_status_t pw_sim_backend_repair(pw_backend_t backend, pw_sim_failure_kind_t ki
 
 pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats) {
   pw_sim__backend_t* b = pw_sim__from_backend(backend);
-  if (b == NULL || out_stats == NULL) {
+  if (b == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_sim_backend_stats: not a sim backend, or out_stats is NULL");
+                          "pw_sim_backend_stats: not a sim backend");
   }
-  memset(out_stats, 0, sizeof(*out_stats));
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_stats, pw_sim_stats_t, PW_SIM_STATS_SIZE_V1,
+                                      "pw_sim_backend_stats"));
+  pw_sim_stats_t stats;
+  memset(&stats, 0, sizeof(stats));
   uint64_t hash = 0x27D4EB2F165667C5ULL;
   uint64_t events = 0;
   for (uint32_t i = 0; i < b->device_count; ++i) {
@@ -135,17 +139,18 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
   hash ^= hash >> 29;
   hash *= 0x165667B19E3779F9ULL;
   hash ^= hash >> 32;
-  out_stats->clock = pw_sim__clock(b);
-  out_stats->trace_hash = hash;
-  out_stats->events = events;
-  out_stats->failed = atomic_load(&b->failed_events);
-  out_stats->transfers = atomic_load(&b->transfer_events);
-  out_stats->queued = pw_sim__queue_length(b);
+  stats.clock = pw_sim__clock(b);
+  stats.trace_hash = hash;
+  stats.events = events;
+  stats.failed = atomic_load(&b->failed_events);
+  stats.transfers = atomic_load(&b->transfer_events);
+  stats.queued = pw_sim__queue_length(b);
+  pw__struct_fill(out_stats, &stats, sizeof(stats));
   return NULL;
 }
 
 uint64_t pw_sim_backend_trace_hash(pw_backend_t backend) {
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(stats)};
   pw_status_t status = pw_sim_backend_stats(backend, &stats);
   if (status != NULL) {
     pw_status_free(status);
@@ -162,12 +167,16 @@ pw_sim_time_t pw_sim_backend_clock(pw_backend_t backend) {
 pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
                                         pw_sim_device_state_t* out_state) {
   pw_sim__backend_t* b = pw_sim__from_backend(backend);
-  if (b == NULL || out_state == NULL) {
+  if (b == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_sim_backend_device_state: not a sim backend, or out_state is "
-                          "NULL");
+                          "pw_sim_backend_device_state: not a sim backend");
   }
-  memset(out_state, 0, sizeof(*out_state));
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_state, pw_sim_device_state_t,
+                                      PW_SIM_DEVICE_STATE_SIZE_V1,
+                                      "pw_sim_backend_device_state"));
+  pw_sim_device_state_t state;
+  memset(&state, 0, sizeof(state));
+  pw__struct_fill(out_state, &state, sizeof(state));
   if (device >= b->device_count) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_sim_backend_device_state: device %u does not exist (the backend "
@@ -176,12 +185,13 @@ pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
   }
   pw_sim__device_t* d = &b->devices[device];
   pw_sim__device_lock(d);
-  out_state->busy_until = d->busy_until;
-  out_state->events = d->events;
+  state.busy_until = d->busy_until;
+  state.events = d->events;
   pw_sim__device_unlock(d);
-  out_state->slice = device / b->per_slice;
-  out_state->chip = device % b->per_slice;
-  out_state->fail_at = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
-  out_state->health = backend.vtable->health(b, device);
+  state.slice = device / b->per_slice;
+  state.chip = device % b->per_slice;
+  state.fail_at = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
+  state.health = backend.vtable->health(b, device);
+  pw__struct_fill(out_state, &state, sizeof(state));
   return NULL;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
+#include "plugin/struct_size.h"
 
 #define PW_SIM_MAGIC "PWSIMEXE"
 #define PW_SIM_FORMAT_VERSION 1u
@@ -233,6 +234,8 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   if (in == NULL || size == 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim load: no executable bytes");
   }
+  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+                                      PW_EXECUTABLE_SIGNATURE_SIZE_V1, "sim load"));
   size_t magic = size < 8 ? size : 8;
   if (memcmp(in, PW_SIM_MAGIC, magic) != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -292,13 +295,15 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   e->cost_ns = pw_sim_cost(b, e);
   atomic_fetch_add(&b->live_executables, 1);
 
-  memset(out_signature, 0, sizeof(*out_signature));
-  snprintf(out_signature->name, sizeof(out_signature->name), "%s", p.name);
-  out_signature->mesh = mesh;
-  out_signature->input_count = p.input_count;
-  out_signature->output_count = p.output_count;
-  memcpy(out_signature->inputs, p.inputs, sizeof(p.inputs));
-  memcpy(out_signature->outputs, p.outputs, sizeof(p.outputs));
+  pw_executable_signature_t sig;
+  memset(&sig, 0, sizeof(sig));
+  snprintf(sig.name, sizeof(sig.name), "%s", p.name);
+  sig.mesh = mesh;
+  sig.input_count = p.input_count;
+  sig.output_count = p.output_count;
+  memcpy(sig.inputs, p.inputs, sizeof(p.inputs));
+  memcpy(sig.outputs, p.outputs, sizeof(p.outputs));
+  pw__struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = e;
   return NULL;
 }

@@ -13,7 +13,7 @@
 
 #include "backends/sim/sim_internal.h"
 
-#define PW_SIM_LAUNCH_SIZE_V1 (offsetof(pw_backend_launch_t, done_user) + sizeof(void*))
+#define PW_SIM_LAUNCH_SIZE_V1 PW_BACKEND_LAUNCH_SIZE_V1
 
 static _Thread_local int pw_sim_tls_delivering;
 

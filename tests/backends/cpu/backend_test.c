@@ -125,7 +125,7 @@ Test(cpu_backend, launch_rejects_bad_requests_without_calling_done) {
   const pw_backend_vtable_t* vt = b.vtable;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, (uint32_t[]){2});
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   cr_assert_null(cpu_load_text(b, "kernel relu\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n",
                                &mesh, &exe, &sig));
   pw_backend_memory_t in0, out0, small, in1;
@@ -408,7 +408,7 @@ Test(cpu_backend, a_chain_of_launches_stays_on_one_worker) {
   pw_backend_t b = where_backend(&counting, 1, &state);
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, (uint32_t[]){1});
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   cr_assert_null(cpu_load_text(b, "kernel test.where\noutput u8[1] replicated\n", &mesh, &exe,
                                &sig));
   pw_backend_memory_t out;
@@ -463,7 +463,7 @@ Test(cpu_backend, a_gang_launched_by_a_worker_still_runs_on_several_workers) {
   pw_mesh_shape_t one = pw_mesh_shape_make(1, (uint32_t[]){1});
   pw_mesh_shape_t four = pw_mesh_shape_make(1, (uint32_t[]){4});
   pw_backend_executable_t first = NULL, gang = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   cr_assert_null(cpu_load_text(b, "kernel test.where\noutput u8[1] replicated\n", &one, &first,
                                &sig));
   cr_assert_null(cpu_load_text(b,
@@ -538,7 +538,7 @@ static bool sweep_body(pw_allocator_t allocator, bool expect_failure, void* user
   s = vt->compile(b.self, text, strlen(text), &mesh, "", allocator, &bytes, &size);
   ok = ok && expect_exhausted(s, expect_failure);
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   if (bytes != NULL) {
     s = vt->load(b.self, bytes, size, &exe, &sig);
     ok = ok && expect_exhausted(s, expect_failure);

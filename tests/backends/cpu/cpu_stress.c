@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
   chain_t chain;
   memset(&chain, 0, sizeof(chain));
   pw_mesh_shape_t one = pw_mesh_shape_make(1, (uint32_t[]){1});
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   s = cpu_load_text(g_backend,
                     "kernel add\ninput f32[4] replicated\ninput f32[4] replicated\n"
                     "output f32[4] replicated\n",

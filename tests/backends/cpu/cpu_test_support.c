@@ -88,6 +88,7 @@ pw_status_t cpu_load_text(pw_backend_t backend, const char* text,
   size_t size = 0;
   PW_RETURN_IF_ERROR(backend.vtable->compile(backend.self, text, strlen(text), mesh,
                                              "", system, &bytes, &size));
+  out_signature->struct_size = sizeof(*out_signature); /* the caller of load sets it */
   pw_status_t status =
       backend.vtable->load(backend.self, bytes, size, out_executable, out_signature);
   pw_allocator_free(system, bytes, size);
@@ -259,7 +260,7 @@ pw_status_t cpu_run_text(pw_backend_t backend, const char* text,
                          const pw_mesh_shape_t* mesh, const void* const* inputs,
                          void* const* outputs) {
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   PW_RETURN_IF_ERROR(cpu_load_text(backend, text, mesh, &exe, &sig));
   static atomic_uint_fast64_t gang = 1000;
   pw_status_t status =

@@ -69,7 +69,7 @@ Test(cpu_executable, compile_load_round_trip_and_signature) {
   cr_assert_gt(size, 24);
   cr_assert(memcmp(bytes, "PWCPUEXE", 8) == 0);
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   cr_assert_null(f.backend.vtable->load(f.backend.self, bytes, size, &exe, &sig));
   cr_assert_not_null(exe);
   cr_assert_str_eq(sig.name, "matmul");
@@ -217,7 +217,7 @@ static void reseal(unsigned char* bytes, size_t size) {
 
 static pw_status_t try_load(fixture_t* f, const void* bytes, size_t size) {
   pw_backend_executable_t exe = (pw_backend_executable_t)1;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_status_t s = f->backend.vtable->load(f->backend.self, bytes, size, &exe, &sig);
   if (s == NULL) {
     cr_assert_not_null(exe);
@@ -322,7 +322,7 @@ Test(cpu_executable, load_needs_the_kernel_in_this_backend) {
   pw_backend_t other;
   cr_assert_null(cpu_create(pw_allocator_system(), 8, 1, 0, &other));
   pw_backend_executable_t exe = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_status_t s = other.vtable->load(other.self, bytes, size, &exe, &sig);
   cr_assert_eq(pw_status_code(s), PW_STATUS_NOT_FOUND);
   cr_assert(strstr(pw_status_message(s), "kernel 'custom.noop' is not registered"));

@@ -31,7 +31,7 @@ static bool pw_sim_backend_sweep(pw_allocator_t allocator, bool expect_failure, 
   void* bytes = NULL;
   size_t size = 0;
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_sim_launch_t parts[2];
   memset(parts, 0, sizeof(parts));
   uint32_t launched = 0;

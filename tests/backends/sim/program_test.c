@@ -112,7 +112,7 @@ Test(sim_program, collective_cost_is_a_rendezvous_plus_ring) {
                  "= %llu", m, (unsigned long long)ev->time, (unsigned long long)want);
     cr_assert_eq(ev->start, m * 1000ull, "device %u arrived at %llu", m,
                  (unsigned long long)ev->start);
-    pw_sim_device_state_t state;
+    pw_sim_device_state_t state = {.struct_size = sizeof(pw_sim_device_state_t)};
     PW_SIM_OK(pw_sim_backend_device_state(b, m, &state));
     cr_assert_eq(state.busy_until, want);
   }
@@ -154,7 +154,7 @@ Test(sim_program, signature_and_round_trip) {
                               &bytes, &size));
   cr_assert_eq(memcmp(bytes, "PWSIMEXE", 8), 0);
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t sig;
+  pw_executable_signature_t sig = {.struct_size = sizeof(pw_executable_signature_t)};
   PW_SIM_OK(b.vtable->load(b.self, bytes, size, &e, &sig));
   cr_assert_str_eq(sig.name, "layer0");
   cr_assert_eq(sig.input_count, 2);

@@ -69,19 +69,19 @@ Test(sim_runtime, chip_and_slice_failures_at_virtual_times) {
       pw_status_free(status);
     }
   }
-  pw_device_info_t info;
+  pw_device_info_t info = {.struct_size = sizeof(pw_device_info_t)};
   PW_SIM_OK(pw_runtime_device_info(f.runtime, 0, 3, &info));
   cr_assert_eq(info.health, PW_DEVICE_FAILED);
   PW_SIM_OK(pw_runtime_device_info(f.runtime, 0, 2, &info));
   cr_assert_eq(info.health, PW_DEVICE_HEALTHY);
   cr_assert_str_eq(info.kind, "sim-chip");
-  pw_slice_info_t slice;
+  pw_slice_info_t slice = {.struct_size = sizeof(pw_slice_info_t)};
   PW_SIM_OK(pw_runtime_slice_info(f.runtime, 2, &slice));
   cr_assert_eq(slice.health, PW_DEVICE_FAILED);
   PW_SIM_OK(pw_runtime_slice_info(f.runtime, 1, &slice));
   cr_assert_eq(slice.health, PW_DEVICE_HEALTHY);
   cr_assert_str_eq(slice.backend, "sim");
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(f.backend, &stats));
   cr_assert_eq(stats.events, 5 * 3 * 8);
   /* Slice 0: 3 steps x 1 chip; slice 2: 4 steps x 8 chips. */
@@ -163,7 +163,7 @@ static pw_sim_stats_t pw_sim_workload(uint32_t slices, uint32_t per_slice, pw_si
   if (mode == PW_SIM_MODE_THREADED) {
     cr_assert(pw_sim_backend_wait_idle(f.backend, (uint64_t)PW_SIM_WAIT_NS));
   }
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(f.backend, &stats));
   cr_assert_eq(stats.events, 2ull * total * per_slice);
   for (uint32_t s = 0; s < slices; ++s) PW_SIM_OK(pw_graph_release(f.client, graphs[s]));

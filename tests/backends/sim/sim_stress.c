@@ -83,7 +83,7 @@ static void* pw_stress_failer(void* arg) {
     (void)s->backend.vtable->health(s->backend.self, device);
     status = pw_sim_backend_repair(s->backend, PW_SIM_FAIL_CHIP, device);
     pw_status_free(status);
-    pw_sim_stats_t stats;
+    pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
     pw_status_free(pw_sim_backend_stats(s->backend, &stats));
   }
   return NULL;
@@ -184,7 +184,7 @@ static void pw_stress_runtime(long rounds) {
   pw_stress_submitter_t shared = {&f, subs[0].graph, rounds};
   pw_stress_submit(&shared);
   for (uint32_t i = 0; i < 2; ++i) pthread_join(ids[i], NULL);
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(f.backend, &stats));
   PW_STRESS_CHECK(stats.events == (uint64_t)rounds * 3 * 16, "%llu events",
                   (unsigned long long)stats.events);

@@ -57,7 +57,7 @@ pw_backend_executable_t pw_sim_test_load(pw_backend_t backend, const char* text,
   PW_SIM_OK(backend.vtable->compile(backend.self, text, strlen(text), &mesh, NULL,
                                     pw_allocator_system(), &bytes, &size));
   pw_backend_executable_t e = NULL;
-  pw_executable_signature_t signature;
+  pw_executable_signature_t signature = {.struct_size = sizeof(pw_executable_signature_t)};
   pw_status_t status = backend.vtable->load(backend.self, bytes, size, &e, &signature);
   pw_allocator_free(pw_allocator_system(), bytes, size);
   PW_SIM_OK(status);

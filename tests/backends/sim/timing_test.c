@@ -52,7 +52,7 @@ Test(sim_timing, device_timelines_are_independent) {
   }
   cr_assert_eq(pw_sim_trace_find(&trace, 5, 0)->time, 10000, "device 5 has its own timeline");
   cr_assert_eq(pw_sim_backend_clock(b), 30000);
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(b, &stats));
   cr_assert_eq(stats.events, 4);
   cr_assert_eq(stats.failed, 0);
@@ -101,7 +101,7 @@ Test(sim_timing, data_flow_through_memory_and_transfers) {
   cr_assert_eq(c1->start, 11016);
   cr_assert_eq(c4->start, 60160);
   cr_assert_eq(c4->time, 61160);
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(b, &stats));
   cr_assert_eq(stats.transfers, 2);
   cr_assert_eq(stats.events, 5);
@@ -156,7 +156,7 @@ Test(sim_timing, manual_mode_steps_in_virtual_time_order) {
     PW_SIM_OK(b.vtable->launch(b.self, &l[i].launch));
   }
   cr_assert_eq(count, 0, "nothing is delivered before the host steps");
-  pw_sim_stats_t stats;
+  pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   PW_SIM_OK(pw_sim_backend_stats(b, &stats));
   cr_assert_eq(stats.queued, 4);
   cr_assert_eq(stats.clock, 0);
@@ -287,12 +287,12 @@ Test(sim_timing, chip_failure_at_a_virtual_time) {
     cr_assert_eq(pw_sim_trace_find(&trace, 6, 2)->time, 15000, "starts failed");
     cr_assert_eq(b.vtable->health(b.self, 6), PW_DEVICE_FAILED);
     cr_assert_eq(b.vtable->health(b.self, 5), PW_DEVICE_HEALTHY);
-    pw_sim_device_state_t state;
+    pw_sim_device_state_t state = {.struct_size = sizeof(pw_sim_device_state_t)};
     PW_SIM_OK(pw_sim_backend_device_state(b, 6, &state));
     cr_assert_eq(state.fail_at, 15000);
     cr_assert_eq(state.slice, 1);
     cr_assert_eq(state.chip, 2);
-    pw_sim_stats_t stats;
+    pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
     PW_SIM_OK(pw_sim_backend_stats(b, &stats));
     cr_assert_eq(stats.failed, 2);
     /* A repaired chip runs again. */
