@@ -25,10 +25,12 @@ configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/pathwaysConfig.cmake.in
   ${PROJECT_BINARY_DIR}/pathwaysConfig.cmake
   INSTALL_DESTINATION ${PW_CMAKE_INSTALL_DIR})
+# 0.y: a minor release may break the ABI (SOVERSION follows), so a
+# consumer asking for 0.2 must not get 0.3.
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/pathwaysConfigVersion.cmake
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY SameMinorVersion)
 install(FILES
   ${PROJECT_BINARY_DIR}/pathwaysConfig.cmake
   ${PROJECT_BINARY_DIR}/pathwaysConfigVersion.cmake
