@@ -3,7 +3,8 @@
  * Rows (all in one run, so ratios hold on a noisy machine):
  *   path=ck_ring_spsc     the baseline: a raw ck_ring SPSC moving one
  *                         pointer per completion, producer -> observer.
- *   path=completion       the dispatcher's completion path: each producer
+ *   path=completion       the tracker of bench/completion (not used by the
+ *                         dispatcher, which has its own tokens): each producer
  *                         resolves dependency nodes (pw_completion_complete:
  *                         the last-part decrement, state publication) and
  *                         posts them to a pw_completion_queue (its own SPSC
@@ -24,7 +25,7 @@
 
 #include "base/atomics.h"
 #include "bench_util.h"
-#include "event/completion.h"
+#include "completion/completion.h"
 #include "pathways/pathways.h"
 #include "suites.h"
 

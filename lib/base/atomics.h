@@ -2,7 +2,7 @@
  *
  * Default build: Concurrency Kit's ck_pr (inline asm, what the library ships).
  * PW_ATOMICS_C11 (the tsan preset): C11 <stdatomic.h>, because ThreadSanitizer
- * cannot see ck_pr's inline asm and reports false races (PITFALLS.md).
+ * cannot see ck_pr's inline asm and reports false races (docs/toolchain.md).
  *
  * The API is the same in both: typed wrapper structs so a plain access cannot
  * slip through, and explicit memory orders in the names:

@@ -1,5 +1,5 @@
 /* Internal: XXH3 hashing. One wrapper so the rest of the library does not
- * include xxhash.h and the algorithm can be pinned in one place (cache keys
+ * include <xxhash.h> and the algorithm can be pinned in one place (cache keys
  * and graph hashes are persisted, so the function must never change
  * silently). */
 #ifndef PW_BASE_HASH_H_

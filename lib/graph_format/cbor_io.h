@@ -2,7 +2,7 @@
  * graph format, on top of libcbor's allocation-free parts only.
  *
  * libcbor 0.8's cbor_load trusts declared counts (a 5-byte input can make
- * it allocate 2 GiB) and tolerates trailing bytes (PITFALLS.md), so it is
+ * it allocate 2 GiB) and tolerates trailing bytes (docs/toolchain.md), so it is
  * never called. Reading is two passes over the caller's bytes:
  *   1. pw__cbor_prescan walks every item head with cbor_stream_decode (no
  *      allocation) and rejects indefinite lengths, counts larger than the

@@ -96,7 +96,7 @@ Test(graph_format, key_order_and_integer_width_do_not_change_the_hash) {
 }
 
 Test(graph_format, libcbor_traps_are_rejected_before_allocating) {
-  /* cbor_load would allocate 2 GiB for this array head (PITFALLS.md). */
+  /* cbor_load would allocate 2 GiB for this array head (docs/toolchain.md). */
   static const uint8_t huge[] = {0x9A, 0x10, 0x00, 0x00, 0x00};
   pw_test_allocator_t t;
   pw_test_allocator_init(&t);

@@ -1,5 +1,5 @@
 /* Linked into every Criterion binary. Under LeakSanitizer a leak inside a
- * Criterion test is printed but the test still passes (PITFALLS.md); every
+ * Criterion test is printed but the test still passes (docs/toolchain.md); every
  * suite therefore declares `.fini = pw_test_check_leaks`, which runs in the
  * test's worker process and crashes the test if LSan finds a leak. Without
  * ASan it is a no-op. */

@@ -11,11 +11,11 @@
  *
  * MPSC/MPMC rings use |cells| and the same |tail|/|head| lines as Vyukov
  * tickets (ring_vyukov.h). */
-#ifndef PW_QUEUE_RING_C11_H_
-#define PW_QUEUE_RING_C11_H_
+#ifndef PW_BENCH_RING_C11_H_
+#define PW_BENCH_RING_C11_H_
 
-#ifndef PW_QUEUE_RING_H_
-#error "include queue/ring.h, not queue/ring_c11.h"
+#ifndef PW_BENCH_RING_H_
+#error "include completion/ring.h, not completion/ring_c11.h"
 #endif
 
 struct pw_ring_t {
@@ -118,4 +118,4 @@ static inline void pw__ring_spsc_init(pw_ring_t* ring, void* storage,
   ring->cached_tail = 0;
 }
 
-#endif /* PW_QUEUE_RING_C11_H_ */
+#endif /* PW_BENCH_RING_C11_H_ */

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "event/completion.h"
+#include "completion/completion.h"
 #include "pathways/clock.h"
 
 enum { kMaxProducers = 4, kPostBatch = 64, kDrain = 256 };

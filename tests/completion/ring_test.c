@@ -1,4 +1,4 @@
-/* Unit tests of the bounded rings (lib/queue/ring.h): FIFO order, full and
+/* Unit tests of the bounded rings (bench/completion/ring.h): FIFO order, full and
  * empty behaviour, back-pressure statuses, capacity validation, batch
  * operations, and allocation failure during creation. Single-threaded; the
  * concurrent properties are in ring_stress.c. */
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "queue/ring.h"
+#include "completion/ring.h"
 #include "support/test_allocators.h"
 
 TestSuite(ring, .fini = pw_test_check_leaks);

@@ -1,6 +1,6 @@
 /* Bounded rings: creation, validation and the slow paths. The operations
  * themselves are inline in ring.h and its two implementations. */
-#include "queue/ring.h"
+#include "completion/ring.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * queue. The design is described at the top of completion.h. */
 #define _POSIX_C_SOURCE 200809L
 
-#include "event/completion.h"
+#include "completion/completion.h"
 
 #include <assert.h>
 #include <inttypes.h>

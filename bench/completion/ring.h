@@ -1,4 +1,5 @@
-/* Internal: bounded lock-free rings of pointer-sized items.
+/* Bench-side (bench/completion, not in libpathways): bounded lock-free rings
+ * of pointer-sized items, used by completion.h and its benchmark.
  *
  * A ring holds up to |capacity| items (a power of two, >= 2) in FIFO order.
  * Its flavour is fixed at creation and every operation says its concurrency
@@ -24,7 +25,7 @@
  *     that includes <ck_ring.h>).
  *   SPSC, PW_ATOMICS_C11 (the tsan preset): C11 acquire/release indices with
  *     cached copies of the other side's index (ring_c11.h). TSan cannot see
- *     ck_pr's inline asm and reports false races on ck_ring (PITFALLS.md).
+ *     ck_pr's inline asm and reports false races on ck_ring (docs/toolchain.md).
  *   MPSC/MPMC, every build: Dmitry Vyukov's bounded MPMC queue with per-cell
  *     sequence numbers (ring_vyukov.h), on base/atomics.h (ck_pr by default,
  *     C11 under PW_ATOMICS_C11). ck_ring's multi-producer enqueue commits in
@@ -42,8 +43,8 @@
  * Memory: one block from the creating pw_allocator_t (ring, slots and a copy
  * of the name); nothing is allocated after creation.
  */
-#ifndef PW_QUEUE_RING_H_
-#define PW_QUEUE_RING_H_
+#ifndef PW_BENCH_RING_H_
+#define PW_BENCH_RING_H_
 
 #include <assert.h>
 #include <stdbool.h>
@@ -155,11 +156,11 @@ static inline pw_status_t pw_ring_push_mpmc_or_status(pw_ring_t* ring,
 typedef struct pw__ring_cell_t pw__ring_cell_t;
 
 #if defined(PW_ATOMICS_C11)
-#include "queue/ring_c11.h"
+#include "completion/ring_c11.h"
 #else
-#include "queue/ring_ck.h"
+#include "completion/ring_ck.h"
 #endif
-#include "queue/ring_vyukov.h"
+#include "completion/ring_vyukov.h"
 
 static inline size_t pw_ring_size_approx(pw_ring_t* ring) {
   if (ring->kind == PW_RING_SPSC) return pw__ring_spsc_size(ring);
@@ -196,4 +197,4 @@ static inline pw_status_t pw_ring_push_mpmc_or_status(pw_ring_t* ring,
   return pw_ring_full_status(ring);
 }
 
-#endif /* PW_QUEUE_RING_H_ */
+#endif /* PW_BENCH_RING_H_ */

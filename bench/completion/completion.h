@@ -1,4 +1,6 @@
-/* Internal: lock-free completion tracking for the dispatcher.
+/* Bench-side (bench/completion, not in libpathways): lock-free completion
+ * tracking, kept as the subject of `pw-bench completion` and its tests; the
+ * dispatcher does not use it.
  *
  * Two pieces live here.
  *
@@ -56,8 +58,8 @@
  * Thread-safety is stated per function. Atomics come from base/atomics.h
  * only, so the tsan preset sees C11 atomics.
  */
-#ifndef PW_EVENT_COMPLETION_H_
-#define PW_EVENT_COMPLETION_H_
+#ifndef PW_BENCH_COMPLETION_H_
+#define PW_BENCH_COMPLETION_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -67,7 +69,7 @@
 #include "pathways/allocator.h"
 #include "pathways/clock.h"
 #include "pathways/status.h"
-#include "queue/ring.h"
+#include "completion/ring.h"
 
 /* ------------------------------------------------------------------------
  * Dependency nodes
@@ -323,4 +325,4 @@ bool pw_completion_queue_wait(pw_completion_queue_t* queue,
  * if it is not waiting, its next wait returns at once. Any thread. */
 void pw_completion_queue_wake(pw_completion_queue_t* queue);
 
-#endif /* PW_EVENT_COMPLETION_H_ */
+#endif /* PW_BENCH_COMPLETION_H_ */

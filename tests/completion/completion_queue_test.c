@@ -1,4 +1,4 @@
-/* Unit tests of the observers' completion queue (lib/event/completion.h):
+/* Unit tests of the observers' completion queue (bench/completion/completion.h):
  * per-producer order, back-pressure, batches, waiting with deadlines,
  * wake-ups, validation and allocation failure during creation. */
 #define _POSIX_C_SOURCE 200809L
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "event/completion.h"
+#include "completion/completion.h"
 #include "support/test_allocators.h"
 
 TestSuite(completion_queue, .fini = pw_test_check_leaks);

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "pathways/clock.h"
-#include "queue/ring.h"
+#include "completion/ring.h"
 
 enum { kMaxThreads = 8, kBatch = 32 };
 

@@ -1,6 +1,6 @@
 /* Internal: the default build's ring layout and its SPSC operations, on
  * Concurrency Kit's ck_ring. Include ring.h, never this file. The only file
- * of the library that includes <ck_ring.h>.
+ * of bench/completion that includes <ck_ring.h>.
  *
  * ck_ring keeps one slot free (a ring of size S holds S - 1 items), so the
  * ck ring gets 2 * capacity slots and the exact |capacity| bound is checked
@@ -11,11 +11,11 @@
  * single-producer/single-consumer paths use.
  *
  * MPSC/MPMC rings use the Vyukov fields (ring_vyukov.h). */
-#ifndef PW_QUEUE_RING_CK_H_
-#define PW_QUEUE_RING_CK_H_
+#ifndef PW_BENCH_RING_CK_H_
+#define PW_BENCH_RING_CK_H_
 
-#ifndef PW_QUEUE_RING_H_
-#error "include queue/ring.h, not queue/ring_ck.h"
+#ifndef PW_BENCH_RING_H_
+#error "include completion/ring.h, not completion/ring_ck.h"
 #endif
 
 #include <ck_pr.h>
@@ -114,4 +114,4 @@ static inline void pw__ring_spsc_init(pw_ring_t* ring, void* storage,
   ck_ring_init(&ring->ck, (unsigned int)(capacity * 2));
 }
 
-#endif /* PW_QUEUE_RING_CK_H_ */
+#endif /* PW_BENCH_RING_CK_H_ */

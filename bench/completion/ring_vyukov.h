@@ -19,11 +19,11 @@
  * Every access goes through base/atomics.h: ck_pr in the default build, C11
  * atomics under PW_ATOMICS_C11 (TSan-clean). The ring struct provides
  * |cells|, |mask|, |tail| and |head|. */
-#ifndef PW_QUEUE_RING_VYUKOV_H_
-#define PW_QUEUE_RING_VYUKOV_H_
+#ifndef PW_BENCH_RING_VYUKOV_H_
+#define PW_BENCH_RING_VYUKOV_H_
 
-#ifndef PW_QUEUE_RING_H_
-#error "include queue/ring.h, not queue/ring_vyukov.h"
+#ifndef PW_BENCH_RING_H_
+#error "include completion/ring.h, not completion/ring_vyukov.h"
 #endif
 
 struct pw__ring_cell_t {
@@ -122,4 +122,4 @@ static inline bool pw_ring_pop_mpmc(pw_ring_t* ring, void** out_item) {
   return pw__ring_vyukov_pop(ring, out_item);
 }
 
-#endif /* PW_QUEUE_RING_VYUKOV_H_ */
+#endif /* PW_BENCH_RING_VYUKOV_H_ */

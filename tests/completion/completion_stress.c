@@ -23,9 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "event/completion.h"
+#include "completion/completion.h"
 #include "pathways/clock.h"
-#include "queue/ring.h"
+#include "completion/ring.h"
 
 enum {
   kThreads = 4,

@@ -1,4 +1,4 @@
-/* Unit tests of dependency nodes (lib/event/completion.h): readiness on the
+/* Unit tests of dependency nodes (bench/completion/completion.h): readiness on the
  * k-th input, hand-back to the completing thread, graph shapes, the
  * trampoline on a 100k-node chain, error propagation and its messages,
  * parts, batched completion, and exactly-once resolution. */
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "event/completion.h"
+#include "completion/completion.h"
 #include "support/test_allocators.h"
 
 TestSuite(completion, .fini = pw_test_check_leaks);
