@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph/graph_obj.h"
+#include "plugin/struct_size.h"
 
 static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t chunk_bytes) {
   for (uint32_t i = 0; i < c->count; ++i) pw_allocator_free(a, c->chunks[i], chunk_bytes);
@@ -61,28 +62,31 @@ pw_status_t pw_graph_release(pw_client_t* client, pw_graph_t graph) {
 
 pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
                             pw_graph_counts_t* out_counts) {
-  if (out_counts == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_counts is NULL");
-  }
-  memset(out_counts, 0, sizeof(*out_counts));
+  PW_RETURN_IF_ERROR(
+      PW__CHECK_STRUCT(out_counts, pw_graph_counts_t, PW_GRAPH_COUNTS_SIZE_V1, "pw_graph_counts"));
+  pw_graph_counts_t c;
+  memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  pw__struct_fill(out_counts, &c, sizeof(c)); /* cleared on error too */
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
   pthread_mutex_lock(&g->lock);
-  out_counts->parameters = g->param_count;
-  out_counts->computes = g->node_count - g->param_count;
-  out_counts->outputs = g->output_count;
+  c.parameters = g->param_count;
+  c.computes = g->node_count - g->param_count;
+  c.outputs = g->output_count;
   for (uint32_t id = 0; id < g->node_count; ++id) {
     const pw_graph_node_t* n = pw_graph_node_at(g, id);
     const pw_value_t* inputs = pw_graph_inputs(g, n);
     for (uint32_t k = 0; k < n->input_count; ++k) {
       uint32_t src = inputs[k].node;
       if (src < g->node_count && pw_graph_is_op(pw_graph_node_at(g, src)->kind)) {
-        out_counts->edges++;
+        c.edges++;
       }
     }
   }
   pthread_mutex_unlock(&g->lock);
   pw__object_release(&g->header);
+  pw__struct_fill(out_counts, &c, sizeof(c));
   return NULL;
 }
 

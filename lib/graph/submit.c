@@ -42,7 +42,7 @@ static pw_status_t pw_submit_check_args(const pw_submission_t* s) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: args or out_outputs is NULL", s->who);
   }
   const pw_submit_options_t* options = s->options;
-  if (options != NULL && options->struct_size < sizeof(size_t) + sizeof(const bool*)) {
+  if (options != NULL && options->struct_size < PW_SUBMIT_OPTIONS_SIZE_V1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: options struct_size %zu is too small",
                           s->who, options->struct_size);
   }
