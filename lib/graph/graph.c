@@ -231,7 +231,7 @@ static void pw_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
     c = prev;
   }
   if (plan->storage) pw_allocator_free(a, plan->storage, plan->storage_size);
-  pw__dispatch_plan_release(rt, plan);
+  pw__plan_release_dispatch(plan);
   memset(plan, 0, sizeof(*plan));
 }
 
@@ -1138,7 +1138,6 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
       plan->ops[out->op].external_outputs |= 1u << out->output;
     }
   }
-  if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
   memset(&g->copy_memo, 0, sizeof(g->copy_memo));
   if (scratch != stack_scratch) pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
   if (status != NULL) pw_plan_free(rt, plan);
