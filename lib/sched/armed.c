@@ -1,29 +1,10 @@
 /* Armed graphs (pw_graph_exec_t), the dispatcher's side: their list in
- * the client, the choice of a free private block for a run, the counts of
+ * the client (submit.c picks a free private block for a run), the counts of
  * their private runs (in flight, ops completed: pw_client_wait_idle and
  * pw_client_slice_stats), and their destruction, which waits for their
  * runs and gives their private blocks up. The blocks themselves are in
  * block.c; a private run's lifetime in submit.c and execution.c. */
 #include "sched/dispatch_internal.h"
-
-/* A slot of |armed| whose private block is free for a new run, or NULL. */
-pw_graph_exec_slot_t* pw__armed_free_slot(pw_graph_exec_obj_t* armed) {
-  for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
-    uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
-    pw_graph_exec_slot_t* slot = &armed->slots[i];
-    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
-    /* Free: its last run finished (its completion is through: a private
-     * run's ops hold no reference) and no slice's tail any more. */
-    if (block == NULL ||
-        (pw_atomic_load_u64_acquire(&slot->finished) ==
-             pw_atomic_load_u64_relaxed(&slot->submitted) &&
-         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE)) {
-      armed->next_block = i + 1;
-      return slot;
-    }
-  }
-  return NULL;
-}
 
 void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed) {
   pw_client_t* client = armed->client;

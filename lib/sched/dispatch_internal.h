@@ -65,7 +65,8 @@ typedef struct pw_op_s {
 _Static_assert(sizeof(void*) != 8 || sizeof(pw_op_t) == 128, "an op record is two cache lines");
 
 /* What few runs touch, out of the op record's two lines: the scheduler
- * window's links and order, charging's device time. In the block, one per op (pw_execution_t.op_cold, by op index). */
+ * window's links and order, charging's device time. In the block, one
+ * per op (pw_execution_t.op_cold, by op index). */
 typedef struct pw_op_cold_s {
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
   /* Spanning ops under a scheduler window: one queue link per part (else
@@ -388,6 +389,10 @@ void pw__execution_free_unsubmitted(pw_execution_t* exec, bool own);
 
 /* ---- submission (submit.c, dispatch.c, unordered.c) --------------------- */
 
+/* A per-run helper of one function, inlined into it whatever its size (a
+ * split submission must not cost the run a call or a struct in memory). */
+#define PW_SCHED_INLINE static inline __attribute__((always_inline))
+
 /* What one submission takes (pw__dispatch_submit's arguments, and the
  * armed graph's private slot it runs in, if any). */
 typedef struct pw_submit_s {
@@ -501,10 +506,7 @@ void pw__block_release_memory(pw_execution_t* block);
 /* Makes the graph outputs' buffers in a block laid out for |plan| before. */
 pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan);
 
-/* ---- armed.c, slice.c --------------------------------------------------- */
-
-/* A slot of |armed| whose private block is free for a new run, or NULL. */
-pw_graph_exec_slot_t* pw__armed_free_slot(pw_graph_exec_obj_t* armed);
+/* ---- slice.c ------------------------------------------------------------ */
 
 /* At pw_client_destroy, once nothing of |client| is in flight and its
  * cache is closed: gives back the device memory of the blocks that slices

@@ -20,7 +20,7 @@ static _Thread_local struct {
   uint64_t end;
 } pw_gang_range;
 
-static uint64_t pw_submit_gang_ids(pw_client_t* client, uint32_t n) {
+PW_SCHED_INLINE uint64_t pw_submit_gang_ids(pw_client_t* client, uint32_t n) {
   pw_runtime_t* rt = client->runtime;
   if (rt->sched_window != 0) return pw_atomic_fetch_add_u64(&rt->next_gang_id, n);
   if (pw_gang_range.runtime_serial != rt->serial || pw_gang_range.end - pw_gang_range.next < n) {
@@ -34,33 +34,56 @@ static uint64_t pw_submit_gang_ids(pw_client_t* client, uint32_t n) {
   return base;
 }
 
-/* The block of |s|'s run: its private slot's if laid out for |plan_id|
+/* A slot of |armed| whose private block is free for a new run, or NULL. */
+static inline pw_graph_exec_slot_t* pw_submit_free_slot(pw_graph_exec_obj_t* armed) {
+  for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
+    uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
+    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
+    /* Free: its last run finished (its completion is through: a private
+     * run's ops hold no reference) and no slice's tail any more. */
+    if (block == NULL ||
+        (pw_atomic_load_u64_acquire(&slot->finished) ==
+             pw_atomic_load_u64_relaxed(&slot->submitted) &&
+         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE)) {
+      armed->next_block = i + 1;
+      return slot;
+    }
+  }
+  return NULL;
+}
+
+/* The block of a run: the private |own| slot's if laid out for |plan_id|
  * by an earlier run (its size and offsets hold), else one from the slot
  * or the client's cache; |*out_prepared|: laid out for |plan_id|. */
-static pw_status_t pw_submit_take_block(const pw_submit_t* s, uint64_t plan_id,
-                                        pw_execution_t** out, bool* out_prepared) {
-  size_t size = s->pd->layout.size;
-  pw_execution_t* own_block = s->own != NULL ? pw_atomic_load_ptr_relaxed(&s->own->block) : NULL;
+static inline pw_status_t pw_submit_take_block(pw_client_t* client, pw_graph_exec_slot_t* own,
+                                               size_t size, uint64_t plan_id,
+                                               pw_execution_t** out, bool* out_prepared) {
+  pw_execution_t* own_block = own != NULL ? pw_atomic_load_ptr_relaxed(&own->block) : NULL;
   unsigned char* block = NULL;
   if (own_block != NULL && own_block->plan_id == plan_id) {
     block = (unsigned char*)own_block;
     *out_prepared = true;
-  } else if (s->own != NULL) {
-    PW_RETURN_IF_ERROR(
-        pw__block_get_own(s->client, s->own, size, plan_id, &block, out_prepared));
+  } else if (own != NULL) {
+    PW_RETURN_IF_ERROR(pw__block_get_own(client, own, size, plan_id, &block, out_prepared));
   } else {
-    PW_RETURN_IF_ERROR(pw__block_get(s->client, size, plan_id, &block, out_prepared));
+    PW_RETURN_IF_ERROR(pw__block_get(client, size, plan_id, &block, out_prepared));
   }
   *out = (pw_execution_t*)block;
   return NULL;
 }
 
-pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out) {
+/* pw__submit_block, inlined into pw__dispatch_submit: |s| then lives in
+ * registers (a struct stored field by field and reloaded across a call
+ * costs a store-forwarding stall per run, 10 ns of a one-op run). */
+PW_SCHED_INLINE pw_status_t pw_submit_block(const pw_submit_t* s, uint64_t plan_id,
+                                            pw_execution_t** out) {
   const pw_plan_t* plan = s->plan;
   const pw_plan_dispatch_t* pd = s->pd;
   pw_execution_t* exec = NULL;
   bool prepared = false;
-  PW_RETURN_IF_ERROR(pw_submit_take_block(s, plan_id, &exec, &prepared));
+  PW_RETURN_IF_ERROR(
+      pw_submit_take_block(s->client, s->own, pd->layout.size, plan_id, &exec, &prepared));
   if (!prepared) {
     /* (A prepared block has them already: the same plan and runtime.) */
     exec->block_size = pd->layout.size;
@@ -74,7 +97,8 @@ pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_executio
   exec->dispatch = pd;
   pw_atomic_init_ptr(&exec->status, NULL);
 
-  pw_status_t status = prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan);
+  pw_status_t status =
+      prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan);
   /* The done event has two references: the block's (the execution
    * completes it; the block keeps it for its next run) and the
    * submitter's. A reused block recycles its last run's event when the
@@ -100,9 +124,8 @@ pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_executio
  * (at layout, then by each op's previous completion: pw_op_rearm), and the
  * links inside runs are set; a reused block still points at the last
  * run's parameters and graph outputs. */
-static void pw_submit_rebind(const pw_submit_t* s, pw_execution_t* exec) {
-  const pw_plan_t* plan = s->plan;
-  const pw_plan_dispatch_t* pd = s->pd;
+PW_SCHED_INLINE void pw_submit_rebind(const pw_plan_t* plan, const pw_plan_dispatch_t* pd,
+                                      pw_buffer_obj_t* const* args, pw_execution_t* exec) {
   for (uint32_t r = 0; r < pd->rebind_count; ++r) {
     uint32_t index = pd->rebind[r];
     const pw_plan_op_t* p = &plan->ops[index];
@@ -110,7 +133,7 @@ static void pw_submit_rebind(const pw_submit_t* s, pw_execution_t* exec) {
     for (uint32_t bits = pd->ops[index].per_run_inputs; bits != 0; bits &= bits - 1) {
       uint32_t k = (uint32_t)__builtin_ctz(bits);
       const pw_plan_input_t* in = &p->inputs[k];
-      op->inputs[k] = in->param >= 0 ? s->args[in->param] : exec->ops[in->op].outputs[in->output];
+      op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
     }
   }
 }
@@ -136,30 +159,34 @@ static void pw_submit_window_reset(pw_client_t* client, pw_execution_t* exec, ui
   }
 }
 
-/* The run's outputs for the caller, and what keeps the graph alive. */
-static void pw_submit_outputs(const pw_submit_t* s, pw_execution_t* exec) {
-  const pw_plan_t* plan = s->plan;
+/* The run's outputs for the caller. */
+PW_SCHED_INLINE void pw_submit_outputs(const pw_plan_t* plan, pw_buffer_obj_t* const* args,
+                                       pw_buffer_obj_t** outputs, pw_execution_t* exec) {
   for (uint32_t o = 0; o < plan->output_count; ++o) {
     const pw_plan_output_t* po = &plan->outputs[o];
-    s->outputs[o] = po->param >= 0 ? s->args[po->param] : exec->ops[po->op].outputs[po->output];
-    pw__object_retain(&s->outputs[o]->header);
+    outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
+    pw__object_retain(&outputs[o]->header);
   }
-  pw_graph_exec_obj_t* armed = s->armed;
-  exec->armed = s->own == NULL ? armed : NULL;
-  exec->own_slot = s->own;
-  if (s->own != NULL) {
+}
+
+/* What keeps the graph alive through the run. */
+static inline void pw_submit_graph(pw_execution_t* exec, pw_graph_exec_obj_t* armed,
+                                   pw_graph_exec_slot_t* own, pw_object_t* graph_ref) {
+  exec->armed = own == NULL ? armed : NULL;
+  exec->own_slot = own;
+  if (own != NULL) {
     exec->graph = NULL; /* the armed graph keeps it alive */
   } else if (armed != NULL) {
     pw__object_retain(armed->graph);
     exec->graph = armed->graph;
     pw_atomic_fetch_add_u32(&armed->shared_runs, 1);
   } else {
-    exec->graph = s->graph_ref; /* the caller's reference, now the execution's */
+    exec->graph = graph_ref; /* the caller's reference, now the execution's */
   }
-  if (s->out_done != NULL) *s->out_done = exec->done;
 }
 
-void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
+/* pw__submit_arm, inlined as pw_submit_block. */
+PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
   const pw_plan_t* plan = s->plan;
   pw_client_t* client = s->client;
   /* A private run is not counted on a client stripe (the block keeps 0). */
@@ -169,9 +196,11 @@ void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
     pw__object_retain(&s->args[i]->header);
   }
   exec->gang_base = pw_submit_gang_ids(client, plan->op_count);
-  pw_submit_rebind(s, exec);
+  pw_submit_rebind(plan, s->pd, s->args, exec);
   if (client->runtime->sched_window != 0) pw_submit_window_reset(client, exec, plan->op_count);
-  pw_submit_outputs(s, exec);
+  pw_submit_outputs(plan, s->args, s->outputs, exec);
+  pw_submit_graph(exec, s->armed, s->own, s->graph_ref);
+  if (s->out_done != NULL) *s->out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   exec->stripe = stripe;
   if (s->own != NULL) {
@@ -189,27 +218,40 @@ void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
   }
 }
 
+pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out) {
+  return pw_submit_block(s, plan_id, out);
+}
+
+void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
+  pw_submit_arm(s, exec, refs);
+}
+
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
                                 pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
                                 pw_event_t** out_done) {
   pw_runtime_t* rt = client->runtime;
   if (out_done != NULL) *out_done = NULL;
-  pw_submit_t s = {client, plan, NULL, graph_ref, armed, NULL, args, outputs, out_done};
-  PW_RETURN_IF_ERROR(pw_plan_dispatch(rt, plan, &s.pd));
-  if (__builtin_expect(rt->no_gang_order, 0)) return pw__unordered_submit(&s);
-  /* An armed graph runs in a private block when one is free. */
-  s.own = armed != NULL ? pw__armed_free_slot(armed) : NULL;
+  const pw_plan_dispatch_t* pd = NULL;
+  PW_RETURN_IF_ERROR(pw_plan_dispatch(rt, plan, &pd));
+  if (__builtin_expect(rt->no_gang_order, 0)) {
+    pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done};
+    return pw__unordered_submit(&u);
+  }
+  /* An armed graph runs in a private block when one is free. |s| stays in
+   * registers: its address goes to no call. */
+  pw_submit_t s = {client, plan, pd, graph_ref, armed,
+                   armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done};
   pw_execution_t* exec = NULL;
-  PW_RETURN_IF_ERROR(pw__submit_block(&s, s.pd->id, &exec));
+  PW_RETURN_IF_ERROR(pw_submit_block(&s, pd->id, &exec));
   /* Nothing can fail from here on. refs: the ops collectively (dropped at
    * completion); the submitter's, dropped when pw__dispatch_start returns,
    * so that nothing there can touch a freed block; and one per append
    * (the slice's reference on its tail: pw_dispatch_append_part), counted
    * here without a window (the submitter appends) and taken by each
    * admission with one. */
-  uint32_t refs = 2 + (rt->sched_window == 0 ? s.pd->tail_refs : 0);
-  pw__submit_arm(&s, exec, refs);
+  uint32_t refs = 2 + (rt->sched_window == 0 ? pd->tail_refs : 0);
+  pw_submit_arm(&s, exec, refs);
   pw__dispatch_start(exec, s.own != NULL, true);
   return NULL;
 }
