@@ -112,7 +112,7 @@ void pw__block_cache_drain(pw_client_t* client) {
  * touches slices and backends: it must happen while the runtime is sure to
  * live, i.e. on a thread inside an API call or one that completes an
  * execution not yet counted out of its client's in-flight count. Every caller
- * is (pw_execution_complete puts its block before that count drops). The
+ * is (pw__execution_complete puts its block before that count drops). The
  * cache of a destroyed client (|blocks_closed|) takes no more blocks:
  * pw_client_destroy drains it, and a put that races with the drain sees
  * the flag after its CAS (both sides: a locked RMW, then a load) and

@@ -537,7 +537,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
   for (uint32_t k = 0; k < op->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
   /* The per-device fields (size, device, argument arrays, callback) are
-   * set once: pw_dispatch_launch_init. */
+   * set once: pw__dispatch_launch_init. */
   pw_backend_launch_t* l = &d->launch;
   l->executable = op->loaded;
   l->mesh_index = m;
@@ -632,9 +632,8 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   }
   if (op->flags & PW_OP_UNORDERED) {
     /* Debug mode without gang order (|d| is a launch slot of |op|, see
-     * unordered.c): no cursor to advance. A slot lives
-     * in the block: its copy tokens go now (a late completion is not
-     * caught in this mode). */
+     * unordered.c): no cursor to advance. A slot lives in the block: its
+     * copy tokens go now (a late completion is not caught in this mode). */
     if (d->copy_chunk != NULL) pw__dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
     return;
