@@ -4,9 +4,9 @@
  * dependency counts, transfer ops' copies (reshard.c) in the plan's copy
  * arena; pw_graph_finalize and pw__graph_plan. Two strategies: one pass
  * in id order when every input names an earlier node, else a topological
- * sort. The plan's dispatch data is made and freed here too
- * (pw__dispatch_plan_prepare in pw_graph_lower, pw__dispatch_plan_release
- * in pw__graph_plan_free). */
+ * sort. The dispatcher derives its own data from the const plan (lib/sched,
+ * plan.c); freeing a plan frees that data through the destructor it
+ * carries (pw__plan_release_dispatch), so nothing here calls sched. */
 #include <string.h>
 
 #include "graph/graph_obj.h"
@@ -69,7 +69,7 @@ void pw__graph_plan_free(pw_runtime_t* rt, pw_plan_t* plan) {
     c = prev;
   }
   if (plan->storage) pw_allocator_free(a, plan->storage, plan->storage_size);
-  pw__dispatch_plan_release(rt, plan);
+  pw__plan_release_dispatch(plan);
   memset(plan, 0, sizeof(*plan));
 }
 
@@ -405,7 +405,6 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
       plan->ops[out->op].external_outputs |= 1u << out->output;
     }
   }
-  if (status == NULL) status = pw__dispatch_plan_prepare(rt, plan);
   memset(&g->copy_memo, 0, sizeof(g->copy_memo));
   if (scratch != stack_scratch) pw_allocator_free(a, scratch, scratch_words * sizeof(uint32_t));
   if (status != NULL) pw__graph_plan_free(rt, plan);

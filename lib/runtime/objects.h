@@ -73,9 +73,6 @@ typedef struct pw_device_s {
   struct pw_op_s* running;
   pw_status_t done_status;
   pw_time_t launch_ns;     /* when |running| launched (charging policies) */
-  /* A per-(op, device) launch slot of the debug mode without gang order:
-   * it follows no cursor. */
-  bool is_slot;
   /* Transfer ops: copies of this device's part still running (plus a
    * guard while they are issued), and the first error. */
   pw_atomic_u32_t transfer_pending;
@@ -402,7 +399,7 @@ struct pw_client_s {
 
 /* An armed graph (pw_graph_exec_t, include/pathways/graph.h): the graph
  * and its plan, held for its lifetime, and private execution blocks that
- * its runs use instead of the client's cache (lib/sched/block.c). */
+ * its runs use instead of the client's cache (lib/sched/armed.c). */
 #define PW_GRAPH_EXEC_BLOCKS 2
 struct pw_execution_s;
 
@@ -415,7 +412,7 @@ struct pw_execution_s;
  * done event and |finished| after it, as its last touch of the run. A
  * slot is reused only once |finished| caught up, so the next run's
  * completer comes after this one. pw_client_wait_idle, pw_client_slice_stats
- * and pw__dispatch_exec_destroy read them (lib/sched/block.c). */
+ * and pw__dispatch_exec_destroy read them (lib/sched/armed.c). */
 typedef struct pw_graph_exec_slot_s {
   /* NULL until first used. Free for the next submission when its
    * references are all gone (refs == PW_EXECUTION_PRIVATE) and its last
@@ -631,19 +628,13 @@ typedef struct pw_plan_op_s {
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
-  /* Set by pw__dispatch_plan_prepare. */
-  uint32_t param_inputs;           /* inputs that are graph parameters */
-  uint32_t output_base;            /* first of its outputs in pw_plan_t.values */
-  /* Bit k: input k is a new buffer at every submission (a parameter, or
-   * another op's graph output); the others are internal values. */
-  uint32_t per_run_inputs;
 } pw_plan_op_t;
 
-/* Byte sizes of one op output, fixed by its spec and mesh. */
-typedef struct pw_plan_value_s {
-  size_t shard_bytes;
-  size_t total_bytes;
-} pw_plan_value_t;
+/* The head of what the dispatcher derives from a plan (lib/sched/plan.c):
+ * how to free it. */
+typedef struct pw_plan_dispatch_header_s {
+  void (*release)(struct pw_plan_dispatch_header_s* data);
+} pw_plan_dispatch_header_t;
 
 typedef struct pw_plan_output_s {
   int32_t param;   /* graph output is a parameter, or -1 */
@@ -660,43 +651,10 @@ typedef struct pw_plan_s {
   uint32_t output_count;
   pw_plan_output_t* outputs;
   uint32_t edge_count;
-  /* What every submission would otherwise recompute, filled at lowering by
-   * pw__dispatch_plan_prepare: the execution block's sizes and the byte
-   * sizes of every op output (op order, pw_plan_op_t.output_base). */
-  uint64_t id;                     /* unique in the runtime, never 0 */
-  uint32_t input_total;            /* sum of the ops' input counts */
-  uint32_t output_total;           /* sum of the ops' output counts */
-  uint32_t param_input_total;      /* sum of the ops' param_inputs */
-  size_t internal_bytes;           /* internal values and their shard arrays */
-  uint32_t link_total;             /* spanning ops' parts, summed */
-  pw_plan_value_t* values;         /* output_total (at least 1 allocated) */
-  /* Op indices that a submission visits instead of walking every op, in
-   * op order: roots (ready at submission), guarded ops (a submit guard in
-   * pending: parameter inputs, or every op of the debug mode without gang
-   * order) and ops with per-run inputs. Append groups: |append_order|
-   * lists every op, group after group; group g is
-   * append_order[runs[g] .. runs[g + 1]) (the last ends at op_count): ops
-   * of one slice in op order, appended to its sequence at once, after
-   * every group holding one of their producers (lib/sched/block.c). One
-   * allocation of |list_total| indices at |roots| (pw__dispatch_plan_release). */
-  uint32_t* roots;
-  uint32_t* guarded;
-  uint32_t* rebind;
-  uint32_t* runs;
-  uint32_t* append_order;
-  /* (home slice index, ops) pairs, one per slice that is some op's home
-   * (span[0]), ascending: the completion counts an execution adds to its
-   * client's per-slice stats when it completes. */
-  uint32_t* home_counts;
-  uint32_t home_count_n;
-  uint32_t root_count;
-  uint32_t guarded_count;
-  uint32_t rebind_count;
-  uint32_t run_count;
-  /* Appends of one submission without a scheduler window: the parts of
-   * every group's slice, summed (each holds a tail reference). */
-  uint32_t tail_refs;
-  size_t list_total;
+  /* The dispatcher's data for this plan (a pw_plan_dispatch_header_t *),
+   * derived and published once by its first submission (lib/sched/plan.c),
+   * NULL before; freed with the plan (pw__plan_release_dispatch). */
+  pw_atomic_ptr_t dispatch_data;
   /* The one allocation that holds ops, their inputs and successors,
    * outputs, param_specs and param_vslices (lib/graph/graph.c). */
   void* storage;
@@ -712,10 +670,16 @@ struct pw_graph_obj_s;
 pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
                            const pw_plan_t** out_plan);
 
-/* ---- dispatch (lib/sched) ----------------------------------------------- */
+/* Frees the dispatcher's data of |plan| (if a submission derived it), by
+ * the destructor it carries: the plan's owner calls nothing in lib/sched. */
+static inline void pw__plan_release_dispatch(pw_plan_t* plan) {
+  pw_plan_dispatch_header_t* data = pw_atomic_load_ptr_acquire(&plan->dispatch_data);
+  if (data == NULL) return;
+  pw_atomic_store_ptr_relaxed(&plan->dispatch_data, NULL);
+  data->release(data);
+}
 
-/* Frees what pw__dispatch_plan_prepare added to |plan|. */
-void pw__dispatch_plan_release(pw_runtime_t* rt, pw_plan_t* plan);
+/* ---- dispatch (lib/sched) ----------------------------------------------- */
 
 /* Instantiates |plan| with |args| (already validated, references owned by
  * the caller) and enqueues it. Fills |outputs| with new buffer objects (one
@@ -733,7 +697,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_buffer_obj_t** outputs, pw_event_t** out_done);
 
 /* Links a new armed graph into its client's list / takes it out, waits
- * for its runs and gives its blocks up (lib/sched/block.c). */
+ * for its runs and gives its blocks up (lib/sched/armed.c). */
 void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed);
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed);
 /* Runs of |client|'s armed graphs in their private blocks not finished
@@ -745,10 +709,6 @@ uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice);
 /* One step of a polling wait on a cold path: a yield for the first 64
  * |spins|, then 50 us sleeps for about 10 ms, then 1 ms sleeps. */
 void pw__dispatch_backoff(uint32_t spins);
-
-/* Fills the dispatch fields of |plan| (lowered, ops and outputs set).
- * Allocates |plan->values| from the runtime's allocator. */
-pw_status_t pw__dispatch_plan_prepare(pw_runtime_t* runtime, pw_plan_t* plan);
 
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);

@@ -77,10 +77,13 @@
  * Lifetime: ops live in their execution's block. An execution is freed
  * when (1) all its ops completed, (2) no slice has one of its ops as tail
  * (a tail may still be named by an IDLE cursor) and (3) its submitter
- * returned (see pw__dispatch_submit). Freeing returns the block to its
+ * returned (see pw__dispatch_start). Freeing returns the block to its
  * client's cache, where the next submission of the same graph finds it
  * laid out, internal values' device memory included (see "execution
- * blocks", lib/sched/block.c).
+ * blocks", lib/sched/block.c; executions, execution.c). Submission
+ * (submit.c) fills the block and hands it to pw__dispatch_start here;
+ * slices' state is set up in slice.c; the debug mode without gang order
+ * (unordered.c) launches on its own slots from pw_dispatch_inputs_ready.
  */
 #include <stdio.h>
 #include <string.h>
@@ -88,22 +91,6 @@
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
 #include "sched/token.h"
-
-enum {
-  PW_CURSOR_WAITING = 0,
-  PW_CURSOR_RUNNING = 1,
-  PW_CURSOR_IDLE = 2,
-  /* Reached the op and reading its inputs-ready flag: nobody else may
-   * claim the op meanwhile (a readier that finds it hands the launch over
-   * by setting RUNNING instead), so the op cannot run, complete and be
-   * freed under the reader. See pw_dispatch_settle. */
-  PW_CURSOR_ARRIVING = 3,
-  PW_CURSOR_TAG_MASK = 3,
-};
-_Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
-
-/* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
-#define PW_TAIL_PINNED ((uintptr_t)1)
 
 enum {
   PW_WORK_LAUNCH = 1,
@@ -202,18 +189,6 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
 
 /* ---- cursors ------------------------------------------------------------ */
 
-static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
-  return (void*)((uintptr_t)op | tag);
-}
-
-
-/* |op|'s link in the sequence of physical slice |part|. */
-static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
-  return pw_op_link_at(op, pw_span_position(op->slice, part));
-}
-
-
-
 static void pw_dispatch_try_claim(pw_device_t* d, pw_op_t* op) {
   void* expected = pw_cursor(op, PW_CURSOR_WAITING);
   if (pw_atomic_cas_ptr(&d->cursor, &expected, pw_cursor(op, PW_CURSOR_RUNNING))) {
@@ -268,15 +243,9 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct) {
   pw_dispatch_settle(d, op);
 }
 
-/* Debug mode without gang order: launch on every device now, in whatever
- * order this thread happens to use (ascending for even gang ids,
- * descending for odd ones), as an uncoordinated dispatcher would. Nothing
- * keeps two devices' orders consistent; that is the point. */
 static void pw_dispatch_backend_done(void* user, pw_status_t status);
 
-/* Sets the fields of |d|'s launch descriptor that stay the same for every
- * op it launches. */
-static void pw_dispatch_launch_init(pw_device_t* d) {
+void pw__dispatch_launch_init(pw_device_t* d) {
   pw_backend_launch_t* l = &d->launch;
   memset(l, 0, sizeof(*l));
   l->struct_size = sizeof(*l);
@@ -290,22 +259,6 @@ static void pw_dispatch_launch_init(pw_device_t* d) {
     pw_atomic_init_u32(&d->tokens[k].state, 1); /* generation 0, completed */
   }
   l->done_user = NULL; /* a token per launch: pw_dispatch_device_launch */
-}
-
-static void pw_dispatch_launch_unordered(pw_op_t* op) {
-  pw_slice_t* slice = op->slice;
-  uint32_t per = slice->device_count / slice->span_count;
-  for (uint32_t k = 0; k < slice->device_count; ++k) {
-    uint32_t i = (pw_op_gang_id(op) & 1) ? slice->device_count - 1 - k : k;
-    pw_device_t* slot = &pw_op_cold(op)->slots[i];
-    slot->slice = slice->span[i / per];
-    slot->mesh_index = i % per;
-    slot->backend_device = slot->slice->devices[i % per].backend_device;
-    slot->is_slot = true;
-    pw_dispatch_launch_init(slot);
-    slot->running = op;
-    pw_dispatch_push(slot, PW_WORK_LAUNCH);
-  }
 }
 
 /* Records |status| (owned) as |op|'s dependency failure if it is the
@@ -350,7 +303,7 @@ static void pw_dispatch_inputs_ready(pw_op_t* op) {
   pw_atomic_exchange_u32(&op->inputs_ready, 1);
   pw_slice_t* slice = op->slice;
   if (op->flags & PW_OP_UNORDERED) {
-    pw_dispatch_launch_unordered(op);
+    pw__unordered_launch(op);
     return;
   }
   void* waiting = pw_cursor(op, PW_CURSOR_WAITING);
@@ -386,111 +339,7 @@ static void pw_dispatch_dep_done(pw_op_t* op) {
   if (pw_atomic_fetch_sub_u32(&op->pending, 1) == 1) pw_dispatch_inputs_ready(op);
 }
 
-/* ---- executions --------------------------------------------------------- */
-
-/* Drops one reference to |exec|; the last one returns its block to the
- * client's cache and says so: the caller then drops the execution's
- * reference to the client. The last one of a private block (refs then
- * PW_EXECUTION_PRIVATE) only frees it for its armed graph: the execution
- * took no client reference, and the block may be reused at once. */
-static bool pw_execution_unref(pw_execution_t* exec) {
-  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
-  pw_atomic_fence_acquire();
-  pw_client_t* client = exec->client;
-  /* The ops' statuses were freed by their completions (pw_op_rearm). */
-  pw__object_release(exec->graph);
-  pw__block_put(client, exec);
-  return true;
-}
-
-static void pw_execution_release(pw_execution_t* exec) {
-  pw_client_t* client = exec->client;
-  uint32_t stripe = exec->stripe;
-  if (pw_execution_unref(exec)) pw__client_release_stripe(client, stripe); /* may free it */
-}
-
-/* Internal values (op outputs that are not graph outputs) live in the
- * execution block: no handle, no ready event, no allocation of their own.
- * Their device memory stays with the block for the next run of its plan
- * (pw_dispatch_allocate_outputs and transfers allocate only missing
- * shards) and is given back when the block is zeroed for another plan or
- * freed: with the client at the latest. The slot of a graph output is
- * left NULL, as a reused block expects it. */
-static void pw_execution_drop_output(pw_buffer_obj_t** slot) {
-  pw_buffer_obj_t* b = *slot;
-  if (b == NULL || b->ready == NULL) return; /* internal: kept */
-  *slot = NULL;
-  pw__object_release(&b->header);
-}
-
-/* A slot's count moves by one: each has one writer at a time (see
- * pw_graph_exec_slot_t). */
-static void pw_slot_count(pw_atomic_u64_t* count) {
-  pw_atomic_store_u64_release(count, pw_atomic_load_u64_relaxed(count) + 1);
-}
-
-static void pw_execution_complete(pw_execution_t* exec) {
-  const pw_plan_t* plan = exec->plan;
-  pw_graph_exec_slot_t* own = exec->own_slot;
-  /* Ops are counted per home slice here, at once (before the done event,
-   * so a waiter sees them), not one locked add per op; a private run's
-   * by its slot (pw__dispatch_private_ops). */
-  if (own != NULL) {
-    pw_slot_count(&own->counted);
-  } else {
-    pw_plan_count_ops(exec->client, plan, 1);
-  }
-  for (uint32_t i = 0; i < plan->param_count; ++i) {
-    pw__object_release(&exec->args[i]->header);
-  }
-  for (uint32_t o = 0; o < plan->output_count; ++o) {
-    const pw_plan_output_t* po = &plan->outputs[o];
-    if (po->param < 0) {
-      pw_execution_drop_output(&exec->outputs[plan->ops[po->op].output_base + po->output]);
-    }
-  }
-  /* Nothing below reads the plan: a private block's armed graph, which
-   * keeps the plan alive, may be destroyed once the event completes
-   * (pw__dispatch_exec_destroy). */
-  plan = NULL;
-  exec->plan = NULL;
-  /* Every op has completed: nobody sets the status any more. */
-  pw_status_t status = pw_atomic_load_ptr_acquire(&exec->status);
-  if (status != NULL) pw_atomic_store_ptr_relaxed(&exec->status, NULL);
-  pw_object_t* graph = exec->graph;
-  exec->graph = NULL;
-  pw_client_t* client = exec->client;
-  uint32_t stripe = exec->stripe;
-  /* The block keeps its reference on the event: the next run of the plan
-   * in this block recycles it if the submitter let go of it. */
-  if (exec->done_wanted) {
-    pw__event_complete_runtime(exec->done, status);
-  } else {
-    pw_status_free(status); /* nobody asked: the outputs' events carry it */
-  }
-  if (own != NULL) {
-    /* The ops' hold on a private block (they took no reference): once it
-     * moves, the owner may reuse the block, and pw_graph_exec_destroy
-     * (which waits for it) may free the slot; the armed graph keeps the
-     * client and the graph. The last touch of anything of the run. */
-    pw_slot_count(&own->finished);
-    return;
-  }
-  /* Drop the graph now, so a slice whose tail is this execution keeps
-   * only the block. */
-  pw__object_release(graph);
-  pw_graph_exec_obj_t* armed = exec->armed;
-  exec->armed = NULL;
-  /* After the done event: pw_graph_exec_destroy returns when its runs
-   * have completed, and then |armed| is gone. */
-  if (armed != NULL) pw_atomic_fetch_sub_u32(&armed->shared_runs, 1);
-  /* The block goes back (or is freed, with its device memory) while this
-   * execution still counts as in flight, so the runtime is alive. */
-  bool last = pw_execution_unref(exec); /* may reuse |exec|: touch it no more */
-  /* The client struct stays alive: the execution's reference goes last. */
-  pw__client_end(client, stripe);
-  if (last) pw__client_release_stripe(client, stripe); /* may free it: touch nothing after */
-}
+/* ---- completion ----------------------------------------------------------- */
 
 /* One of |succ|'s producers completed (or was all it waited for). |quiet|:
  * see pw_dispatch_inputs_ready_quiet. */
@@ -518,11 +367,11 @@ static void pw_dispatch_producer_done(pw_op_t* succ, bool quiet) {
 static void pw_dispatch_ops_done(pw_execution_t* exec) {
   pw_dispatch_frame_t* frame = pw_dispatch_current;
   if (exec->op_count == 1) {
-    pw_execution_complete(exec);
+    pw__execution_complete(exec);
     return;
   }
   if (frame == NULL) {
-    if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw_execution_complete(exec);
+    if (pw_atomic_fetch_sub_u32(&exec->ops_remaining, 1) == 1) pw__execution_complete(exec);
     return;
   }
   if (frame->done_exec == exec) {
@@ -541,7 +390,7 @@ static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame) {
   frame->done_n = 0;
   /* All of its ops counted here: nobody else counted one. */
   if (n == exec->op_count || pw_atomic_fetch_sub_u32(&exec->ops_remaining, n) == n) {
-    pw_execution_complete(exec);
+    pw__execution_complete(exec);
   }
 }
 
@@ -688,7 +537,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
   for (uint32_t k = 0; k < op->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
   /* The per-device fields (size, device, argument arrays, callback) are
-   * set once: pw_dispatch_launch_init. */
+   * set once: pw__dispatch_launch_init. */
   pw_backend_launch_t* l = &d->launch;
   l->executable = op->loaded;
   l->mesh_index = m;
@@ -720,6 +569,8 @@ static void pw_dispatch_device_done(pw_device_t* d) { pw_dispatch_device_finishe
 void pw__dispatch_device_done(pw_device_t* d) { pw_dispatch_device_done(d); }
 
 void pw__dispatch_push_done(pw_device_t* d) { pw_dispatch_push(d, PW_WORK_DONE); }
+
+void pw__dispatch_push_launch(pw_device_t* d) { pw_dispatch_push(d, PW_WORK_LAUNCH); }
 
 /* Counts one device out of gang op |op|, which it finished as its slice's
  * tail (it went idle after it). The count is held in this thread's frame
@@ -779,10 +630,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
   }
-  if (d->is_slot) {
-    /* Debug mode without gang order: no cursor to advance. A slot lives
-     * in the block: its copy tokens go now (a late completion is not
-     * caught in this mode). */
+  if (op->flags & PW_OP_UNORDERED) {
+    /* Debug mode without gang order (|d| is a launch slot of |op|, see
+     * unordered.c): no cursor to advance. A slot lives in the block: its
+     * copy tokens go now (a late completion is not caught in this mode). */
     if (d->copy_chunk != NULL) pw__dispatch_free_copy_tokens(d, op->slice->runtime->allocator);
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
     return;
@@ -838,107 +689,7 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   }
 }
 
-/* ---- slices ------------------------------------------------------------- */
-
-pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, slice->device_count,
-                                               sizeof(pw_device_t), 64,
-                                               (void**)&slice->devices));
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, slice->device_count,
-                                                 sizeof(uint32_t), 0,
-                                                 (void**)&slice->group_devices);
-  if (status != NULL) {
-    pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
-    slice->devices = NULL;
-    return status;
-  }
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_device_t* d = &slice->devices[i];
-    d->slice = slice;
-    d->mesh_index = i;
-    d->backend_device = slice->first_device + i;
-    slice->group_devices[i] = d->backend_device;
-    /* Idle "after the beginning": the first append wakes it. */
-    pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
-    pw_dispatch_launch_init(d);
-  }
-  slice->launch = PW__BACKEND_HAS(slice->backend, launch) ? slice->backend->vtable->launch : NULL;
-  slice->span_count = 1;
-  slice->self = slice;
-  slice->span = &slice->self;
-  pw_atomic_init_u32(&slice->sched_state, 0);
-  pw_atomic_init_ptr(&slice->sched_incoming, NULL);
-  pw_atomic_init_u32(&slice->sched_admitted, 0);
-  slice->sched_active = NULL;
-  pthread_mutex_init(&slice->append_lock, NULL);
-  pw_atomic_init_ptr(&slice->tail, NULL);
-  pw_atomic_init_u32(&slice->tail_pin, 0);
-  return NULL;
-}
-
-void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
-  /* (Never pinned: no client is being destroyed concurrently.) */
-  pw_op_t* tail = pw_atomic_exchange_ptr(&slice->tail, NULL);
-  if (tail != NULL) pw_execution_release(tail->exec);
-}
-
-/* A slice keeps its tail's execution block alive (an IDLE cursor names the
- * tail, and the next appender writes its link) until the next op lands on
- * it, which may be never. For a destroyed client that block holds the
- * device memory of its last run's internal values on every slice: this
- * gives it back while the block itself stays as the tail. Nothing of the
- * client is in flight, so nothing reads those values; but the tail may be
- * displaced and its block freed at any moment by another client's
- * appender, so the tail is pinned first (a CAS sets PW_TAIL_PINNED): an
- * appender that exchanges a pinned tail out leaves the slice's reference
- * to whichever of it and this function finishes last (|tail_pin| counts
- * the two), and the block stays alive while it is looked at. Destroys are
- * serialised on the runtime's lock, so a slice has one pin at a time. */
-void pw__dispatch_client_release_tails(pw_client_t* client) {
-  pw_runtime_t* rt = client->runtime;
-  pthread_mutex_lock(&rt->lock);
-  for (uint32_t s = 0; s < rt->slice_count; ++s) {
-    pw_slice_t* slice = &rt->slices[s];
-    pw_op_t* tail = pw_atomic_load_ptr_acquire(&slice->tail);
-    if (tail == NULL) continue;
-    /* An appender of an earlier pin may still be about to count out. */
-    for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&slice->tail_pin) != 0; ++spins) {
-      pw__dispatch_backoff(spins);
-    }
-    pw_atomic_store_u32_relaxed(&slice->tail_pin, 2);
-    void* expected = tail;
-    void* pinned = (void*)((uintptr_t)tail | PW_TAIL_PINNED);
-    if (!pw_atomic_cas_ptr(&slice->tail, &expected, pinned)) {
-      /* Displaced: its block went (or goes) back the usual way. */
-      pw_atomic_store_u32_relaxed(&slice->tail_pin, 0);
-      continue;
-    }
-    pw_execution_t* exec = tail->exec;
-    if (exec->client == client) pw__block_release_memory(exec);
-    expected = pinned;
-    if (pw_atomic_cas_ptr(&slice->tail, &expected, tail)) {
-      pw_atomic_store_u32_release(&slice->tail_pin, 0); /* nobody saw the pin */
-      continue;
-    }
-    if (pw_atomic_fetch_sub_u32(&slice->tail_pin, 1) == 1) pw_execution_release(exec);
-  }
-  pthread_mutex_unlock(&rt->lock);
-}
-
-void pw__dispatch_slice_deinit(pw_slice_t* slice) {
-  pw_runtime_t* rt = slice->runtime;
-  pw__dispatch_slice_drop_tail(slice);
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw__dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
-  }
-  pthread_mutex_destroy(&slice->append_lock);
-  pw_allocator_free(rt->allocator, slice->group_devices,
-                    slice->device_count * sizeof(uint32_t));
-  pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
-  slice->devices = NULL;
-  slice->group_devices = NULL;
-}
+/* ---- appends -------------------------------------------------------------- */
 
 /* Appends the group |first| .. |last| (ops of |exec| on one slice whose
  * |p|-th part is |slice|, linked to each other) to |slice|'s sequence.
@@ -1051,10 +802,7 @@ void pw__dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first
   pw_dispatch_append(slice, exec, first, last);
 }
 
-void pw__execution_release(pw_execution_t* exec) { pw_execution_release(exec); }
-
-/* ---- submit ------------------------------------------------------------- */
-
+/* ---- start ----------------------------------------------------------------- */
 
 /* An argument of |op| became ready. The wait holds a reference to the
  * execution (taken when it was registered): if this makes |op| ready, the
@@ -1073,237 +821,18 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
   pw_execution_release(exec);
 }
 
-/* |n| consecutive gang ids. With a scheduler window they come straight
- * from the runtime's counter, in submission order across clients (FIFO
- * policies compare them); without one they only need to be unique, and a
- * thread takes them from a range it keeps for the runtime it last
- * submitted to, refilled from the runtime's counter 4096 at a time, so
- * threads submitting at once do not share that word. The range is the
- * thread's (not its CPU's): one submitting thread gets the same ids run
- * after run, which the sim backend's deterministic traces rely on. */
-static _Thread_local struct {
-  uint64_t runtime_serial; /* 0: none */
-  uint64_t next;
-  uint64_t end;
-} pw_gang_range;
-
-static uint64_t pw_dispatch_gang_ids(pw_client_t* client, uint32_t n) {
-  pw_runtime_t* rt = client->runtime;
-  if (rt->sched_window != 0) return pw_atomic_fetch_add_u64(&rt->next_gang_id, n);
-  if (pw_gang_range.runtime_serial != rt->serial || pw_gang_range.end - pw_gang_range.next < n) {
-    uint64_t take = n > 4096 ? n : 4096;
-    pw_gang_range.runtime_serial = rt->serial;
-    pw_gang_range.next = pw_atomic_fetch_add_u64(&rt->next_gang_id, take);
-    pw_gang_range.end = pw_gang_range.next + take;
-  }
-  uint64_t base = pw_gang_range.next;
-  pw_gang_range.next += n;
-  return base;
-}
-
-static void pw_execution_free_unsubmitted(pw_execution_t* exec, bool own) {
-  for (uint32_t i = 0; i < exec->output_total; ++i) {
-    pw_execution_drop_output(&exec->outputs[i]);
-  }
-  pw_event_release(exec->done);
-  exec->done = NULL;
-  exec->plan_id = 0;
-  if (own) {
-    /* Stays in its slot, free; the next submission lays it out again. */
-    pw_atomic_store_u32_relaxed(&exec->refs, PW_EXECUTION_PRIVATE);
-  } else {
-    pw__block_put(exec->client, exec);
-  }
-}
-
-/* A slot of |armed| whose private block is free for a new run, or NULL. */
-static pw_graph_exec_slot_t* pw_armed_free_slot(pw_graph_exec_obj_t* armed) {
-  for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
-    uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
-    pw_graph_exec_slot_t* slot = &armed->slots[i];
-    pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
-    /* Free: its last run finished (its completion is through: a private
-     * run's ops hold no reference) and no slice's tail any more. */
-    if (block == NULL ||
-        (pw_atomic_load_u64_acquire(&slot->finished) ==
-             pw_atomic_load_u64_relaxed(&slot->submitted) &&
-         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE)) {
-      armed->next_block = i + 1;
-      return slot;
-    }
-  }
-  return NULL;
-}
-
-pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
-                                pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
-                                pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
-                                pw_event_t** out_done) {
-  pw_runtime_t* rt = client->runtime;
-  if (out_done != NULL) *out_done = NULL;
-  uint64_t plan_id = rt->no_gang_order ? 0 : plan->id;
-  unsigned char* block = NULL;
-  bool prepared = false;
-  /* An armed graph runs in a private block when one is free (not in the
-   * debug mode, whose blocks are never reused as laid out). */
-  pw_graph_exec_slot_t* own = armed != NULL && plan_id != 0 ? pw_armed_free_slot(armed) : NULL;
-  pw_execution_t* own_block = own != NULL ? pw_atomic_load_ptr_relaxed(&own->block) : NULL;
-  /* A private run is not counted on a client stripe (the block keeps 0). */
-  uint32_t stripe = own != NULL ? 0 : pw__thread_stripe();
-  pw_block_layout_t layout;
-  if (own_block != NULL && own_block->plan_id == plan_id) {
-    /* Laid out by an earlier run: its size and offsets hold. */
-    block = (unsigned char*)own_block;
-    prepared = true;
-  } else {
-    pw__block_layout(rt, plan, &layout);
-    if (own != NULL) {
-      PW_RETURN_IF_ERROR(
-          pw__block_get_own(client, own, layout.size, plan_id, &block, &prepared));
-    } else {
-      PW_RETURN_IF_ERROR(pw__block_get(client, layout.size, plan_id, &block, &prepared));
-    }
-  }
-  pw_execution_t* exec = (pw_execution_t*)block;
-  if (!prepared) {
-    /* (A prepared block has them already: the same plan and runtime.) */
-    exec->block_size = layout.size;
-    exec->internal_at = layout.internal_at;
-    exec->internal_end = layout.internal_at + plan->internal_bytes;
-  }
-  exec->op_count = plan->op_count;
-  exec->client = client;
-  exec->runtime = rt;
-  exec->plan = plan;
-  pw_atomic_init_ptr(&exec->status, NULL);
-
-  pw_status_t status =
-      prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan, &layout);
-  /* The done event has two references: the block's (the execution
-   * completes it; the block keeps it for its next run) and the
-   * submitter's. A reused block recycles its last run's event when the
-   * submitter of that run has released it. A run without one leaves the
-   * block's last event as it is. */
-  exec->done_wanted = out_done != NULL;
-  if (status == NULL && exec->done_wanted &&
-      (exec->done == NULL || !pw__event_recycle(exec->done, 2))) {
-    pw_event_release(exec->done);
-    exec->done = NULL;
-    status = pw__event_create_runtime(rt->allocator, 2, &exec->done);
-  }
-  if (status != NULL) {
-    pw_execution_free_unsubmitted(exec, own != NULL);
-    return status;
-  }
-  exec->plan_id = plan_id;
-
-  /* Nothing can fail from here on. Per-run state: */
-  for (uint32_t i = 0; i < plan->param_count; ++i) {
-    exec->args[i] = args[i];
-    pw__object_retain(&args[i]->header);
-  }
-  /* The ops' counters are armed (at layout, then by each op's previous
-   * completion: pw_op_rearm), and the links inside runs are set. What
-   * changes per run: */
-  exec->gang_base = pw_dispatch_gang_ids(client, plan->op_count);
-  for (uint32_t r = 0; r < plan->rebind_count; ++r) {
-    /* A reused block still points at the last run's parameters and graph
-     * outputs. */
-    const pw_plan_op_t* p = &plan->ops[plan->rebind[r]];
-    pw_op_t* op = &exec->ops[plan->rebind[r]];
-    for (uint32_t bits = p->per_run_inputs; bits != 0; bits &= bits - 1) {
-      uint32_t k = (uint32_t)__builtin_ctz(bits);
-      const pw_plan_input_t* in = &p->inputs[k];
-      op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
-    }
-  }
-  if (rt->sched_window != 0) {
-    /* Ops enter the sequences one by one, so every link may be stale. */
-    uint64_t seq = pw_atomic_fetch_add_u64(&client->submit_seq, plan->op_count);
-    for (uint32_t i = 0; i < plan->op_count; ++i) {
-      pw_op_t* op = &exec->ops[i];
-      pw_op_cold_t* cold = &exec->op_cold[i];
-      cold->client_seq = seq + i;
-      cold->sched_next = NULL;
-      pw_atomic_init_ptr(&op->slice_next, NULL);
-      if (op->links != NULL) {
-        for (uint32_t k = 0; k < op->slice->span_count; ++k) {
-          pw_atomic_init_ptr(&op->links[k], NULL);
-          cold->sched_links[k] = NULL;
-        }
-        pw_atomic_init_u32(&cold->parts_picked, 0);
-        pw_atomic_init_u32(&cold->appended, 0);
-      }
-    }
-  }
-  for (uint32_t o = 0; o < plan->output_count; ++o) {
-    const pw_plan_output_t* po = &plan->outputs[o];
-    outputs[o] = po->param >= 0 ? args[po->param] : exec->ops[po->op].outputs[po->output];
-    pw__object_retain(&outputs[o]->header);
-  }
-  exec->armed = own == NULL ? armed : NULL;
-  exec->own_slot = own;
-  if (own != NULL) {
-    exec->graph = NULL; /* the armed graph keeps it alive */
-  } else if (armed != NULL) {
-    pw__object_retain(armed->graph);
-    exec->graph = armed->graph;
-    pw_atomic_fetch_add_u32(&armed->shared_runs, 1);
-  } else {
-    exec->graph = graph_ref; /* the caller's reference, now the execution's */
-  }
-  if (out_done != NULL) *out_done = exec->done;
-  pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
-  /* refs: the ops collectively (dropped at completion); the submitter's,
-   * dropped when this call returns, so that nothing here can touch a
-   * freed block; and one per append (the slice's reference on its tail:
-   * pw_dispatch_append_part), counted here without a window (the
-   * submitter appends) and taken by each admission with one. */
-  bool appends_counted = !rt->no_gang_order && rt->sched_window == 0;
-  uint32_t refs = 2 + (appends_counted ? plan->tail_refs : 0);
-  exec->stripe = stripe;
-  if (own != NULL) {
-    /* A private block: no submitter reference (only this thread can reuse
-     * or free the block, so it stays valid through this call even if the
-     * run is over and every reference gone), no ops' reference (the slot's
-     * |finished| says when they are through: pw_execution_complete), no
-     * client reference (the armed graph lives no longer than its client),
-     * and in flight on its slot rather than on a client stripe. */
-    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 2));
-    pw_slot_count(&own->submitted);
-  } else {
-    pw_atomic_init_u32(&exec->refs, refs);
-    pw__client_begin(client, stripe);
-  }
-
-  /* Outermost dispatch frame for this thread: launches made ready below
-   * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
-  pw_dispatch_frame_t* outer = pw_dispatch_current;
-  if (outer == NULL) pw_dispatch_current = &local;
-
-  /* Root ops (no producing op, no argument to wait for) are ready before
-   * they enter any sequence: no device can be at them yet, so a plain
-   * release store does, and the append (or a device arriving) claims
-   * their launches at once. */
-  for (uint32_t r = 0; r < plan->root_count; ++r) {
-    pw_op_t* op = &exec->ops[plan->roots[r]];
-    pw_dispatch_allocate_outputs(op);
-    pw_atomic_store_u32_release(&op->inputs_ready, 1);
-  }
-
-  /* Link into the slice sequences, one append per group (a slice's ops,
-   * or a run of them: pw__dispatch_plan_prepare); with a scheduler window
-   * (groups are then runs, in op order), queue them for admission
-   * instead. */
-  for (uint32_t r = 0; r < plan->run_count; ++r) {
-    uint32_t i = plan->runs[r];
-    uint32_t j = r + 1 < plan->run_count ? plan->runs[r + 1] : plan->op_count;
-    pw_op_t* first = &exec->ops[plan->append_order[i]];
-    pw_op_t* last = &exec->ops[plan->append_order[j - 1]];
-    if (rt->no_gang_order) {
-      /* Debug mode: no slice sequence at all. */
-    } else if (rt->sched_window == 0) {
+/* Links |exec|'s ops into the slice sequences, one append per group (a
+ * slice's ops, or a run of them: plan.c); with a scheduler window (groups
+ * are then runs, in op order), queues them for admission instead. */
+static void pw_dispatch_append_runs(pw_execution_t* exec, const pw_plan_dispatch_t* pd,
+                                    uint32_t op_count) {
+  pw_runtime_t* rt = exec->runtime;
+  for (uint32_t r = 0; r < pd->run_count; ++r) {
+    uint32_t i = pd->runs[r];
+    uint32_t j = r + 1 < pd->run_count ? pd->runs[r + 1] : op_count;
+    pw_op_t* first = &exec->ops[pd->append_order[i]];
+    pw_op_t* last = &exec->ops[pd->append_order[j - 1]];
+    if (rt->sched_window == 0) {
       pw_dispatch_append(first->slice, exec, first, last);
     } else {
       pw_slice_t* slice = first->slice;
@@ -1316,11 +845,15 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
       for (uint32_t p = 0; p < slice->span_count; ++p) pw__sched_kick(slice->span[p]);
     }
   }
-  /* Arguments not ready yet (outputs of earlier executions) add a
-   * dependency; a failed one fails the op. */
-  for (uint32_t g = 0; g < plan->guarded_count; ++g) {
-    pw_op_t* op = &exec->ops[plan->guarded[g]];
-    if (op->plan->param_inputs == 0) continue;
+}
+
+/* Arguments not ready yet (outputs of earlier executions) add a
+ * dependency; a failed one fails the op. */
+static void pw_dispatch_wait_args(pw_execution_t* exec, const pw_plan_dispatch_t* pd) {
+  for (uint32_t g = 0; g < pd->guarded_count; ++g) {
+    uint32_t index = pd->guarded[g];
+    if (pd->ops[index].param_inputs == 0) continue;
+    pw_op_t* op = &exec->ops[index];
     uint32_t param_index = 0;
     for (uint32_t k = 0; k < op->plan->input_count; ++k) {
       if (op->plan->inputs[k].param < 0) continue;
@@ -1344,13 +877,37 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
       pw__event_add_node(ready, node);
     }
   }
-  /* Drop the submit guards, in topological order. */
-  for (uint32_t g = 0; g < plan->guarded_count; ++g) {
-    pw_dispatch_dep_done(&exec->ops[plan->guarded[g]]);
+}
+
+void pw__dispatch_start(pw_execution_t* exec, bool own, bool append) {
+  /* Read before anything of the run can complete (an argument's readier
+   * may run it on another thread): the block then stays valid through
+   * the submitter's reference, or as a private one, but exec->plan goes. */
+  const pw_plan_dispatch_t* pd = exec->dispatch;
+  uint32_t op_count = exec->op_count;
+  /* Outermost dispatch frame for this thread: launches made ready below
+   * (and anything completing inline) drain before submit returns. */
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
+  pw_dispatch_frame_t* outer = pw_dispatch_current;
+  if (outer == NULL) pw_dispatch_current = &local;
+
+  /* Root ops (no producing op, no argument to wait for) are ready before
+   * they enter any sequence: no device can be at them yet, so a plain
+   * release store does, and the append (or a device arriving) claims
+   * their launches at once. */
+  for (uint32_t r = 0; r < pd->root_count; ++r) {
+    pw_op_t* op = &exec->ops[pd->roots[r]];
+    pw_dispatch_allocate_outputs(op);
+    pw_atomic_store_u32_release(&op->inputs_ready, 1);
   }
-  if (plan->op_count == 0) pw_execution_complete(exec);
+  if (append) pw_dispatch_append_runs(exec, pd, op_count);
+  pw_dispatch_wait_args(exec, pd);
+  /* Drop the submit guards, in topological order. */
+  for (uint32_t g = 0; g < pd->guarded_count; ++g) {
+    pw_dispatch_dep_done(&exec->ops[pd->guarded[g]]);
+  }
+  if (op_count == 0) pw__execution_complete(exec);
   if (outer == NULL) pw_dispatch_drain(&local);
   pw_dispatch_current = outer;
-  if (own == NULL) pw_execution_release(exec); /* the submitter's reference */
-  return NULL;
+  if (!own) pw_execution_release(exec); /* the submitter's reference */
 }

@@ -1,8 +1,11 @@
-/* Internal to lib/sched: the execution block and its op records, shared by
- * the dispatcher (dispatch.c: launching, completing, appending, the
- * scheduler window, submission) and the block code (block.c: plan
- * preparation, block layout, the per-client block cache). See dispatch.c
- * for the protocol and docs/architecture.md, "Dispatch". */
+/* Internal to lib/sched: the execution block and its op records, the
+ * per-plan dispatch data, and what the files of lib/sched call of each
+ * other: the hot path (dispatch.c: launching, completing, appending),
+ * executions (execution.c), submission (submit.c), the debug mode without
+ * gang order (unordered.c), plan preparation (plan.c), the block cache and
+ * layout (block.c), armed graphs (armed.c), slices and clients (slice.c),
+ * transfers (transfer.c) and the scheduler window (window.c). See
+ * dispatch.c for the protocol and docs/architecture.md, "Dispatch". */
 #ifndef PW_SCHED_DISPATCH_INTERNAL_H_
 #define PW_SCHED_DISPATCH_INTERNAL_H_
 
@@ -14,7 +17,7 @@ enum {
   PW_OP_READY_ON_ONE = 2u, /* one producing op and no guard: its completion
                             * makes the inputs ready, no counter needed */
   PW_OP_UNORDERED = 4u,    /* the debug mode without gang order: launched
-                            * on its slots (pw_op_cold_t.slots) */
+                            * on its launch slots (unordered.c) */
 };
 
 /* An op record in an execution block (128 bytes on 64-bit hosts, two
@@ -62,8 +65,8 @@ typedef struct pw_op_s {
 _Static_assert(sizeof(void*) != 8 || sizeof(pw_op_t) == 128, "an op record is two cache lines");
 
 /* What few runs touch, out of the op record's two lines: the scheduler
- * window's links and order, the debug mode's slots, charging's device
- * time. In the block, one per op (pw_execution_t.op_cold, by op index). */
+ * window's links and order, charging's device time. In the block, one
+ * per op (pw_execution_t.op_cold, by op index). */
 typedef struct pw_op_cold_s {
   struct pw_op_s* sched_next;  /* incoming stack / client queue link */
   /* Spanning ops under a scheduler window: one queue link per part (else
@@ -73,7 +76,6 @@ typedef struct pw_op_cold_s {
   pw_atomic_u32_t parts_picked;
   pw_atomic_u32_t appended;
   uint64_t client_seq;         /* scheduler window: client submission order */
-  pw_device_t* slots;          /* debug mode without gang order only */
   /* Measured device time (charging policies only, which also re-arm it:
    * pw_dispatch_op_complete). */
   pw_atomic_u64_t device_ns;
@@ -97,6 +99,7 @@ typedef struct pw_execution_s {
   pw_runtime_t* runtime;
   pw_object_t* graph;          /* retained: keeps the plan alive */
   const pw_plan_t* plan;
+  const struct pw_plan_dispatch_s* dispatch; /* the plan's (plan.c) */
   /* The block's reference on its last done event (recycled by the next
    * run that asks for one); completed by this run only if |done_wanted|:
    * a run submitted without a done event (out_done NULL) has none, since
@@ -139,20 +142,22 @@ static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
   return op->links ? &op->links[p] : &op->slice_next;
 }
 
-/* Whether |p|'s pending count has a submit guard: only ops with
- * parameter inputs (their waits are registered after the appends) and
- * every op of the debug mode without gang order (it launches at inputs
- * ready, without a sequence). Other ops are fully set up before anything
- * of their execution can launch, and their inputs may become ready before
- * they are appended: the append then claims them. */
-static inline bool pw_op_guarded(const pw_runtime_t* rt, const pw_plan_op_t* p) {
-  return p->param_inputs > 0 || rt->no_gang_order;
+/* Whether an op with |param_inputs| parameter inputs has a submit guard in
+ * its pending count: only ops with parameter inputs (their waits are
+ * registered after the appends) and every op of the debug mode without
+ * gang order (it launches at inputs ready, without a sequence). Other ops
+ * are fully set up before anything of their execution can launch, and
+ * their inputs may become ready before they are appended: the append then
+ * claims them. */
+static inline bool pw_op_guarded(const pw_runtime_t* rt, uint32_t param_inputs) {
+  return param_inputs > 0 || rt->no_gang_order;
 }
 
-/* Whether |p| waits for nothing in a submission: ready before it is
- * appended (see pw__dispatch_submit). */
-static inline bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p) {
-  return p->static_deps == 0 && !pw_op_guarded(rt, p);
+/* Whether plan op |p| waits for nothing in a submission: ready before it
+ * is appended (see pw__dispatch_start). */
+static inline bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p,
+                                 uint32_t param_inputs) {
+  return p->static_deps == 0 && !pw_op_guarded(rt, param_inputs);
 }
 
 /* Arms |op|'s per-run counters for its next run: at layout, then at the
@@ -198,7 +203,234 @@ static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d)
   return pw_span_position(s, d->slice) * (s->device_count / s->span_count) + d->mesh_index;
 }
 
-/* ---- between dispatch.c and transfer.c ---------------------------------- */
+/* The spec of plan op |p|'s output |k|. */
+static inline const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
+  return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.outputs[k];
+}
+
+/* ---- cursors and tails (dispatch.c, slice.c) ---------------------------- */
+
+/* A device's cursor: an op pointer tagged with the device's state at it
+ * (see dispatch.c). */
+enum {
+  PW_CURSOR_WAITING = 0,
+  PW_CURSOR_RUNNING = 1,
+  PW_CURSOR_IDLE = 2,
+  /* Reached the op and reading its inputs-ready flag: nobody else may
+   * claim the op meanwhile (a readier that finds it hands the launch over
+   * by setting RUNNING instead), so the op cannot run, complete and be
+   * freed under the reader. See pw_dispatch_settle. */
+  PW_CURSOR_ARRIVING = 3,
+  PW_CURSOR_TAG_MASK = 3,
+};
+_Static_assert(_Alignof(pw_op_t) >= 4, "cursor tags need two low bits");
+
+/* Bit 0 of a slice's tail: pinned by pw__dispatch_client_release_tails. */
+#define PW_TAIL_PINNED ((uintptr_t)1)
+
+static inline void* pw_cursor(pw_op_t* op, uintptr_t tag) {
+  return (void*)((uintptr_t)op | tag);
+}
+
+/* |op|'s link in the sequence of physical slice |part|. */
+static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
+  return pw_op_link_at(op, pw_span_position(op->slice, part));
+}
+
+/* ---- per-plan dispatch data (plan.c) ------------------------------------ */
+
+/* What the dispatcher derives per plan op. */
+typedef struct pw_plan_op_dispatch_s {
+  uint32_t param_inputs;   /* inputs that are graph parameters */
+  uint32_t output_base;    /* first of its outputs in |values| and exec->outputs */
+  /* Bit k: input k is a new buffer at every submission (a parameter, or
+   * another op's graph output); the others are internal values. */
+  uint32_t per_run_inputs;
+} pw_plan_op_dispatch_t;
+
+/* Byte sizes of one op output, fixed by its spec and mesh. */
+typedef struct pw_plan_value_s {
+  size_t shard_bytes;
+  size_t total_bytes;
+} pw_plan_value_t;
+
+/* What every submission of a plan would otherwise recompute: derived from
+ * the (const) plan by its first submission, published once in
+ * pw_plan_t.dispatch_data, freed with the plan through |header|. One
+ * allocation of |bytes|. */
+typedef struct pw_plan_dispatch_s {
+  pw_plan_dispatch_header_t header;
+  pw_allocator_t allocator;
+  size_t bytes;
+  uint64_t id;                     /* unique in the runtime, never 0 */
+  pw_block_layout_t layout;        /* where everything lies in its blocks */
+  uint32_t input_total;            /* sum of the ops' input counts */
+  uint32_t output_total;           /* sum of the ops' output counts */
+  uint32_t param_input_total;      /* sum of the ops' param_inputs */
+  uint32_t link_total;             /* spanning ops' parts, summed */
+  size_t internal_bytes;           /* internal values and their shard arrays */
+  pw_plan_op_dispatch_t* ops;      /* op_count */
+  pw_plan_value_t* values;         /* output_total, op order (output_base) */
+  /* Op indices that a submission visits instead of walking every op, in
+   * op order: roots (ready at submission), guarded ops (a submit guard in
+   * pending: parameter inputs, or every op of the debug mode without gang
+   * order) and ops with per-run inputs. Append groups: |append_order|
+   * lists every op, group after group; group g is
+   * append_order[runs[g] .. runs[g + 1]) (the last ends at op_count): ops
+   * of one slice in op order, appended to its sequence at once, after
+   * every group holding one of their producers (plan.c). */
+  uint32_t* roots;
+  uint32_t* guarded;
+  uint32_t* rebind;
+  uint32_t* runs;
+  uint32_t* append_order;
+  /* (home slice index, ops) pairs, one per slice that is some op's home
+   * (span[0]), ascending: the completion counts an execution adds to its
+   * client's per-slice stats when it completes. */
+  uint32_t* home_counts;
+  uint32_t home_count_n;
+  uint32_t root_count;
+  uint32_t guarded_count;
+  uint32_t rebind_count;
+  uint32_t run_count;
+  /* Appends of one submission without a scheduler window: the parts of
+   * every group's slice, summed (each holds a tail reference). */
+  uint32_t tail_refs;
+  /* The debug mode without gang order: each op's first launch slot in the
+   * block's slots (unordered.c), and their count; else NULL and 0. */
+  uint32_t* slot_base;
+  size_t slot_count;
+} pw_plan_dispatch_t;
+
+/* |plan|'s dispatch data, derived on its first submission (two submitters
+ * may race: one publishes, the other frees its copy). */
+pw_status_t pw__plan_dispatch_prepare(pw_runtime_t* rt, const pw_plan_t* plan,
+                                      const pw_plan_dispatch_t** out);
+
+static inline pw_status_t pw_plan_dispatch(pw_runtime_t* rt, const pw_plan_t* plan,
+                                           const pw_plan_dispatch_t** out) {
+  /* The plan is const to its users; this word is the dispatcher's, written
+   * once (pw__plan_dispatch_prepare). */
+  const pw_plan_dispatch_t* pd =
+      pw_atomic_load_ptr_acquire((pw_atomic_ptr_t*)&plan->dispatch_data);
+  if (__builtin_expect(pd != NULL, 1)) {
+    *out = pd;
+    return NULL;
+  }
+  return pw__plan_dispatch_prepare(rt, plan, out);
+}
+
+/* The dispatch data of |plan| if a submission derived it, else NULL. */
+static inline const pw_plan_dispatch_t* pw_plan_dispatch_if_any(const pw_plan_t* plan) {
+  return pw_atomic_load_ptr_acquire((pw_atomic_ptr_t*)&plan->dispatch_data);
+}
+
+/* Adds |runs| completed runs of a plan to |client|'s per-slice op counts
+ * (pw_client_slice_stats), per home slice (pw_plan_dispatch_t.home_counts). */
+static inline void pw_plan_count_ops(pw_client_t* client, const pw_plan_dispatch_t* pd,
+                                     uint64_t runs) {
+  for (uint32_t k = 0; k < pd->home_count_n; ++k) {
+    pw_atomic_fetch_add_u64(&client->sched_entries[pd->home_counts[2 * k]].ops_completed,
+                            runs * pd->home_counts[2 * k + 1]);
+  }
+}
+
+/* ---- executions (execution.c) ------------------------------------------- */
+
+/* Gives |block| back to its client's cache (or frees it). block.c. */
+void pw__block_put(pw_client_t* client, pw_execution_t* block);
+
+/* Drops one reference to |exec|; the last one returns its block to the
+ * client's cache and says so: the caller then drops the execution's
+ * reference to the client. The last one of a private block (refs then
+ * PW_EXECUTION_PRIVATE) only frees it for its armed graph: the execution
+ * took no client reference, and the block may be reused at once. */
+static inline bool pw_execution_unref(pw_execution_t* exec) {
+  if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
+  pw_atomic_fence_acquire();
+  pw_client_t* client = exec->client;
+  /* The ops' statuses were freed by their completions (pw_op_rearm). */
+  pw__object_release(exec->graph);
+  pw__block_put(client, exec);
+  return true;
+}
+
+static inline void pw_execution_release(pw_execution_t* exec) {
+  pw_client_t* client = exec->client;
+  uint32_t stripe = exec->stripe;
+  if (pw_execution_unref(exec)) pw__client_release_stripe(client, stripe); /* may free it */
+}
+
+/* Internal values (op outputs that are not graph outputs) live in the
+ * execution block: no handle, no ready event, no allocation of their own.
+ * Their device memory stays with the block for the next run of its plan
+ * (pw_dispatch_allocate_outputs and transfers allocate only missing
+ * shards) and is given back when the block is zeroed for another plan or
+ * freed: with the client at the latest. The slot of a graph output is
+ * left NULL, as a reused block expects it. */
+static inline void pw_execution_drop_output(pw_buffer_obj_t** slot) {
+  pw_buffer_obj_t* b = *slot;
+  if (b == NULL || b->ready == NULL) return; /* internal: kept */
+  *slot = NULL;
+  pw__object_release(&b->header);
+}
+
+/* A slot's count moves by one: each has one writer at a time (see
+ * pw_graph_exec_slot_t). */
+static inline void pw_slot_count(pw_atomic_u64_t* count) {
+  pw_atomic_store_u64_release(count, pw_atomic_load_u64_relaxed(count) + 1);
+}
+
+/* Every op of |exec| completed: its done event, its counts, its block. */
+void pw__execution_complete(pw_execution_t* exec);
+/* A submission of |exec| failed before it ran: its outputs and event go,
+ * its block back (|own|: stays in its armed graph's slot, free). */
+void pw__execution_free_unsubmitted(pw_execution_t* exec, bool own);
+
+/* ---- submission (submit.c, dispatch.c, unordered.c) --------------------- */
+
+/* A per-run helper of one function, inlined into it whatever its size (a
+ * split submission must not cost the run a call or a struct in memory). */
+#define PW_SCHED_INLINE static inline __attribute__((always_inline))
+
+/* What one submission takes (pw__dispatch_submit's arguments, and the
+ * armed graph's private slot it runs in, if any). */
+typedef struct pw_submit_s {
+  pw_client_t* client;
+  const pw_plan_t* plan;
+  const pw_plan_dispatch_t* pd;
+  pw_object_t* graph_ref;
+  pw_graph_exec_obj_t* armed;
+  pw_graph_exec_slot_t* own;
+  pw_buffer_obj_t* const* args;
+  pw_buffer_obj_t** outputs;
+  pw_event_t** out_done;
+} pw_submit_t;
+
+/* A block for |s| laid out for its plan, with its done event, or a
+ * failure (nothing of the run left). |plan_id| 0: laid out afresh, never
+ * reused as it is (submit.c). */
+pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out);
+/* Sets |exec|'s per-run state (arguments, gang ids, rebound inputs,
+ * outputs, graph references, counts) with |refs| references; nothing can
+ * fail from here on (submit.c). */
+void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs);
+/* Starts armed |exec|: roots ready, appends (|append|: not in the debug
+ * mode without gang order, which has no sequence), argument waits, guards
+ * dropped, all inside this thread's outermost dispatch frame; then drops
+ * the submitter's reference (dispatch.c). */
+void pw__dispatch_start(pw_execution_t* exec, bool own, bool append);
+
+/* The debug mode without gang order's submission (unordered.c). */
+pw_status_t pw__unordered_submit(pw_submit_t* s);
+/* Launches |op| on its launch slots, now that its inputs are ready. */
+void pw__unordered_launch(pw_op_t* op);
+/* The debug mode's launch slots of |plan|: writes each op's first into
+ * |slot_base| (when not NULL) and returns their count; 0 outside the
+ * debug mode. */
+size_t pw__unordered_slots(const pw_runtime_t* rt, const pw_plan_t* plan, uint32_t* slot_base);
+
+/* ---- dispatch.c, for the other files ------------------------------------ */
 
 /* The device whose transfer part this thread is issuing copies for (its
  * guard held: the part cannot complete meanwhile), or NULL; a drain must
@@ -208,31 +440,25 @@ bool pw__dispatch_is_issuing(const pw_device_t* d);
 /* |d| finished its running op (d->done_status says how): queued on this
  * thread's frame, or run now. */
 void pw__dispatch_push_done(pw_device_t* d);
+/* Queues the launch of d->running on |d| (or runs a frame now). */
+void pw__dispatch_push_launch(pw_device_t* d);
 /* |d| finished its running op, on the launching thread. */
 void pw__dispatch_device_done(pw_device_t* d);
-/* Launches |d|'s part of transfer op |op| (transfer.c). */
-void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op);
-/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
- * when its part is done). */
-void pw__dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator);
-
-/* Adds |runs| completed runs of |plan| to |client|'s per-slice op counts
- * (pw_client_slice_stats), per home slice (pw_plan_t.home_counts). */
-static inline void pw_plan_count_ops(pw_client_t* client, const pw_plan_t* plan, uint64_t runs) {
-  for (uint32_t k = 0; k < plan->home_count_n; ++k) {
-    pw_atomic_fetch_add_u64(&client->sched_entries[plan->home_counts[2 * k]].ops_completed,
-                            runs * plan->home_counts[2 * k + 1]);
-  }
-}
-
-/* ---- dispatch.c, for window.c ------------------------------------------- */
-
+/* Sets the fields of |d|'s launch descriptor that stay the same for every
+ * op it launches. */
+void pw__dispatch_launch_init(pw_device_t* d);
 /* Appends the group |first| .. |last| (of |exec|, all on |slice|) to the
  * sequence of every part of |slice| (pw_dispatch_append). */
 void pw__dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
                          pw_op_t* last);
-/* Drops one reference to |exec| (pw_execution_release). */
-void pw__execution_release(pw_execution_t* exec);
+
+/* ---- transfer.c ---------------------------------------------------------- */
+
+/* Launches |d|'s part of transfer op |op|. */
+void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op);
+/* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
+ * when its part is done). */
+void pw__dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator);
 
 /* ---- window.c: the gang scheduler of a runtime with a window ------------ */
 
@@ -244,16 +470,18 @@ void pw__sched_kick(pw_slice_t* slice);
 
 /* ---- block.c ------------------------------------------------------------ */
 
-/* Where everything lies in a block for |plan|. */
-void pw__block_layout(const pw_runtime_t* rt, const pw_plan_t* plan, pw_block_layout_t* l);
+/* Where everything lies in a block for |plan| (its dispatch data's totals
+ * set). */
+void pw__block_layout(const pw_plan_t* plan, const pw_plan_dispatch_t* pd, pw_block_layout_t* l);
+
+/* Bytes of an internal value in a block for a slice of |device_count|
+ * devices. */
+size_t pw__block_internal_value_bytes(uint32_t device_count);
 
 /* A block of |size| bytes from |client|'s cache, or a new zeroed one;
  * |*out_prepared|: laid out for plan |plan_id| already. */
 pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id, unsigned char** out,
                           bool* out_prepared);
-
-/* Gives |block| back to its client's cache (or frees it). */
-void pw__block_put(pw_client_t* client, pw_execution_t* block);
 
 /* The block in an armed graph's private |slot| (free: see
  * pw_graph_exec_slot_t), or a new zeroed one stored there; as
@@ -261,11 +489,13 @@ void pw__block_put(pw_client_t* client, pw_execution_t* block);
 pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, size_t size,
                               uint64_t plan_id, unsigned char** out, bool* out_prepared);
 
+/* Frees every block in |client|'s cache. */
+void pw__block_cache_drain(pw_client_t* client);
+
 /* Lays out a zeroed block for |plan|: op records, internal values, the
  * links inside append groups, the graph outputs' buffers. On failure
  * exec->output_total counts the outputs made. */
-pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
-                                  const pw_block_layout_t* l);
+pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan);
 
 /* Gives back what a finished |block| holds that nothing reads any more:
  * its internal values' device memory and its last done event (the block
@@ -273,12 +503,14 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan,
  * block that a slice still holds as its tail. */
 void pw__block_release_memory(pw_execution_t* block);
 
-/* At pw_client_destroy, once nothing of |client| is in flight and its
- * cache is closed: gives back the device memory of the blocks that slices
- * still hold as their tails (dispatch.c). */
-void pw__dispatch_client_release_tails(pw_client_t* client);
-
 /* Makes the graph outputs' buffers in a block laid out for |plan| before. */
 pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan);
+
+/* ---- slice.c ------------------------------------------------------------ */
+
+/* At pw_client_destroy, once nothing of |client| is in flight and its
+ * cache is closed: gives back the device memory of the blocks that slices
+ * still hold as their tails (slice.c). */
+void pw__dispatch_client_release_tails(pw_client_t* client);
 
 #endif /* PW_SCHED_DISPATCH_INTERNAL_H_ */

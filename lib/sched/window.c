@@ -265,7 +265,7 @@ static void pw_sched_pop(pw_slice_t* slice, pw_sched_entry_t* e) {
   if (e->head == NULL) e->tail = NULL;
   *link = NULL;
   e->blocked = false;
-  if (pw_op_cold(op)->sched_links != NULL) pw__execution_release(op->exec);
+  if (pw_op_cold(op)->sched_links != NULL) pw_execution_release(op->exec);
   if (--e->queued == 0) pw_sched_active_remove(slice, e);
 }
 
