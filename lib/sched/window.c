@@ -34,6 +34,7 @@
  * freely between clients. */
 #include <pthread.h>
 
+#include "plugin/policy_call.h"
 #include "sched/dispatch_internal.h"
 
 enum { PW_SCHED_BUSY = 1u, PW_SCHED_PENDING = 2u, PW_SCHED_CHUNK = PW_SCHED_MAX_CANDIDATES };
@@ -88,9 +89,9 @@ static pw_sched_candidate_t pw_sched_candidate(pw_sched_entry_t* e) {
 static void pw_sched_charge_pending(pw_runtime_t* rt, pw_sched_entry_t* e) {
   if (!rt->sched_charge || pw_atomic_load_u64_relaxed(&e->pending_charge_ns) == 0) return;
   uint64_t ns = pw_atomic_exchange_u64(&e->pending_charge_ns, 0);
-  if (ns != 0 && rt->sched_policy.vtable->charge != NULL) {
+  if (ns != 0) {
     pw_sched_candidate_t c = pw_sched_candidate(e);
-    rt->sched_policy.vtable->charge(rt->sched_policy.self, &c, ns);
+    pw__policy_charge(&rt->sched_policy, &c, ns);
   }
 }
 
@@ -112,8 +113,7 @@ typedef struct pw_sched_pool_t {
 
 static uint32_t pw_sched_policy_pick(pw_runtime_t* rt, const pw_sched_candidate_t* c,
                                      uint32_t n) {
-  uint32_t pick = rt->sched_policy.vtable->pick(rt->sched_policy.self, c, n);
-  return pick < n ? pick : 0; /* a misbehaving policy cannot break the order */
+  return pw__policy_pick(&rt->sched_policy, c, n); /* out of range reads as 0 */
 }
 
 /* Shows the chunks' picks to the policy in |pool->cands| (the chunk must
@@ -237,7 +237,7 @@ static void pw_sched_take_incoming(pw_slice_t* slice, pw_sched_pool_t* pool) {
     e->queued++;
     if (!e->active) {
       pw_sched_charge_pending(rt, e);
-      if (rt->sched_policy.vtable->activate != NULL) {
+      if (pw__policy_has_activate(&rt->sched_policy)) {
         if (!pooled) {
           pool->count = pool->best_count = 0;
           for (pw_sched_entry_t* o = slice->sched_active; o; o = o->active_next) {
@@ -249,7 +249,7 @@ static void pw_sched_take_incoming(pw_slice_t* slice, pw_sched_pool_t* pool) {
         pw_sched_entry_t** unused;
         const pw_sched_candidate_t* others = pw_sched_pool_finish(rt, pool, &n, &unused);
         pw_sched_candidate_t me = pw_sched_candidate(e);
-        rt->sched_policy.vtable->activate(rt->sched_policy.self, &me, others, n);
+        pw__policy_activate(&rt->sched_policy, &me, others, n);
         pw_sched_pool_add(rt, pool, e);
       }
       pw_sched_active_append(slice, e);
