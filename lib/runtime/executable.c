@@ -196,3 +196,11 @@ pw_status_t pw_executable_release(pw_client_t* client, pw_executable_t executabl
   }
   return pw__handle_remove(client, executable.id, PW_OBJECT_EXECUTABLE, "executable");
 }
+
+pw_status_t pw_runtime_set_compile_cache(pw_runtime_t* runtime, pw_cache_t* cache) {
+  if (runtime == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_set_compile_cache: runtime is NULL");
+  }
+  pw_atomic_store_ptr_release(&runtime->compile_cache, cache);
+  return NULL;
+}
