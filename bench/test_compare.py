@@ -100,6 +100,18 @@ class PairedRatios(unittest.TestCase):
         paired = compare.paired_ratios(results)
         self.assertEqual(paired, {("spawn", 2): [0.5]})
 
+    def test_a_baseline_pairs_before_and_after_and_is_not_a_peer(self):
+        # --baseline: another build's pw-bench, run in the same rounds.
+        results = [
+            row("libpathways", "chain", 1, 0, 30.0), row(compare.BASE, "chain", 1, 0, 20.0),
+            row("onetbb", "chain", 1, 0, 60.0),
+            row("libpathways", "chain", 1, 1, 22.0), row(compare.BASE, "chain", 1, 1, 20.0),
+            row("onetbb", "chain", 1, 1, 44.0),
+        ]
+        self.assertEqual(compare.paired_ratios(results), {("chain", 1): [0.5, 0.5]})
+        self.assertEqual(compare.paired_ratios(results, against=compare.BASE),
+                         {("chain", 1): [1.5, 1.1]})
+
     def test_the_table_shows_median_and_range(self):
         paired = {("chain", 1): [0.5, 0.4, 0.6], ("chain", 2): [0.25]}
         text = compare.paired_table(paired, [1, 2], ["chain", "fan"])

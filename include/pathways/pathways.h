@@ -6,6 +6,7 @@
 #define PATHWAYS_PATHWAYS_H_
 
 #include "pathways/api.h"
+#include "pathways/struct_size.h"
 #include "pathways/version.h"
 #include "pathways/status.h"
 #include "pathways/allocator.h"

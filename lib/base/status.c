@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pathways/status.h"
+#include "pathways/struct_size.h"
 
 struct pw_status_s {
   pw_status_code_t code;
@@ -171,3 +172,16 @@ void pw_status_free(pw_status_t status) {
 }
 
 void pw_status_ignore(pw_status_t status) { pw_status_free(status); }
+
+/* pathways/struct_size.h: the entry check's error. */
+pw_status_t pw_struct_size_error(const char* call, const char* type, const void* ptr,
+                                  size_t size_v1) {
+  if (ptr == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", call, type);
+  }
+  size_t n;
+  memcpy(&n, ptr, sizeof(n));
+  return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                        "%s: %s struct_size %zu is smaller than v1 (%zu)", call, type, n,
+                        size_v1);
+}

@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
-/* Compile keys, compiling through the cache, and the runtime hook.
+/* Compile keys and compiling through the cache (lib/runtime/executable.c
+ * calls pw__cache_compile; pw_runtime_set_compile_cache is there too).
  *
  * The key is XXH3-128 (seed 0) over, in order:
  *   "pathways.compile.v1" and a NUL            domain tag
@@ -17,7 +18,6 @@
 #include "base/hash.h"
 #include "cache/cache_internal.h"
 #include "plugin/backend_call.h"
-#include "runtime/objects.h"
 
 #define PW_COMPILE_KEY_DOMAIN "pathways.compile.v1"
 
@@ -99,12 +99,4 @@ pw_status_t pw__cache_compile(pw_cache_t* cache, const pw_backend_t* backend,
   pw_cache_entry_release(entry);
   *out_cached = origin == PW_CACHE_FROM_MEMORY || origin == PW_CACHE_FROM_STORE;
   return status;
-}
-
-pw_status_t pw_runtime_set_compile_cache(pw_runtime_t* runtime, pw_cache_t* cache) {
-  if (runtime == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_set_compile_cache: runtime is NULL");
-  }
-  pw_atomic_store_ptr_release(&runtime->compile_cache, cache);
-  return NULL;
 }

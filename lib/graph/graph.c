@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "graph/graph_obj.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 
 static void pw_graph_chunks_free(pw_allocator_t a, pw_graph_chunks_t* c, size_t chunk_bytes) {
   for (uint32_t i = 0; i < c->count; ++i) pw_allocator_free(a, c->chunks[i], chunk_bytes);
@@ -63,11 +63,11 @@ pw_status_t pw_graph_release(pw_client_t* client, pw_graph_t graph) {
 pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
                             pw_graph_counts_t* out_counts) {
   PW_RETURN_IF_ERROR(
-      PW__CHECK_STRUCT(out_counts, pw_graph_counts_t, PW_GRAPH_COUNTS_SIZE_V1, "pw_graph_counts"));
+      PW_STRUCT_CHECK(out_counts, pw_graph_counts_t, PW_GRAPH_COUNTS_SIZE_V1, "pw_graph_counts"));
   pw_graph_counts_t c;
   memset(&c, 0, sizeof(c));
   c.struct_size = sizeof(c);
-  pw__struct_fill(out_counts, &c, sizeof(c)); /* cleared on error too */
+  pw_struct_fill(out_counts, &c, sizeof(c)); /* cleared on error too */
   pw_graph_obj_t* g = NULL;
   PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
   pthread_mutex_lock(&g->lock);
@@ -86,7 +86,7 @@ pw_status_t pw_graph_counts(pw_client_t* client, pw_graph_t graph,
   }
   pthread_mutex_unlock(&g->lock);
   pw__object_release(&g->header);
-  pw__struct_fill(out_counts, &c, sizeof(c));
+  pw_struct_fill(out_counts, &c, sizeof(c));
   return NULL;
 }
 
@@ -138,3 +138,8 @@ pw_value_t pw__graph_output(const struct pw_graph_obj_s* graph, uint32_t index) 
 }
 
 pw_object_t* pw__graph_object(struct pw_graph_obj_s* graph) { return &graph->header; }
+
+pw_status_t pw__graph_lookup(pw_client_t* client, pw_graph_t graph,
+                             struct pw_graph_obj_s** out_graph) {
+  return pw_graph_get(client, graph, out_graph);
+}

@@ -1,5 +1,6 @@
-/* Internal: read access to a graph's nodes for other modules (the CBOR
- * encoder in lib/graph_format), without exposing the graph's layout.
+/* Internal: a graph for other modules, without exposing its layout: its
+ * plan and look-up (lib/sched, which runs graphs) and read access to its
+ * nodes (the CBOR encoder in lib/graph_format).
  *
  * Usage: pw__graph_acquire (a retained, locked graph), read with
  * pw__graph_node / pw__graph_output, then pw__graph_done (unlocks and
@@ -7,9 +8,10 @@
 #ifndef PW_GRAPH_GRAPH_INTERNAL_H_
 #define PW_GRAPH_GRAPH_INTERNAL_H_
 
-#include "runtime/objects.h"
+#include "core/objects.h"
 
 struct pw_graph_obj_s;
+struct pw_plan_s;
 
 typedef enum pw__graph_node_kind_e {
   PW__GRAPH_NODE_PARAMETER = 1,
@@ -42,6 +44,15 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
                     pw__graph_node_view_t* out_view);
 uint32_t pw__graph_output_count(const struct pw_graph_obj_s* graph);
 pw_value_t pw__graph_output(const struct pw_graph_obj_s* graph, uint32_t index);
+
+/* Looks |graph| up and retains it (not locked). */
+pw_status_t pw__graph_lookup(pw_client_t* client, pw_graph_t graph,
+                             struct pw_graph_obj_s** out_graph);
+
+/* Returns the graph's plan, finalizing (lowering) it if needed; the graph
+ * is retained by the caller and the plan lives as long as the graph. */
+pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
+                           const struct pw_plan_s** out_plan);
 
 /* The graph's object header (to retain it or give it another handle). */
 pw_object_t* pw__graph_object(struct pw_graph_obj_s* graph);

@@ -17,7 +17,7 @@
 #define PW_GRAPH_GRAPH_OBJ_H_
 
 #include "graph/graph_internal.h"
-#include "runtime/objects.h"
+#include "graph/plan.h"
 
 typedef enum pw_graph_node_kind_e {
   PW_GRAPH_NODE_PARAMETER = 1,

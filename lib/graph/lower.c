@@ -2,7 +2,7 @@
 /* Lowering a graph into its pw_plan_t (kept with the graph): ops in
  * topological order with their input sources, successor lists and
  * dependency counts, transfer ops' copies (reshard.c) in the plan's copy
- * arena; pw_graph_finalize and pw__graph_plan. Two strategies: one pass
+ * arena; pw__graph_plan (pw_graph_finalize is lib/sched/graph_submit.c). Two strategies: one pass
  * in id order when every input names an earlier node, else a topological
  * sort. The dispatcher derives its own data from the const plan (lib/sched,
  * plan.c); freeing a plan frees that data through the destructor it
@@ -430,15 +430,6 @@ pw_status_t pw__graph_plan(pw_client_t* client, struct pw_graph_obj_s* graph,
   pw_status_t status = pw_graph_finalize_locked(graph);
   pthread_mutex_unlock(&graph->lock);
   *out_plan = status == NULL ? &graph->plan : NULL;
-  return status;
-}
-
-pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph) {
-  pw_graph_obj_t* g = NULL;
-  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
-  const pw_plan_t* plan;
-  pw_status_t status = pw__graph_plan(client, g, &plan);
-  pw__object_release(&g->header);
   return status;
 }
 

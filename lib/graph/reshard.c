@@ -20,7 +20,7 @@
  * (destination index mod replica count), spreading reads over them. */
 #include <string.h>
 
-#include "runtime/objects.h"
+#include "graph/plan.h"
 
 typedef struct pw_box_t {
   int64_t lo[PW_MAX_RANK];

@@ -18,10 +18,54 @@
 #include <string.h>
 
 #include "graph_format/doc.h"
-#include "plugin/struct_size.h"
-#include "runtime/objects.h"
+#include "pathways/struct_size.h"
+#include "core/objects.h"
 
 /* ---- memo ----------------------------------------------------------------- */
+
+/* Decoded-graph memo (this file): canonical key of a
+ * decoded file plus its bindings -> handle id of the graph made from it.
+ * Weak (ids, not references): a hit needs the handle to be live. One per
+ * client, made on its first use (client->graph_memo, published by a CAS;
+ * without memory, decoding goes on without a memo), zero from calloc
+ * (|lock| 0 = free, a spinlock), freed at pw_client_destroy
+ * (its attachment's free). */
+#define PW_GRAPH_MEMO_SLOTS 16
+typedef struct pw_graph_memo_s {
+  pw_client_attachment_t attachment; /* first: freed with the client */
+  pw_atomic_u32_t lock;
+  uint32_t tick;
+  struct {
+    uint64_t key[2];
+    uint64_t graph_id;     /* 0 = empty slot */
+    const void* graph;     /* identity check only, never dereferenced */
+    uint32_t last_use;
+  } slots[PW_GRAPH_MEMO_SLOTS];
+} pw_graph_memo_t;
+
+static void pw_memo_free(pw_client_attachment_t* a, pw_client_t* client) {
+  pw_allocator_free(client->runtime->allocator, a, sizeof(pw_graph_memo_t));
+}
+
+/* |client|'s memo, made now if |make| (NULL: none, or no memory for it). */
+static pw_graph_memo_t* pw_memo_of(pw_client_t* client, bool make) {
+  pw_graph_memo_t* m = pw_atomic_load_ptr_acquire(&client->graph_memo);
+  if (m != NULL || !make) return m;
+  pw_allocator_t a = client->runtime->allocator;
+  pw_status_t status = pw_allocator_calloc(a, sizeof(*m), 0, (void**)&m);
+  if (status != NULL) {
+    pw_status_free(status);
+    return NULL;
+  }
+  m->attachment.free = pw_memo_free;
+  void* expected = NULL;
+  if (!pw_atomic_cas_ptr(&client->graph_memo, &expected, m)) {
+    pw_allocator_free(a, m, sizeof(*m));
+    m = expected;
+  }
+  return m;
+}
+
 
 static void pw_memo_lock(pw_graph_memo_t* m) {
   for (;;) {
@@ -35,7 +79,8 @@ static void pw_memo_unlock(pw_graph_memo_t* m) { pw_atomic_store_u32_release(&m-
 
 /* A new handle to the graph remembered under |key|, or 0. */
 static uint64_t pw_memo_hit(pw_client_t* client, pw_hash128_t key) {
-  pw_graph_memo_t* m = &client->graph_memo;
+  pw_graph_memo_t* m = pw_memo_of(client, false);
+  if (m == NULL) return 0;
   uint64_t id = 0;
   const void* graph = NULL;
   pw_memo_lock(m);
@@ -75,7 +120,8 @@ static uint64_t pw_memo_hit(pw_client_t* client, pw_hash128_t key) {
 
 static void pw_memo_put(pw_client_t* client, pw_hash128_t key, uint64_t graph_id,
                         const void* graph) {
-  pw_graph_memo_t* m = &client->graph_memo;
+  pw_graph_memo_t* m = pw_memo_of(client, true);
+  if (m == NULL) return;
   pw_memo_lock(m);
   uint32_t victim = 0;
   for (uint32_t i = 0; i < PW_GRAPH_MEMO_SLOTS; ++i) {
@@ -358,7 +404,7 @@ pw_status_t pw_graph_decode(pw_client_t* client, const void* bytes, size_t size,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_decode: client or out_graph is NULL");
   }
   if (options != NULL) {
-    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_graph_decode_options_t,
+    PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(options, pw_graph_decode_options_t,
                                         PW_GRAPH_DECODE_OPTIONS_SIZE_V1, "pw_graph_decode"));
   }
   pw_gbind_t b;

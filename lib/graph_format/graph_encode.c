@@ -14,7 +14,7 @@
 
 #include "graph/graph_internal.h"
 #include "graph_format/doc.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 
 /* ---- files without a runtime ---------------------------------------------- */
 
@@ -23,9 +23,9 @@ pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t
   pw_graph_format_info_t info;
   memset(&info, 0, sizeof(info));
   if (out_info) {
-    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_graph_format_info_t,
+    PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_info, pw_graph_format_info_t,
                                         PW_GRAPH_FORMAT_INFO_SIZE_V1, "pw_graph_format_check"));
-    pw__struct_fill(out_info, &info, sizeof(info));
+    pw_struct_fill(out_info, &info, sizeof(info));
   }
   pw_gdoc_t doc;
   pw__gdoc_init(&doc, allocator);
@@ -38,7 +38,7 @@ pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t
     info.nodes = doc.node_count;
     info.outputs = doc.output_count;
     info.hash = pw__gdoc_hash(&doc);
-    pw__struct_fill(out_info, &info, sizeof(info));
+    pw_struct_fill(out_info, &info, sizeof(info));
   }
   pw__gdoc_free(&doc);
   return NULL;
@@ -312,7 +312,7 @@ pw_status_t pw_graph_encode(pw_client_t* client, pw_graph_t graph,
                           "pw_graph_encode: client, out_bytes or out_size is NULL");
   }
   if (options != NULL) {
-    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_graph_encode_options_t,
+    PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(options, pw_graph_encode_options_t,
                                         PW_GRAPH_ENCODE_OPTIONS_SIZE_V1, "pw_graph_encode"));
   }
   pw_genc_t c;

@@ -1,24 +1,10 @@
-/* The shared half of every checked plug call (see plug.h) and the
- * struct_size entry error (see struct_size.h): the cold paths that make
- * messages. */
+/* The shared half of every checked plug call (see plug.h): the
+ * cold paths that make its messages. */
 #include "plugin/plug.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-
-#include "plugin/struct_size.h"
-
-pw_status_t pw__struct_size_error(const char* call, const char* type, const void* ptr,
-                                  size_t size_v1) {
-  if (ptr == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", call, type);
-  }
-  size_t n;
-  memcpy(&n, ptr, sizeof(n));
-  return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                        "%s: %s struct_size %zu is smaller than v1 (%zu)", call, type, n,
-                        size_v1);
-}
+#include <string.h>
 
 const char* pw__plug_name(const pw__plug_kind_t* kind, const void* vtable) {
   const char* name = NULL;

@@ -6,56 +6,9 @@
 #include <string.h>
 
 #include "plugin/backend_call.h"
-#include "runtime/objects.h"
+#include "sched/sched.h"
 #include "runtime/workers.h"
 
-static void pw_buffer_destroy(pw_object_t* object) {
-  pw_buffer_obj_t* b = (pw_buffer_obj_t*)object;
-  pw_runtime_t* rt = object->runtime;
-  if (b->shards) {
-    for (uint32_t d = 0; d < b->slice->device_count; ++d) {
-      pw__backend_deallocate(b->slice->backend, b->slice->group_devices[d], b->shards[d]);
-    }
-    if (b->shards != b->inline_shards) {
-      pw_allocator_free(rt->allocator, b->shards,
-                        b->slice->device_count * sizeof(pw_backend_memory_t));
-    }
-  }
-  pw_event_release(b->ready);
-  pw__object_release(b->vslice ? &b->vslice->header : NULL);
-  pw_allocator_free(rt->allocator, b, sizeof(*b));
-}
-
-pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* spec,
-                              size_t total_bytes, size_t shard_bytes,
-                              pw_buffer_obj_t** out_buffer) {
-  *out_buffer = NULL;
-  pw_runtime_t* rt = vslice->header.runtime;
-  pw_buffer_obj_t* b = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, sizeof(*b), 0, (void**)&b));
-  pw__object_init(&b->header, PW_OBJECT_BUFFER, rt, pw_buffer_destroy);
-  b->slice = vslice->slice;
-  b->mesh = vslice->mesh;
-  b->spec = *spec;
-  b->shard_bytes = shard_bytes;
-  b->total_bytes = total_bytes;
-  pw_status_t status = NULL;
-  if (vslice->slice->device_count <= PW_BUFFER_INLINE_SHARDS) {
-    b->shards = b->inline_shards; /* zeroed with the object */
-  } else {
-    status = pw_allocator_calloc_array(rt->allocator, vslice->slice->device_count,
-                                       sizeof(pw_backend_memory_t), 0, (void**)&b->shards);
-  }
-  if (status == NULL) status = pw__event_create_runtime(rt->allocator, 1, &b->ready);
-  if (status != NULL) {
-    pw_buffer_destroy(&b->header);
-    return status;
-  }
-  pw__object_retain(&vslice->header);
-  b->vslice = vslice;
-  *out_buffer = b;
-  return NULL;
-}
 
 /* Geometry of a shard inside the global array. Every product here is of
  * some of the dimensions and the dtype size, so it is at most total_bytes,

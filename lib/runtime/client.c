@@ -5,8 +5,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "plugin/struct_size.h"
-#include "runtime/objects.h"
+#include "pathways/struct_size.h"
+#include "sched/device.h"
+#include "sched/sched.h"
 
 pw_status_t pw_client_create(pw_runtime_t* runtime,
                              const pw_client_options_t* options,
@@ -17,7 +18,7 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
   }
   *out_client = NULL;
   if (options != NULL) {
-    PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(options, pw_client_options_t,
+    PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(options, pw_client_options_t,
                                         PW_CLIENT_OPTIONS_SIZE_V1, "pw_client_create"));
   }
   pw_client_t* client = NULL;
@@ -88,39 +89,6 @@ static uint32_t pw_client_inflight(pw_client_t* client) {
   return n;
 }
 
-void pw__client_end(pw_client_t* client, uint32_t stripe) {
-  /* The decrement that may bring the client to idle must be this
-   * thread's last touch of the struct: once a waiter sees idle it may go
-   * on to destroy the client, and the struct goes with the last block
-   * that references it, which another thread may release at any time
-   * (a slice displacing its tail). So the waiter count is read first
-   * (seq_cst; a waiter registers with a locked add, fences, and sums the
-   * stripes under idle_lock). No waiter, or this is not the stripe's last
-   * execution: decrement, and touch nothing after. Otherwise decrement
-   * and wake under idle_lock, which a waiter holds to sum the stripes:
-   * it cannot see idle before this thread lets go of the lock. A waiter
-   * that registers between the two reads and sums before the decrement
-   * misses the wake-up: waiters wait in short timed slices
-   * (pw_client_wait_stripes). No locked instruction is added: the read of
-   * the waiter count is a plain load on x86. */
-  pw_atomic_u64_t* counts = &client->stripes[stripe].counts;
-  if (pw_atomic_load_u32_seq_cst(&client->idle_waiters) == 0 ||
-      (uint32_t)pw_atomic_load_u64_relaxed(counts) != 1) {
-    pw_atomic_fetch_sub_u64(counts, 1); /* the last touch of |client| */
-    return;
-  }
-  pthread_mutex_lock(&client->idle_lock);
-  if ((uint32_t)pw_atomic_fetch_sub_u64(counts, 1) == 1) {
-    pthread_cond_broadcast(&client->idle_cond);
-  }
-  pthread_mutex_unlock(&client->idle_lock);
-}
-
-void pw__client_release_stripe(pw_client_t* client, uint32_t stripe) {
-  uint64_t old = pw_atomic_fetch_sub_u64(&client->stripes[stripe].counts, PW_CLIENT_REF);
-  if (old & PW_CLIENT_FOLDED) pw__client_release(client);
-}
-
 /* At destroy (nothing in flight): moves every stripe's references to
  * |refs|. A bias keeps |refs| above 0 while releases that see a folded
  * stripe already drop theirs there. */
@@ -164,6 +132,7 @@ pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadl
   }
   pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
+  pw__client_attachment_free(client, &client->graph_memo);
   pw_allocator_free(runtime->allocator, client->sched_entries,
                     runtime->slice_count * sizeof(pw_sched_entry_t));
   client->sched_entries = NULL;
@@ -182,30 +151,17 @@ pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadl
   return NULL;
 }
 
-void pw__client_release(pw_client_t* client) {
-  if (pw_atomic_fetch_sub_u32(&client->refs, 1) != 1) return;
-  pw_atomic_fence_acquire();
-  pw_runtime_t* runtime = client->runtime;
-  pw__dispatch_client_deinit(client);
-  pthread_cond_destroy(&client->idle_cond);
-  pthread_mutex_destroy(&client->idle_lock);
-  pthread_mutex_destroy(&client->execs_lock);
-  pw_allocator_free(runtime->allocator, client, sizeof(*client));
-  /* The last touch of the runtime: pw_runtime_destroy waits for it. */
-  pw_atomic_fetch_sub_u32(&runtime->client_structs, 1);
-}
-
 pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
                                   pw_client_slice_stats_t* out_stats) {
   if (client == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_client_slice_stats: client is NULL");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_stats, pw_client_slice_stats_t,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_stats, pw_client_slice_stats_t,
                                       PW_CLIENT_SLICE_STATS_SIZE_V1, "pw_client_slice_stats"));
   pw_client_slice_stats_t stats;
   memset(&stats, 0, sizeof(stats));
   if (slice >= client->runtime->slice_count) {
-    pw__struct_fill(out_stats, &stats, sizeof(stats));
+    pw_struct_fill(out_stats, &stats, sizeof(stats));
     return pw_status_make(PW_STATUS_OUT_OF_RANGE, "slice %u does not exist (%u slices)",
                           slice, client->runtime->slice_count);
   }
@@ -215,7 +171,7 @@ pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
   uint64_t private_ops = pw__dispatch_private_ops(client, slice);
   stats.ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed) + private_ops;
   stats.device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
-  pw__struct_fill(out_stats, &stats, sizeof(stats));
+  pw_struct_fill(out_stats, &stats, sizeof(stats));
   return NULL;
 }
 

@@ -5,8 +5,8 @@
 
 #include "cache/cache_internal.h"
 #include "plugin/backend_call.h"
-#include "plugin/struct_size.h"
-#include "runtime/objects.h"
+#include "pathways/struct_size.h"
+#include "core/objects.h"
 
 static void pw_executable_destroy(pw_object_t* object) {
   pw_executable_obj_t* e = (pw_executable_obj_t*)object;
@@ -167,12 +167,12 @@ static pw_status_t pw_executable_get(pw_client_t* client, pw_executable_t execut
 
 pw_status_t pw_executable_signature(pw_client_t* client, pw_executable_t executable,
                                     pw_executable_signature_t* out_signature) {
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_signature, pw_executable_signature_t,
                                       PW_EXECUTABLE_SIGNATURE_SIZE_V1,
                                       "pw_executable_signature"));
   pw_executable_obj_t* e = NULL;
   PW_RETURN_IF_ERROR(pw_executable_get(client, executable, &e));
-  pw__struct_fill(out_signature, &e->signature, sizeof(e->signature));
+  pw_struct_fill(out_signature, &e->signature, sizeof(e->signature));
   pw__object_release(&e->header);
   return NULL;
 }
@@ -196,4 +196,12 @@ pw_status_t pw_executable_release(pw_client_t* client, pw_executable_t executabl
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "client is NULL");
   }
   return pw__handle_remove(client, executable.id, PW_OBJECT_EXECUTABLE, "executable");
+}
+
+pw_status_t pw_runtime_set_compile_cache(pw_runtime_t* runtime, pw_cache_t* cache) {
+  if (runtime == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_set_compile_cache: runtime is NULL");
+  }
+  pw_atomic_store_ptr_release(&runtime->compile_cache, cache);
+  return NULL;
 }

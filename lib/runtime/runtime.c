@@ -6,14 +6,16 @@
 #include "pathways/transports/inproc.h"
 #include "plugin/backend_call.h"
 #include "plugin/policy_call.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 #include "plugin/transport_call.h"
-#include "runtime/objects.h"
+#include "runtime/runtime_internal.h"
+#include "sched/device.h"
+#include "sched/sched.h"
 #include "runtime/workers.h"
 
 /* The transport in |options|, if the options are recent enough to have one. */
 static const pw_transport_t* pw_runtime_options_transport(const pw_runtime_options_t* options) {
-  if (options == NULL || !PW__HAS_FIELD(options, pw_runtime_options_t, transport) ||
+  if (options == NULL || !PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, transport) ||
       options->transport.vtable == NULL) {
     return NULL;
   }
@@ -46,7 +48,7 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
   for (uint32_t b = 0; b < options->backend_count; ++b) {
     PW_RETURN_IF_ERROR_CTX(pw__backend_check(&options->backends[b]), "backends[%u]", b);
   }
-  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
       options->sched_policy.vtable != NULL) {
     PW_RETURN_IF_ERROR(pw__policy_check(&options->sched_policy));
   }
@@ -118,7 +120,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_runtime is NULL");
   }
   *out_runtime = NULL;
-  pw_status_t status = PW__CHECK_STRUCT(options, pw_runtime_options_t,
+  pw_status_t status = PW_STRUCT_CHECK(options, pw_runtime_options_t,
                                         PW_RUNTIME_OPTIONS_SIZE_V1, "pw_runtime_create");
   if (status != NULL) {
     pw_runtime_destroy_plugins(options); /* create owns them even now */
@@ -150,14 +152,14 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->sched_policy = pw_sched_policy_fifo();
   /* The three v2 scheduling fields came in one release: each is read only
    * when struct_size covers it. */
-  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
       options->sched_policy.vtable != NULL) {
     rt->sched_policy = options->sched_policy;
   }
-  if (PW__HAS_FIELD(options, pw_runtime_options_t, sched_window)) {
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_window)) {
     rt->sched_window = options->sched_window;
   }
-  if (PW__HAS_FIELD(options, pw_runtime_options_t, debug_disable_gang_order)) {
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, debug_disable_gang_order)) {
     rt->no_gang_order = options->debug_disable_gang_order;
     if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
   }
@@ -305,12 +307,12 @@ pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
   if (runtime == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_slice_info: runtime is NULL");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_slice_info_t, PW_SLICE_INFO_SIZE_V1,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_info, pw_slice_info_t, PW_SLICE_INFO_SIZE_V1,
                                       "pw_runtime_slice_info"));
   pw_slice_info_t info;
   memset(&info, 0, sizeof(info));
   pw_status_t status = pw_runtime_slice_info_fill(runtime, slice, &info);
-  pw__struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
+  pw_struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
   return status;
 }
 
@@ -351,11 +353,11 @@ pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
   if (runtime == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_device_info: runtime is NULL");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_info, pw_device_info_t, PW_DEVICE_INFO_SIZE_V1,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_info, pw_device_info_t, PW_DEVICE_INFO_SIZE_V1,
                                       "pw_runtime_device_info"));
   pw_device_info_t info;
   memset(&info, 0, sizeof(info));
   pw_status_t status = pw_runtime_device_info_fill(runtime, slice, mesh_index, &info);
-  pw__struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
+  pw_struct_fill(out_info, &info, sizeof(info)); /* cleared on error */
   return status;
 }

@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "plugin/backend_call.h"
-#include "plugin/struct_size.h"
-#include "runtime/objects.h"
+#include "pathways/struct_size.h"
+#include "runtime/runtime_internal.h"
+#include "sched/sched.h"
 
 /* ---- composite slices --------------------------------------------------- */
 
@@ -352,7 +353,7 @@ pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_
                           "pw_vslice_create_spanning: client, span or out_vslice is NULL");
   }
   out_vslice->id = 0;
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(span, pw_vslice_span_t, PW_VSLICE_SPAN_SIZE_V1,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(span, pw_vslice_span_t, PW_VSLICE_SPAN_SIZE_V1,
                                       "pw_vslice_create_spanning"));
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(&span->mesh), "pw_vslice_create_spanning");
   if (span->flags & ~(uint32_t)PW_VSLICE_EXCLUSIVE) {

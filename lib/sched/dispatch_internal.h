@@ -9,7 +9,8 @@
 #ifndef PW_SCHED_DISPATCH_INTERNAL_H_
 #define PW_SCHED_DISPATCH_INTERNAL_H_
 
-#include "runtime/objects.h"
+#include "sched/device.h"
+#include "sched/sched.h"
 
 /* Op flags (pw_op_t.flags), fixed when a block is laid out. */
 enum {

@@ -7,7 +7,7 @@
  * published once with a CAS: two threads that submit a fresh plan at once
  * may both derive it; one publishes, the other frees its copy and uses
  * the published one. The plan's owner frees it with the plan, through the
- * destructor it carries (pw__plan_release_dispatch, lib/runtime/objects.h):
+ * destructor it carries (pw__plan_release_dispatch, lib/graph/plan.h):
  * lib/graph calls nothing here. */
 #include <string.h>
 

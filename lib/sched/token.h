@@ -1,12 +1,12 @@
 /* Internal to lib/sched: completion tokens (pw_completion_token_t,
- * runtime/objects.h). Every launch and copy hands its plugin a token as
+ * sched/device.h). Every launch and copy hands its plugin a token as
  * |done_user|: the token's address plus the generation of its current use
  * in the low bits. The first completion claims it; a second one, or a
  * stale one of an earlier use, fails the claim (dispatch.c, transfer.c). */
 #ifndef PW_SCHED_TOKEN_H_
 #define PW_SCHED_TOKEN_H_
 
-#include "runtime/objects.h"
+#include "sched/device.h"
 
 _Static_assert(_Alignof(pw_completion_token_t) >= PW_TOKEN_GENERATIONS,
                "a token's generation lives in its address's low bits");

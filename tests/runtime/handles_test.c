@@ -4,7 +4,7 @@
  * slot's generation or their client's tag went round must each give the
  * documented error (status code checked, message naming the call, the
  * handle and the kind), never another object. The ids' layout is
- * documented in lib/runtime/handles.c; these tests rely only on the kind
+ * documented in lib/core/handles.c; these tests rely only on the kind
  * living in bits 63..60. */
 #include <criterion/criterion.h>
 #include <stdio.h>

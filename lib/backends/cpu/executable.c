@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 
 #define PW_CPU_MAGIC "PWCPUEXE"
 #define PW_CPU_FORMAT_VERSION 1u
@@ -328,7 +328,7 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
       (bytes == NULL && size != 0)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu load: NULL argument");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_signature, pw_executable_signature_t,
                                       PW_EXECUTABLE_SIGNATURE_SIZE_V1, "cpu load"));
   pw_cpu_program_t program;
   pw_mesh_shape_t mesh;
@@ -380,7 +380,7 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   sig.output_count = program.output_count;
   memcpy(sig.inputs, program.inputs, sizeof(program.inputs));
   memcpy(sig.outputs, program.outputs, sizeof(program.outputs));
-  pw__struct_fill(out_signature, &sig, sizeof(sig));
+  pw_struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = exe;
   return NULL;
 }

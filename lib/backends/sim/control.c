@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 
 /* splitmix64: the seeded draws of the failure schedule. */
 static uint64_t pw_sim_next_random(uint64_t* state) {
@@ -118,7 +118,7 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_sim_backend_stats: not a sim backend");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_stats, pw_sim_stats_t, PW_SIM_STATS_SIZE_V1,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_stats, pw_sim_stats_t, PW_SIM_STATS_SIZE_V1,
                                       "pw_sim_backend_stats"));
   pw_sim_stats_t stats;
   memset(&stats, 0, sizeof(stats));
@@ -145,7 +145,7 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
   stats.failed = atomic_load(&b->failed_events);
   stats.transfers = atomic_load(&b->transfer_events);
   stats.queued = pw_sim__queue_length(b);
-  pw__struct_fill(out_stats, &stats, sizeof(stats));
+  pw_struct_fill(out_stats, &stats, sizeof(stats));
   return NULL;
 }
 
@@ -171,12 +171,12 @@ pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_sim_backend_device_state: not a sim backend");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_state, pw_sim_device_state_t,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_state, pw_sim_device_state_t,
                                       PW_SIM_DEVICE_STATE_SIZE_V1,
                                       "pw_sim_backend_device_state"));
   pw_sim_device_state_t state;
   memset(&state, 0, sizeof(state));
-  pw__struct_fill(out_state, &state, sizeof(state));
+  pw_struct_fill(out_state, &state, sizeof(state));
   if (device >= b->device_count) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_sim_backend_device_state: device %u does not exist (the backend "
@@ -192,6 +192,6 @@ pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
   state.chip = device % b->per_slice;
   state.fail_at = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
   state.health = backend.vtable->health(b, device);
-  pw__struct_fill(out_state, &state, sizeof(state));
+  pw_struct_fill(out_state, &state, sizeof(state));
   return NULL;
 }

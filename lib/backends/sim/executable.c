@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
-#include "plugin/struct_size.h"
+#include "pathways/struct_size.h"
 
 #define PW_SIM_MAGIC "PWSIMEXE"
 #define PW_SIM_FORMAT_VERSION 1u
@@ -234,7 +234,7 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   if (in == NULL || size == 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim load: no executable bytes");
   }
-  PW_RETURN_IF_ERROR(PW__CHECK_STRUCT(out_signature, pw_executable_signature_t,
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_signature, pw_executable_signature_t,
                                       PW_EXECUTABLE_SIGNATURE_SIZE_V1, "sim load"));
   size_t magic = size < 8 ? size : 8;
   if (memcmp(in, PW_SIM_MAGIC, magic) != 0) {
@@ -303,7 +303,7 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   sig.output_count = p.output_count;
   memcpy(sig.inputs, p.inputs, sizeof(p.inputs));
   memcpy(sig.outputs, p.outputs, sizeof(p.outputs));
-  pw__struct_fill(out_signature, &sig, sizeof(sig));
+  pw_struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = e;
   return NULL;
 }

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/objects.h"
+#include "core/client.h"
 
 #define PW_HANDLE_NONE UINT32_MAX
 

@@ -1,45 +1,48 @@
-/* Internal: the one versioning discipline of every public struct that
- * starts with struct_size (PW_STRUCT_SIZE and the PW_*_SIZE_V1 constants
- * in pathways/api.h and beside each struct). Three checks, used
- * everywhere such a struct crosses the API:
- *   - on entry, PW__CHECK_STRUCT: struct_size >= the struct's V1 size, or
+/* Versioned structs: the checks a library or a plugin makes on a struct
+ * that starts with struct_size (the convention and PW_STRUCT_SIZE are in
+ * api.h; every such struct has a PW_*_SIZE_V1 beside it). Three checks,
+ * used everywhere such a struct crosses an API, the library's and a
+ * plugin's alike:
+ *   - on entry, PW_STRUCT_CHECK: struct_size >= the struct's V1 size, or
  *     INVALID_ARGUMENT naming the call and the struct;
- *   - at every read of a field added after V1, PW__HAS_FIELD;
- *   - when the library fills an out-struct, pw__struct_fill: only the
- *     bytes the caller's struct_size covers are written.
+ *   - at every read of a field added after V1, PW_STRUCT_HAS_FIELD;
+ *   - when filling an out-struct, pw_struct_fill: only the bytes the
+ *     caller's struct_size covers are written.
  * Never an exact-size match: a caller built against a newer header passes
  * a bigger struct_size and is served as far as this build knows. */
-#ifndef PW_PLUGIN_STRUCT_SIZE_H_
-#define PW_PLUGIN_STRUCT_SIZE_H_
+#ifndef PATHWAYS_STRUCT_SIZE_H_
+#define PATHWAYS_STRUCT_SIZE_H_
 
 #include <string.h>
 
 #include "pathways/api.h"
 #include "pathways/status.h"
 
+PW_EXTERN_C_BEGIN
+
 /* True when |ptr| (a struct of |type|) is big enough to hold |field|. */
-#define PW__HAS_FIELD(ptr, type, field) \
+#define PW_STRUCT_HAS_FIELD(ptr, type, field) \
   ((ptr)->struct_size >= PW_STRUCT_SIZE(type, field))
 
-/* The cold half of PW__CHECK_STRUCT: INVALID_ARGUMENT "<call>: <type> is
+/* The cold half of PW_STRUCT_CHECK: INVALID_ARGUMENT "<call>: <type> is
  * NULL" or "<call>: <type> struct_size N is smaller than v1 (M)". */
-pw_status_t pw__struct_size_error(const char* call, const char* type,
-                                  const void* ptr, size_t size_v1);
+PW_API pw_status_t pw_struct_size_error(const char* call, const char* type,
+                                        const void* ptr, size_t size_v1);
 
 /* NULL (OK) when |ptr| is non-NULL and its struct_size is at least
  * |size_v1|; the error above otherwise. Callers that accept a NULL |ptr|
  * (defaults) test for it first. */
-#define PW__CHECK_STRUCT(ptr, type, size_v1, call)                       \
+#define PW_STRUCT_CHECK(ptr, type, size_v1, call)                        \
   (PW_LIKELY((ptr) != NULL && (ptr)->struct_size >= (size_v1))          \
        ? (pw_status_t)NULL                                              \
-       : pw__struct_size_error((call), #type, (ptr), (size_v1)))
+       : pw_struct_size_error((call), #type, (ptr), (size_v1)))
 
 /* Copies |full| (a complete |full_size|-byte struct the filler built) into
  * the caller's |out|, as far as out's struct_size reaches and no further
  * than |full_size|; out's struct_size is kept, bytes past full_size (a
  * newer caller's fields) are left as the caller set them. |out| must have
- * passed PW__CHECK_STRUCT. */
-static inline void pw__struct_fill(void* out, const void* full, size_t full_size) {
+ * passed PW_STRUCT_CHECK. */
+static inline void pw_struct_fill(void* out, const void* full, size_t full_size) {
   size_t n;
   memcpy(&n, out, sizeof(n));
   if (n > full_size) n = full_size;
@@ -47,4 +50,6 @@ static inline void pw__struct_fill(void* out, const void* full, size_t full_size
          n - sizeof(size_t));
 }
 
-#endif /* PW_PLUGIN_STRUCT_SIZE_H_ */
+PW_EXTERN_C_END
+
+#endif /* PATHWAYS_STRUCT_SIZE_H_ */

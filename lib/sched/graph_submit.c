@@ -1,12 +1,15 @@
 #define _POSIX_C_SOURCE 200809L
-/* Submission: pw_graph_submit (its plan, made at the first submission),
- * binding and checking the arguments, handing out the outputs, donation,
- * and armed graphs (pw_graph_exec_create, _submit, _destroy). The run
- * itself is lib/sched's (pw__dispatch_submit). */
+/* The graph calls that run a graph, the dispatcher's entry points:
+ * pw_graph_finalize (lowering by lib/graph, then the plan's dispatch data),
+ * pw_graph_submit (the plan, made at the first submission if not
+ * finalized), binding and checking the arguments, handing out the
+ * outputs, donation, and armed graphs (pw_graph_exec_create, _submit,
+ * _destroy). The run itself is submit.c's pw__dispatch_submit. */
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/graph_obj.h"
+#include "graph/graph_internal.h"
+#include "sched/dispatch_internal.h"
 
 /* One submission: the caller's arguments and what it runs. */
 typedef struct pw_submission_s {
@@ -14,7 +17,7 @@ typedef struct pw_submission_s {
   const char* who;                  /* names the call in the messages */
   /* The caller's reference to the graph (pw_graph_submit; the execution
    * takes it over, and then it is cleared), or NULL with |armed|. */
-  pw_graph_obj_t* graph;
+  struct pw_graph_obj_s* graph;
   pw_graph_exec_obj_t* armed;
   const pw_plan_t* plan;
   const pw_buffer_t* args;
@@ -193,7 +196,7 @@ static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
   if (status == NULL) status = pw_submit_bind_args(s, b.arg_objs, &b.looked_up);
   pw_event_t* done = NULL;
   if (status == NULL) {
-    status = pw__dispatch_submit(s->client, s->plan, s->graph != NULL ? &s->graph->header : NULL,
+    status = pw__dispatch_submit(s->client, s->plan, s->graph != NULL ? pw__graph_object(s->graph) : NULL,
                                  s->armed, b.arg_objs, b.out_objs,
                                  s->out_done != NULL ? &done : NULL);
     /* On success the execution took over the look-up's reference. */
@@ -202,7 +205,7 @@ static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
   if (status == NULL) status = pw_submit_hand_out(s, b.out_objs);
   if (status == NULL) pw_submit_donate(s);
   pw_submit_binding_free(s, &b);
-  if (s->graph != NULL) pw__object_release(&s->graph->header);
+  if (s->graph != NULL) pw__object_release(pw__graph_object(s->graph));
   if (status == NULL && s->out_done) {
     *s->out_done = done;
   } else {
@@ -224,7 +227,7 @@ pw_status_t pw_graph_submit(pw_client_t* client, pw_graph_t graph, const pw_buff
                        .options = options, .out_outputs = out_outputs,
                        .output_count = output_count, .out_done = out_done};
   PW_RETURN_IF_ERROR(pw_submit_check_args(&s));
-  PW_RETURN_IF_ERROR_CTX(pw_graph_get(client, graph, &s.graph), "%s", who);
+  PW_RETURN_IF_ERROR_CTX(pw__graph_lookup(client, graph, &s.graph), "%s", who);
   pw_status_t status = pw__graph_plan(client, s.graph, &s.plan);
   return pw_submit_plan(&s, status);
 }
@@ -240,8 +243,8 @@ pw_status_t pw_graph_exec_create(pw_client_t* client, pw_graph_t graph,
   if (client == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_exec_create: client is NULL");
   }
-  pw_graph_obj_t* g = NULL;
-  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  struct pw_graph_obj_s* g = NULL;
+  PW_RETURN_IF_ERROR(pw__graph_lookup(client, graph, &g));
   const pw_plan_t* plan = NULL;
   pw_status_t status = pw__graph_plan(client, g, &plan);
   pw_graph_exec_obj_t* armed = NULL;
@@ -249,11 +252,11 @@ pw_status_t pw_graph_exec_create(pw_client_t* client, pw_graph_t graph,
     status = pw_allocator_calloc(client->runtime->allocator, sizeof(*armed), 64, (void**)&armed);
   }
   if (status != NULL) {
-    pw__object_release(&g->header);
+    pw__object_release(pw__graph_object(g));
     return pw_status_annotate(status, "pw_graph_exec_create");
   }
   armed->client = client;
-  armed->graph = &g->header; /* the look-up's reference, now the armed graph's */
+  armed->graph = pw__graph_object(g); /* the look-up's reference, now the armed graph's */
   armed->plan = plan;
   pw__dispatch_exec_register(armed);
   *out_exec = (pw_graph_exec_t*)armed;
@@ -309,4 +312,17 @@ pw_status_t pw_graph_exec_destroy(pw_graph_exec_t* exec) {
   }
   pw__dispatch_exec_destroy((pw_graph_exec_obj_t*)exec);
   return NULL;
+}
+
+pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph) {
+  struct pw_graph_obj_s* g = NULL;
+  PW_RETURN_IF_ERROR(pw__graph_lookup(client, graph, &g));
+  const pw_plan_t* plan;
+  pw_status_t status = pw__graph_plan(client, g, &plan);
+  /* The dispatch data too, so that the first submission costs what the
+   * next ones do. */
+  const pw_plan_dispatch_t* pd;
+  if (status == NULL) status = pw_plan_dispatch(client->runtime, plan, &pd);
+  pw__object_release(pw__graph_object(g));
+  return status;
 }

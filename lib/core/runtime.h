@@ -1,0 +1,151 @@
+/* Internal: the runtime and its slices, as every module of the library
+ * sees them (lib/core). The runtime owns the backends, the physical slices
+ * and the configuration the dispatcher reads (policy, window, transport).
+ * A slice is a mesh of one backend's devices; its sequence and window
+ * words (from append_lock on) are lib/sched's, which alone reads and
+ * writes them, and its device states (|devices|) are lib/sched's
+ * pw_device_t (sched/device.h). Not installed. */
+#ifndef PW_CORE_RUNTIME_H_
+#define PW_CORE_RUNTIME_H_
+
+#include <pthread.h>
+#include "base/atomics.h"
+#include "pathways/runtime.h"
+#include "pathways/scheduler.h"
+#include "pathways/transport.h"
+
+struct pw_op_s;
+struct pw_device_s;
+struct pw_sched_entry_s;
+struct pw_workers_s;
+
+typedef struct pw_slice_s {
+  pw_runtime_t* runtime;
+  uint32_t index;
+  char name[64];
+  pw_mesh_shape_t mesh;
+  uint32_t device_count;
+  uint32_t backend_index;
+  const pw_backend_t* backend;
+  /* The backend's launch method if its vtable has one (checked once when
+   * the slice is made: vtables do not change), else NULL and launches go
+   * through the checked shim, which names what is missing. */
+  pw_status_t (*launch)(void* self, const pw_backend_launch_t* launch);
+  uint32_t host;
+  uint32_t first_device;
+  struct pw_device_s* devices;       /* device_count, mesh order */
+  uint32_t* group_devices;    /* backend ordinals in mesh order */
+  /* Slice sequence. Appenders exchange |tail|; append_lock is taken only
+   * by spanning appends and, with a scheduler window, by admissions
+   * (never by a device or backend thread; lib/sched/dispatch.c). From
+   * here on the fields are written per submission: a line of their own,
+   * so that threads submitting to neighbouring slices do not share one
+   * (slice arrays are allocated aligned to a cache line). */
+  _Alignas(PW_CACHE_LINE) pthread_mutex_t append_lock;
+  /* Last appended op (struct pw_op_s*); the slice holds a reference on
+   * its execution. Bit 0 (PW_TAIL_PINNED, lib/sched/dispatch.c) set while
+   * a destroyed client's destroy looks at the tail; |tail_pin| then says
+   * which of it and an appender that took the tail meanwhile drops that
+   * reference. */
+  pw_atomic_ptr_t tail;
+  pw_atomic_u32_t tail_pin;
+  /* Gang scheduler (only with a window; see lib/sched/dispatch.c). The
+   * admitting thread holds |sched_state|'s BUSY bit and alone touches
+   * |sched_active|. */
+  pw_atomic_u32_t sched_state;        /* BUSY | PENDING */
+  pw_atomic_ptr_t sched_incoming;     /* ops submitted, not yet queued */
+  pw_atomic_u32_t sched_admitted;     /* admitted, not yet completed */
+  /* Backlogged clients, in the order they became backlogged (holder;
+   * |sched_active_tail| is the last, NULL when there are none). */
+  struct pw_sched_entry_s* sched_active;
+  struct pw_sched_entry_s* sched_active_tail;
+  /* Resource manager (runtime->lock). */
+  uint32_t bound_vslices;
+  /* Spanning: a composite slice (the binding of a virtual slice that spans
+   * several physical slices, see lib/runtime/vslice.c) has span_count > 1 and
+   * span[] its physical slices in ascending index order, which is also mesh
+   * order: part p holds mesh indices [p * n, (p + 1) * n) with n =
+   * device_count / span_count. Its |index| is span[0]'s (its "home": the
+   * slice whose scheduler admits its ops). A composite owns no device
+   * states and no sequence: each of its ops is appended to every part's
+   * sequence at once, under the parts' append locks taken in index order,
+   * so two ops that share slices are in the same order on all of them.
+   * A physical slice has span_count 1 and span == &self. */
+  uint32_t span_count;
+  struct pw_slice_s** span;
+  /* Composite only: physical slice index -> position in span[] (for the
+   * runtime's slices; UINT32_MAX for those not in it). */
+  uint32_t* span_position;
+  struct pw_slice_s* self;
+  struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
+} pw_slice_t;
+
+/* Handle ids (layout in lib/core/handles.c): kind:4 | runtime salt:10 |
+ * client tag:12 | generation:16 | slot+1:22. Salt and tag together are
+ * the owner field, compared at once. */
+#define PW_HANDLE_KIND_SHIFT 60
+#define PW_HANDLE_OWNER_SHIFT 38
+#define PW_HANDLE_OWNER_MASK 0x3FFFFFu
+#define PW_HANDLE_TAG_BITS 12
+#define PW_HANDLE_GENERATION_SHIFT 22
+#define PW_HANDLE_GENERATION_MAX 0xFFFFu
+#define PW_HANDLE_SLOT_MASK 0x3FFFFFu
+#define PW_HANDLE_SLOTS_MAX PW_HANDLE_SLOT_MASK /* slot + 1 fits the field */
+#define PW_HANDLE_TAGS_MAX 4095u  /* live clients per runtime */
+#define PW_HANDLE_SALTS_MAX 1023u /* runtimes with clients per process */
+
+struct pw_runtime_s {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t worker_count;
+  struct pw_workers_s* workers;  /* NULL when worker_count is 0 */
+  pw_backend_t* backends;
+  uint32_t backend_count;
+  pw_slice_t* slices;
+  uint32_t slice_count;
+  /* Composite slices made so far, one per distinct set of physical slices
+   * (interned, so that two virtual slices over the same set share one);
+   * they live as long as the runtime. Under |lock|. */
+  pw_slice_t* composites;
+  pthread_mutex_t lock;         /* clients, vslice bindings */
+  uint32_t client_count;
+  /* Client tags and the runtime's salt (lib/core/handles.c), under
+   * |lock|: the next tag to try, the tags of live clients (bit t), and
+   * the salt in every id of this runtime's handles (0 until its first
+   * client takes one; given back when the runtime is freed). */
+  uint32_t next_client_tag;
+  uint32_t handle_salt;
+  uint64_t live_client_tags[PW_HANDLE_TAGS_MAX / 64 + 1];
+  /* Clients created and not destroyed (|lock|): pw_runtime_destroy names
+   * them when it refuses. */
+  struct pw_client_s* clients;
+  /* Client structs not freed yet: a destroyed client's struct lives until
+   * its last execution block goes (a thread completing its last run may
+   * still be releasing it). pw_runtime_destroy waits for 0. */
+  pw_atomic_u32_t client_structs;
+  /* Taken by every submission: on a line of its own, so that it does not
+   * evict the fields every launch reads from other threads' caches. */
+  /* Unique per runtime created in this process (never 0): keys the gang-id
+   * ranges threads keep (lib/sched/dispatch.c). */
+  uint64_t serial;
+  _Alignas(PW_CACHE_LINE) pw_atomic_u64_t next_gang_id;
+  _Alignas(PW_CACHE_LINE) pw_sched_policy_t sched_policy;
+  uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
+  bool sched_charge;           /* measure device time per op */
+  bool no_gang_order;          /* debug: ignore slice sequences */
+  /* Compilation cache (lib/cache, pw_runtime_set_compile_cache), borrowed;
+   * NULL: compile directly. Zero from calloc at create. */
+  pw_atomic_ptr_t compile_cache;
+  pw_transport_t transport;     /* owned; moves shards for transfer ops */
+  /* Its copy method if the vtable has one (checked once: vtables do not
+   * change), else NULL and copies go through the checked shim, which
+   * names what is missing. The dispatcher calls it directly with the
+   * descriptors it builds. */
+  pw_status_t (*transport_copy)(void* self, const pw_transport_copy_t* copy);
+  /* The transport's copy_strided when it has one, else NULL: transfers
+   * then issue one copy per row. */
+  pw_status_t (*transport_copy_strided)(void* self, const pw_transport_copy_t* copy);
+  pw_atomic_u64_t next_plan_id; /* pw_plan_t.id */
+};
+
+#endif /* PW_CORE_RUNTIME_H_ */

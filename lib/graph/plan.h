@@ -1,0 +1,120 @@
+/* Internal: the plan, lowering's const output (lib/graph/lower.c) and
+ * what the dispatcher runs (lib/sched derives its own data from it on the
+ * first submission, plan.c, and hangs it on the plan). Not installed. */
+#ifndef PW_GRAPH_PLAN_H_
+#define PW_GRAPH_PLAN_H_
+
+#include "core/objects.h"
+
+/* Where a compute input comes from. */
+typedef struct pw_plan_input_s {
+  int32_t param;       /* parameter index, or -1 */
+  int32_t op;          /* producing op index, or -1 */
+  uint32_t output;     /* output index of the producing op */
+} pw_plan_input_t;
+
+/* The copies of a transfer from the shard of source mesh index
+ * |src_index| to the shard of destination mesh index |dst_index|: rows of
+ * |size| bytes, the first at |src_offset| / |dst_offset|, repeated along
+ * |stride_count| levels (outer first; pw_transport_copy_t's v2 fields say
+ * how). One record per pair of intersecting shards, whatever the number
+ * of rows: the transport (or, for one without copy_strided, the
+ * dispatcher) walks the rows. */
+typedef struct pw_plan_copy_s {
+  uint32_t src_index;
+  uint32_t dst_index;
+  uint32_t stride_count;
+  size_t src_offset;
+  size_t dst_offset;
+  size_t size;
+  pw_transport_stride_t strides[PW_TRANSPORT_MAX_STRIDES];
+} pw_plan_copy_t;
+
+typedef enum pw_plan_op_kind_e {
+  PW_PLAN_COMPUTE = 0,
+  PW_PLAN_TRANSFER = 1,  /* moves input 0 onto |vslice| with |transfer_spec| */
+} pw_plan_op_kind_t;
+
+/* Computes the copies of a transfer from |src| over |src_mesh| to |dst|
+ * (same dtype and shape) over |dst_mesh|: |*out_copies| sorted by
+ * destination index, |*out_start| (dst device count + 1 entries) indexing
+ * them by destination. Both allocated from |allocator| (copies may be NULL
+ * when there are none). lib/graph/reshard.c. */
+pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* src,
+                             const pw_mesh_shape_t* src_mesh, const pw_array_spec_t* dst,
+                             const pw_mesh_shape_t* dst_mesh, pw_plan_copy_t** out_copies,
+                             uint32_t* out_count, uint32_t** out_start);
+
+typedef struct pw_plan_op_s {
+  pw_plan_op_kind_t kind;
+  uint32_t node;                   /* graph node id, for messages */
+  const char* name;                /* points into the graph's storage */
+  pw_executable_obj_t* executable; /* retained by the graph */
+  pw_vslice_obj_t* vslice;         /* retained by the graph */
+  uint32_t input_count;
+  /* input_count entries, in the plan's storage (one array for all ops:
+   * an inline array of PW_BACKEND_MAX_PARAMS made every op 200 bytes
+   * bigger, and big graphs' build time was page faults). */
+  const pw_plan_input_t* inputs;
+  uint32_t output_count;
+  /* Bit k: output k is a graph output (it gets a buffer object with a
+   * ready event and a handle); other outputs are internal values that live
+   * in the execution block and die with it. */
+  uint32_t external_outputs;
+  uint32_t static_deps;            /* distinct producing ops among inputs */
+  uint32_t successor_count;
+  uint32_t* successors;            /* op indices, one per distinct consumer
+                                      (in the plan's storage) */
+  /* PW_PLAN_TRANSFER only (executable is NULL). */
+  /* The output, on |vslice|; points into the graph's storage (a spec is
+   * 96 bytes, and most ops are not transfers). */
+  const pw_array_spec_t* transfer_spec;
+  pw_plan_copy_t* copies;
+  uint32_t copy_count;
+  uint32_t* copy_start;            /* per destination mesh index, + 1 */
+} pw_plan_op_t;
+
+/* The head of what the dispatcher derives from a plan (lib/sched/plan.c):
+ * how to free it. */
+typedef struct pw_plan_dispatch_header_s {
+  void (*release)(struct pw_plan_dispatch_header_s* data);
+} pw_plan_dispatch_header_t;
+
+typedef struct pw_plan_output_s {
+  int32_t param;   /* graph output is a parameter, or -1 */
+  int32_t op;
+  uint32_t output;
+} pw_plan_output_t;
+
+typedef struct pw_plan_s {
+  uint32_t param_count;
+  pw_array_spec_t* param_specs;
+  pw_vslice_obj_t** param_vslices;
+  uint32_t op_count;               /* in topological order */
+  pw_plan_op_t* ops;
+  uint32_t output_count;
+  pw_plan_output_t* outputs;
+  uint32_t edge_count;
+  /* The dispatcher's data for this plan (a pw_plan_dispatch_header_t *),
+   * derived and published once by its first submission (lib/sched/plan.c),
+   * NULL before; freed with the plan (pw__plan_release_dispatch). */
+  pw_atomic_ptr_t dispatch_data;
+  /* The one allocation that holds ops, their inputs and successors,
+   * outputs, param_specs and param_vslices (lib/graph/graph.c). */
+  void* storage;
+  size_t storage_size;
+  /* Chunks that hold every transfer op's copies and copy_start (newest
+   * first; lib/graph/graph.c), or NULL. */
+  void* copy_arena;
+} pw_plan_t;
+
+/* Frees the dispatcher's data of |plan| (if a submission derived it), by
+ * the destructor it carries: the plan's owner calls nothing in lib/sched. */
+static inline void pw__plan_release_dispatch(pw_plan_t* plan) {
+  pw_plan_dispatch_header_t* data = pw_atomic_load_ptr_acquire(&plan->dispatch_data);
+  if (data == NULL) return;
+  pw_atomic_store_ptr_relaxed(&plan->dispatch_data, NULL);
+  data->release(data);
+}
+
+#endif /* PW_GRAPH_PLAN_H_ */

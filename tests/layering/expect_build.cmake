@@ -1,0 +1,18 @@
+# cmake -DBUILD_DIR=... -DOK=<target> -DBAD=<target> -DEXPECT=<text> -P expect_build.cmake
+# Builds OK (must succeed), then BAD (must fail with EXPECT in its output).
+foreach(which OK BAD)
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${${which}}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(which STREQUAL "OK" AND NOT rc EQUAL 0)
+    message(FATAL_ERROR "the control ${OK} does not build:\n${out}")
+  endif()
+endforeach()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${BAD} built: the include across a missing edge was not rejected")
+endif()
+string(FIND "${out}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${BAD} failed, but not with \"${EXPECT}\":\n${out}")
+endif()
+string(REGEX MATCH "[^\n]*${EXPECT}[^\n]*" line "${out}")
+message(STATUS "rejected as it should be: ${line}")
