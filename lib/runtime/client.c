@@ -166,9 +166,9 @@ pw_status_t pw_client_slice_stats(pw_client_t* client, uint32_t slice,
                           slice, client->runtime->slice_count);
   }
   pw_sched_entry_t* e = &client->sched_entries[slice];
-  /* Private runs of armed graphs count on their slots until the armed
+  /* Armed runs of armed graphs count on their slots until the armed
    * graph goes, which moves them here under the same lock. */
-  uint64_t private_ops = pw__dispatch_private_ops(client, slice);
+  uint64_t private_ops = pw__dispatch_armed_ops(client, slice);
   stats.ops_completed = pw_atomic_load_u64_acquire(&e->ops_completed) + private_ops;
   stats.device_ns = pw_atomic_load_u64_acquire(&e->device_ns);
   pw_struct_fill(out_stats, &stats, sizeof(stats));
@@ -203,17 +203,17 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
   if (client == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_client_wait_idle: client is NULL");
   }
-  /* Runs of armed graphs in their private blocks count on the blocks'
-   * slots, which nothing signals (a private run pays no locked
+  /* Runs of armed graphs in their armed blocks count on the blocks'
+   * slots, which nothing signals (a armed run pays no locked
    * instruction for it): they are polled. */
   for (uint32_t spins = 0;; ++spins) {
     bool idle = pw_client_wait_stripes(client, deadline);
-    uint64_t private_runs = pw__dispatch_private_inflight(client);
-    if (idle && private_runs == 0) return NULL;
+    uint64_t armed_runs = pw__dispatch_armed_inflight(client);
+    if (idle && armed_runs == 0) return NULL;
     if (!idle || (deadline != PW_INFINITE_FUTURE && deadline <= pw_clock_now())) {
       return pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
                             "client '%s' still has %llu executions in flight", client->name,
-                            (unsigned long long)(private_runs + pw_client_inflight(client)));
+                            (unsigned long long)(armed_runs + pw_client_inflight(client)));
     }
     pw__dispatch_backoff(spins);
   }

@@ -137,7 +137,7 @@ void pw__block_put(pw_client_t* client, pw_execution_t* block) {
   pw_block_free(client->runtime, block);
 }
 
-pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, size_t size,
+pw_status_t pw__block_get_armed(pw_client_t* client, pw_armed_block_t* slot, size_t size,
                               uint64_t plan_id, unsigned char** out, bool* out_prepared) {
   pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
   *out_prepared = false;
@@ -278,7 +278,7 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
 
 /* Makes the graph outputs' buffers in a block that an earlier run of
  * |plan| laid out (their slots are NULL again: pw_execution_drop_output). */
-pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan) {
+pw_status_t pw__execution_relayout(pw_execution_t* exec, const pw_plan_t* plan) {
   const pw_plan_dispatch_t* pd = exec->dispatch;
   for (uint32_t o = 0; o < plan->output_count; ++o) {
     const pw_plan_output_t* po = &plan->outputs[o];

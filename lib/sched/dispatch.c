@@ -882,7 +882,7 @@ static void pw_dispatch_wait_args(pw_execution_t* exec, const pw_plan_dispatch_t
 void pw__dispatch_start(pw_execution_t* exec, bool own, bool append) {
   /* Read before anything of the run can complete (an argument's readier
    * may run it on another thread): the block then stays valid through
-   * the submitter's reference, or as a private one, but exec->plan goes. */
+   * the submitter's reference, or as an armed one, but exec->plan goes. */
   const pw_plan_dispatch_t* pd = exec->dispatch;
   uint32_t op_count = exec->op_count;
   /* Outermost dispatch frame for this thread: launches made ready below

@@ -82,17 +82,17 @@ typedef struct pw_op_cold_s {
   pw_atomic_u64_t device_ns;
 } pw_op_cold_t;
 
-/* Set in pw_execution_t.refs while the block is private to an armed graph
+/* Set in pw_execution_t.refs while the block is one of an armed graph's own
  * (pw_graph_exec_t): the last release leaves refs at exactly this value,
  * which tells the armed graph's next submission the block is free, and
  * does nothing else (the execution took no reference on its graph or its
  * client). pw__dispatch_exec_destroy clears it in a block still held, so
  * that its last release gives it to the client's cache as any block. */
-#define PW_EXECUTION_PRIVATE (UINT32_C(1) << 31)
+#define PW_EXECUTION_ARMED (UINT32_C(1) << 31)
 
 typedef struct pw_execution_s {
   /* References (the ops', the submitter's, the slices' on their tails,
-   * waits), and PW_EXECUTION_PRIVATE. */
+   * waits), and PW_EXECUTION_ARMED. */
   pw_atomic_u32_t refs;
   pw_atomic_u32_t ops_remaining;
   pw_atomic_ptr_t status;      /* first error (owned) */
@@ -112,9 +112,9 @@ typedef struct pw_execution_s {
   /* A run of an armed graph in a shared block (counted in its
    * shared_runs until the run completes), else NULL. */
   pw_graph_exec_obj_t* armed;
-  /* A run in an armed graph's private block: the slot that counts it
-   * (pw_graph_exec_slot_t), else NULL. */
-  pw_graph_exec_slot_t* own_slot;
+  /* A run in an armed graph's armed block: the slot that counts it
+   * (pw_armed_block_t), else NULL. */
+  pw_armed_block_t* own_slot;
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   uint32_t stripe;             /* the submitting thread's client stripe */
@@ -343,8 +343,8 @@ void pw__block_put(pw_client_t* client, pw_execution_t* block);
 
 /* Drops one reference to |exec|; the last one returns its block to the
  * client's cache and says so: the caller then drops the execution's
- * reference to the client. The last one of a private block (refs then
- * PW_EXECUTION_PRIVATE) only frees it for its armed graph: the execution
+ * reference to the client. The last one of a armed block (refs then
+ * PW_EXECUTION_ARMED) only frees it for its armed graph: the execution
  * took no client reference, and the block may be reused at once. */
 static inline bool pw_execution_unref(pw_execution_t* exec) {
   if (pw_atomic_fetch_sub_u32(&exec->refs, 1) != 1) return false;
@@ -377,7 +377,7 @@ static inline void pw_execution_drop_output(pw_buffer_obj_t** slot) {
 }
 
 /* A slot's count moves by one: each has one writer at a time (see
- * pw_graph_exec_slot_t). */
+ * pw_armed_block_t). */
 static inline void pw_slot_count(pw_atomic_u64_t* count) {
   pw_atomic_store_u64_release(count, pw_atomic_load_u64_relaxed(count) + 1);
 }
@@ -395,14 +395,14 @@ void pw__execution_free_unsubmitted(pw_execution_t* exec, bool own);
 #define PW_SCHED_INLINE static inline __attribute__((always_inline))
 
 /* What one submission takes (pw__dispatch_submit's arguments, and the
- * armed graph's private slot it runs in, if any). */
+ * armed block it runs in, if any). */
 typedef struct pw_submit_s {
   pw_client_t* client;
   const pw_plan_t* plan;
   const pw_plan_dispatch_t* pd;
   pw_object_t* graph_ref;
   pw_graph_exec_obj_t* armed;
-  pw_graph_exec_slot_t* own;
+  pw_armed_block_t* own;
   pw_buffer_obj_t* const* args;
   pw_buffer_obj_t** outputs;
   pw_event_t** out_done;
@@ -484,10 +484,10 @@ size_t pw__block_internal_value_bytes(uint32_t device_count);
 pw_status_t pw__block_get(pw_client_t* client, size_t size, uint64_t plan_id, unsigned char** out,
                           bool* out_prepared);
 
-/* The block in an armed graph's private |slot| (free: see
- * pw_graph_exec_slot_t), or a new zeroed one stored there; as
+/* The block in armed block |slot| (free: see
+ * pw_armed_block_t), or a new zeroed one stored there; as
  * pw__block_get otherwise. */
-pw_status_t pw__block_get_own(pw_client_t* client, pw_graph_exec_slot_t* slot, size_t size,
+pw_status_t pw__block_get_armed(pw_client_t* client, pw_armed_block_t* slot, size_t size,
                               uint64_t plan_id, unsigned char** out, bool* out_prepared);
 
 /* Frees every block in |client|'s cache. */
@@ -505,7 +505,7 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan);
 void pw__block_release_memory(pw_execution_t* block);
 
 /* Makes the graph outputs' buffers in a block laid out for |plan| before. */
-pw_status_t pw__execution_relay(pw_execution_t* exec, const pw_plan_t* plan);
+pw_status_t pw__execution_relayout(pw_execution_t* exec, const pw_plan_t* plan);
 
 /* ---- slice.c ------------------------------------------------------------ */
 

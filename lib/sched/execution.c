@@ -8,10 +8,10 @@
 void pw__execution_complete(pw_execution_t* exec) {
   const pw_plan_dispatch_t* pd = exec->dispatch;
   const pw_plan_t* plan = exec->plan;
-  pw_graph_exec_slot_t* own = exec->own_slot;
+  pw_armed_block_t* own = exec->own_slot;
   /* Ops are counted per home slice here, at once (before the done event,
-   * so a waiter sees them), not one locked add per op; a private run's
-   * by its slot (pw__dispatch_private_ops). */
+   * so a waiter sees them), not one locked add per op; a armed run's
+   * by its slot (pw__dispatch_armed_ops). */
   if (own != NULL) {
     pw_slot_count(&own->counted);
   } else {
@@ -46,7 +46,7 @@ void pw__execution_complete(pw_execution_t* exec) {
     pw_status_free(status); /* nobody asked: the outputs' events carry it */
   }
   if (own != NULL) {
-    /* The ops' hold on a private block (they took no reference): once it
+    /* The ops' hold on a armed block (they took no reference): once it
      * moves, the owner may reuse the block, and pw_graph_exec_destroy
      * (which waits for it) may free the slot; the armed graph keeps the
      * client and the graph. The last touch of anything of the run. */
@@ -80,7 +80,7 @@ void pw__execution_free_unsubmitted(pw_execution_t* exec, bool own) {
   exec->plan_id = 0;
   if (own) {
     /* Stays in its slot, free; the next submission lays it out again. */
-    pw_atomic_store_u32_relaxed(&exec->refs, PW_EXECUTION_PRIVATE);
+    pw_atomic_store_u32_relaxed(&exec->refs, PW_EXECUTION_ARMED);
   } else {
     pw__block_put(exec->client, exec);
   }

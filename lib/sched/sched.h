@@ -14,8 +14,8 @@
 #define PW_GRAPH_EXEC_BLOCKS 2
 struct pw_execution_s;
 
-/* One private block of an armed graph and the count of its runs. A
- * private run touches neither the client's in-flight counts nor its
+/* One armed block of an armed graph and the count of its runs. A
+ * armed run touches neither the client's in-flight counts nor its
  * per-slice op counts (locked instructions on words every run of the
  * client shares): it is counted here, by plain stores, as the slot has
  * one writer at a time. The armed graph's user submits (|submitted|); the
@@ -24,18 +24,18 @@ struct pw_execution_s;
  * slot is reused only once |finished| caught up, so the next run's
  * completer comes after this one. pw_client_wait_idle, pw_client_slice_stats
  * and pw__dispatch_exec_destroy read them (lib/sched/armed.c). */
-typedef struct pw_graph_exec_slot_s {
+typedef struct pw_armed_block_s {
   /* NULL until first used. Free for the next submission when its
-   * references are all gone (refs == PW_EXECUTION_PRIVATE) and its last
+   * references are all gone (refs == PW_EXECUTION_ARMED) and its last
    * run finished. Set and read by the armed graph's user only. */
   _Alignas(64) pw_atomic_ptr_t block;
   pw_atomic_u64_t submitted;
   pw_atomic_u64_t counted;  /* runs in the op counts (pw_client_slice_stats) */
   pw_atomic_u64_t finished; /* runs through their completion */
-} pw_graph_exec_slot_t;
+} pw_armed_block_t;
 
 typedef struct pw_graph_exec_s {
-  pw_graph_exec_slot_t slots[PW_GRAPH_EXEC_BLOCKS];
+  pw_armed_block_t blocks[PW_GRAPH_EXEC_BLOCKS];
   pw_client_t* client;
   pw_object_t* graph; /* retained */
   const struct pw_plan_s* plan;
@@ -74,7 +74,7 @@ void pw__dispatch_client_close(pw_client_t* client);
  * |graph_ref| is a reference to the graph owning |plan| that the execution
  * takes over on success (on failure the caller keeps it). With |armed|
  * (then |graph_ref| is NULL and |plan| is armed->plan) the execution runs
- * in one of the armed graph's private blocks if one is free, else in a
+ * in one of the armed graph's armed blocks if one is free, else in a
  * shared block with its own reference on armed->graph. */
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
@@ -85,12 +85,12 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
  * for its runs and gives its blocks up (lib/sched/armed.c). */
 void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed);
 void pw__dispatch_exec_destroy(pw_graph_exec_obj_t* armed);
-/* Runs of |client|'s armed graphs in their private blocks not finished
+/* Runs of |client|'s armed graphs in their armed blocks not finished
  * yet (they are not in the client's in-flight counts), and their ops
  * counted on physical slice |slice| (not in its sched entries until their
  * armed graph is destroyed). Take execs_lock. */
-uint64_t pw__dispatch_private_inflight(pw_client_t* client);
-uint64_t pw__dispatch_private_ops(pw_client_t* client, uint32_t slice);
+uint64_t pw__dispatch_armed_inflight(pw_client_t* client);
+uint64_t pw__dispatch_armed_ops(pw_client_t* client, uint32_t slice);
 /* One step of a polling wait on a cold path: a yield for the first 64
  * |spins|, then 50 us sleeps for about 10 ms, then 1 ms sleeps. */
 void pw__dispatch_backoff(uint32_t spins);

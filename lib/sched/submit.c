@@ -34,18 +34,18 @@ PW_SCHED_INLINE uint64_t pw_submit_gang_ids(pw_client_t* client, uint32_t n) {
   return base;
 }
 
-/* A slot of |armed| whose private block is free for a new run, or NULL. */
-static inline pw_graph_exec_slot_t* pw_submit_free_slot(pw_graph_exec_obj_t* armed) {
+/* A slot of |armed| whose armed block is free for a new run, or NULL. */
+static inline pw_armed_block_t* pw_submit_free_slot(pw_graph_exec_obj_t* armed) {
   for (uint32_t k = 0; k < PW_GRAPH_EXEC_BLOCKS; ++k) {
     uint32_t i = (armed->next_block + k) % PW_GRAPH_EXEC_BLOCKS;
-    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_armed_block_t* slot = &armed->blocks[i];
     pw_execution_t* block = pw_atomic_load_ptr_relaxed(&slot->block);
     /* Free: its last run finished (its completion is through: a private
      * run's ops hold no reference) and no slice's tail any more. */
     if (block == NULL ||
         (pw_atomic_load_u64_acquire(&slot->finished) ==
              pw_atomic_load_u64_relaxed(&slot->submitted) &&
-         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_PRIVATE)) {
+         pw_atomic_load_u32_acquire(&block->refs) == PW_EXECUTION_ARMED)) {
       armed->next_block = i + 1;
       return slot;
     }
@@ -56,7 +56,7 @@ static inline pw_graph_exec_slot_t* pw_submit_free_slot(pw_graph_exec_obj_t* arm
 /* The block of a run: the private |own| slot's if laid out for |plan_id|
  * by an earlier run (its size and offsets hold), else one from the slot
  * or the client's cache; |*out_prepared|: laid out for |plan_id|. */
-static inline pw_status_t pw_submit_take_block(pw_client_t* client, pw_graph_exec_slot_t* own,
+static inline pw_status_t pw_submit_take_block(pw_client_t* client, pw_armed_block_t* own,
                                                size_t size, uint64_t plan_id,
                                                pw_execution_t** out, bool* out_prepared) {
   pw_execution_t* own_block = own != NULL ? pw_atomic_load_ptr_relaxed(&own->block) : NULL;
@@ -65,7 +65,7 @@ static inline pw_status_t pw_submit_take_block(pw_client_t* client, pw_graph_exe
     block = (unsigned char*)own_block;
     *out_prepared = true;
   } else if (own != NULL) {
-    PW_RETURN_IF_ERROR(pw__block_get_own(client, own, size, plan_id, &block, out_prepared));
+    PW_RETURN_IF_ERROR(pw__block_get_armed(client, own, size, plan_id, &block, out_prepared));
   } else {
     PW_RETURN_IF_ERROR(pw__block_get(client, size, plan_id, &block, out_prepared));
   }
@@ -98,7 +98,7 @@ PW_SCHED_INLINE pw_status_t pw_submit_block(const pw_submit_t* s, uint64_t plan_
   pw_atomic_init_ptr(&exec->status, NULL);
 
   pw_status_t status =
-      prepared ? pw__execution_relay(exec, plan) : pw__execution_lay_out(exec, plan);
+      prepared ? pw__execution_relayout(exec, plan) : pw__execution_lay_out(exec, plan);
   /* The done event has two references: the block's (the execution
    * completes it; the block keeps it for its next run) and the
    * submitter's. A reused block recycles its last run's event when the
@@ -171,7 +171,7 @@ PW_SCHED_INLINE void pw_submit_outputs(const pw_plan_t* plan, pw_buffer_obj_t* c
 
 /* What keeps the graph alive through the run. */
 static inline void pw_submit_graph(pw_execution_t* exec, pw_graph_exec_obj_t* armed,
-                                   pw_graph_exec_slot_t* own, pw_object_t* graph_ref) {
+                                   pw_armed_block_t* own, pw_object_t* graph_ref) {
   exec->armed = own == NULL ? armed : NULL;
   exec->own_slot = own;
   if (own != NULL) {
@@ -189,7 +189,7 @@ static inline void pw_submit_graph(pw_execution_t* exec, pw_graph_exec_obj_t* ar
 PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
   const pw_plan_t* plan = s->plan;
   pw_client_t* client = s->client;
-  /* A private run is not counted on a client stripe (the block keeps 0). */
+  /* A armed run is not counted on a client stripe (the block keeps 0). */
   uint32_t stripe = s->own != NULL ? 0 : pw__thread_stripe();
   for (uint32_t i = 0; i < plan->param_count; ++i) {
     exec->args[i] = s->args[i];
@@ -204,13 +204,13 @@ PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, u
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   exec->stripe = stripe;
   if (s->own != NULL) {
-    /* A private block: no submitter reference (only this thread can reuse
+    /* A armed block: no submitter reference (only this thread can reuse
      * or free the block, so it stays valid through this call even if the
      * run is over and every reference gone), no ops' reference (the slot's
      * |finished| says when they are through: pw__execution_complete), no
      * client reference (the armed graph lives no longer than its client),
      * and in flight on its slot rather than on a client stripe. */
-    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_PRIVATE | (refs - 2));
+    pw_atomic_init_u32(&exec->refs, PW_EXECUTION_ARMED | (refs - 2));
     pw_slot_count(&s->own->submitted);
   } else {
     pw_atomic_init_u32(&exec->refs, refs);
@@ -238,7 +238,7 @@ pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
     pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done};
     return pw__unordered_submit(&u);
   }
-  /* An armed graph runs in a private block when one is free. |s| stays in
+  /* An armed graph runs in a armed block when one is free. |s| stays in
    * registers: its address goes to no call. */
   pw_submit_t s = {client, plan, pd, graph_ref, armed,
                    armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done};

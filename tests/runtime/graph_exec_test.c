@@ -1,14 +1,14 @@
 /* Armed graphs (pw_graph_exec_t, include/pathways/graph.h): results equal
  * pw_graph_submit's; bad input; the graph handle released after arming;
- * overlapping runs (both private blocks busy, then the client's cache);
- * destroy while runs are in flight or while a private block is still a
+ * overlapping runs (both armed blocks busy, then the client's cache);
+ * destroy while runs are in flight or while a armed block is still a
  * slice's tail; the client destroying armed graphs left alive; failed
  * launches and failed allocations; per-slice stats; gang order with
  * handle submissions interleaved.
  *
  * A few checks look inside the armed graph (lib/sched/dispatch_internal.h)
- * only to prove a test reaches the path it is about (both private blocks
- * busy, a private block held as a slice's tail); what they assert about
+ * only to prove a test reaches the path it is about (both armed blocks
+ * busy, a armed block held as a slice's tail); what they assert about
  * behaviour goes through the public API. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -30,17 +30,17 @@ static const char* kCopy8 = "copy\ninput f32[8] split(0,all)\noutput f32[8] spli
 
 /* ---- white-box probes (see the file comment) ---------------------------- */
 
-/* Private blocks of |exec| that exist and are not free: a run in them
- * (not finished on its slot: a private run's ops hold no reference), or a
+/* Armed blocks of |exec| that exist and are not free: a run in them
+ * (not finished on its slot: a armed run's ops hold no reference), or a
  * slice's tail reference. */
 static int private_busy(pw_graph_exec_t* exec) {
   pw_graph_exec_obj_t* armed = (pw_graph_exec_obj_t*)exec;
   int n = 0;
   for (int i = 0; i < PW_GRAPH_EXEC_BLOCKS; ++i) {
-    pw_graph_exec_slot_t* slot = &armed->slots[i];
+    pw_armed_block_t* slot = &armed->blocks[i];
     pw_execution_t* b = pw_atomic_load_ptr_acquire(&slot->block);
     if (b == NULL) continue;
-    bool free = pw_atomic_load_u32_acquire(&b->refs) == PW_EXECUTION_PRIVATE &&
+    bool free = pw_atomic_load_u32_acquire(&b->refs) == PW_EXECUTION_ARMED &&
                 pw_atomic_load_u64_acquire(&slot->finished) ==
                     pw_atomic_load_u64_acquire(&slot->submitted);
     if (!free) n++;
@@ -179,7 +179,7 @@ Test(graph_exec, cpu_results_equal_graph_submit_over_many_reruns) {
   OK(pw_graph_exec_create(f.client, g, &exec));
   cr_assert_not_null(exec);
   for (int run = 0; run < RUNS; run += BATCH) {
-    /* BATCH armed runs in flight at once (more than the private blocks),
+    /* BATCH armed runs in flight at once (more than the armed blocks),
      * then the handle submission of each input. */
     pw_buffer_t xs[BATCH], armed[BATCH][2], plain[BATCH][2];
     pw_event_t* done[BATCH];
@@ -551,7 +551,7 @@ Test(graph_exec, graph_handle_released_right_after_create) {
   env_deinit(&e);
 }
 
-/* More runs in flight than private blocks: the third and later take
+/* More runs in flight than armed blocks: the third and later take
  * blocks from the client's cache. All complete, in order, with distinct
  * events, and the chain's value comes out intact. */
 Test(graph_exec, overlapping_runs_fall_back_to_the_shared_cache) {
@@ -582,7 +582,7 @@ Test(graph_exec, overlapping_runs_fall_back_to_the_shared_cache) {
     pw_event_release(done[r]);
     OK(pw_buffer_release(e.f.client, ys[r]));
   }
-  /* Afterwards the private blocks are free again and reused. */
+  /* Afterwards the armed blocks are free again and reused. */
   armed_run_ok(&e, exec, e.x, e.data);
   armed_run_ok(&e, exec, e.x, e.data);
   cr_assert_eq(pw_double_backend_launch_count(e.f.dbl, 3), RUNS + 2);
@@ -590,7 +590,7 @@ Test(graph_exec, overlapping_runs_fall_back_to_the_shared_cache) {
   env_deinit(&e);
 }
 
-/* A private block keeps its last run's done event and recycles it for
+/* A armed block keeps its last run's done event and recycles it for
  * its next run only if the submitter let go of it: an event the test
  * still holds stays complete with its own status while its block runs
  * again, and each run's event carries that run's status only (runs 3 and
@@ -669,7 +669,7 @@ static bool returned_within(destroyer_t* d, int ms) {
 
 /* Destroy from another thread while the armed graph's runs cannot finish
  * (deferred launches nobody runs): it must not return until they have
- * completed. |runs| 1: one private block busy; 3: both private blocks and
+ * completed. |runs| 1: one armed block busy; 3: both armed blocks and
  * one run in the client's cache. The runs' outputs are right afterwards,
  * and the graph (its handle kept) still runs, reusing the blocks the
  * armed graph gave back. */
@@ -698,7 +698,7 @@ static void destroy_waits_for(int runs) {
   pthread_join(th, NULL);
   cr_assert_not(early && !last_ready,
                 "pw_graph_exec_destroy returned while run %d of %d (%s) was in flight",
-                runs, runs, runs > 2 ? "in a block of the client's cache" : "in a private block");
+                runs, runs, runs > 2 ? "in a block of the client's cache" : "in a armed block");
   cr_assert(pw_event_is_ready(done[runs - 1]));
   for (int r = 0; r < runs; ++r) {
     OK(pw_fixture_wait(done[r]));
@@ -789,7 +789,7 @@ Test(graph_exec, client_destroyed_while_its_armed_block_is_the_slice_tail) {
   env_deinit(&e);
 }
 
-/* A gang spanning slices 0 and 1: the armed graph's private block is the
+/* A gang spanning slices 0 and 1: the armed graph's armed block is the
  * tail of both slices (two references) when it is destroyed. A run on
  * slice 0 drops one; slice 1's stays until the runtime goes, after the
  * client: the block then goes to a closed cache (freed) and drops the
@@ -964,7 +964,7 @@ Test(graph_exec, client_destroy_destroys_armed_graphs_left_alive) {
 }
 
 /* Runs submitted without a done event (out_done NULL) interleaved with
- * runs that ask for one, in both private blocks and the client's cache:
+ * runs that ask for one, in both armed blocks and the client's cache:
  * each output holds its data; a failed run without an event fails its
  * output and nothing else (the next run's event is OK); an event a
  * submitter still holds stays complete with its run's status while its
@@ -1042,7 +1042,7 @@ Test(graph_exec, runs_without_done_events_threaded) {
 
 /* A launch of run 2 fails (at launch, then at completion): its event
  * carries the error, naming the node; its output is failed; the runs
- * after it, in the same private blocks, succeed. */
+ * after it, in the same armed blocks, succeed. */
 static void failed_launch(pw_double_fail_mode_t mode) {
   env_t e;
   env_init(&e, PW_FIXTURE_DOUBLE_INLINE, 1);
@@ -1083,8 +1083,8 @@ Test(graph_exec, failed_launch_at_completion_then_next_run_succeeds) {
 }
 
 /* One allocation of a submission fails, in each state the armed graph can
- * be in: |state| 0: no block yet; 1: a prepared private block whose last
- * event the test still holds; 2: both private blocks busy (the run goes to
+ * be in: |state| 0: no block yet; 1: a prepared armed block whose last
+ * event the test still holds; 2: both armed blocks busy (the run goes to
  * the client's cache). Every failure point of the submission in turn:
  * RESOURCE_EXHAUSTED, no output or event handed out, then a good run of
  * the same armed graph, and no leak. Returns the failure points swept. */
@@ -1264,10 +1264,10 @@ static void* wait_idle_thread(void* arg) {
   return NULL;
 }
 
-/* A run in a private block is in flight for pw_client_wait_idle although it
+/* A run in a armed block is in flight for pw_client_wait_idle although it
  * is not counted on the client's stripes: a short deadline expires naming
  * it; a waiting thread returns only after it completed, its done event
- * then complete. |runs| 1: one private block; 3: both, and one run in the
+ * then complete. |runs| 1: one armed block; 3: both, and one run in the
  * client's cache. */
 static void wait_idle_waits_for(int runs) {
   env_t e;

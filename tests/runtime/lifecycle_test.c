@@ -188,7 +188,7 @@ Test(lifecycle, client_destroy_deadline_leaves_the_client_usable) {
   pw_graph_exec_t* exec = NULL;
   OK(pw_graph_exec_create(f.client, g, &exec));
   /* Two runs the backend holds on to (it "lost" them for now): one
-   * shared, one in an armed graph's private block. */
+   * shared, one in an armed graph's armed block. */
   pw_buffer_t out, out2;
   pw_event_t *done = NULL, *done2 = NULL;
   OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out, 1, &done));

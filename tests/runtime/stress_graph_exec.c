@@ -19,7 +19,7 @@
  *
  * Every graph is x -> copy -> copy -> y on one slice, every run on a fresh
  * argument of values unique to the thread and run. The armed threads keep
- * up to 6 runs in flight (more than the two private blocks, so runs also
+ * up to 6 runs in flight (more than the two armed blocks, so runs also
  * take blocks from the client's cache), land them oldest first and now
  * and then all at once, and submit some runs with no done event at all.
  * A callback on every done event counts completions on the completing

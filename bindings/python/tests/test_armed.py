@@ -214,8 +214,8 @@ def test_close_waits_for_runs_beyond_the_private_blocks(runtime, client, vs1, tw
     g = one_node_graph(client, vs1, exe, SOLO)
     x, y = vs1.put(f32(4)), vs1.put(-f32(4) - 1)
     armed = g.arm()
-    # Two runs held by gate "pos" (in the private blocks while in flight),
-    # then one held by gate "neg", which finds no private block free.
+    # Two runs held by gate "pos" (in the armed blocks while in flight),
+    # then one held by gate "neg", which finds no armed block free.
     runs = [armed.submit(x), armed.submit(x), armed.submit(y)]
     t, seen = close_in_thread(armed, runs)
     try:

@@ -100,7 +100,7 @@ def test_handles_and_memory_return_to_baseline(runtime, client, vs):
 
 def armed_workload(client, vs, flush, steps=5, explicit=False):
     """Armed graphs: reruns, a donation chain, runs overlapping (more than
-    the armed graph's private blocks), callbacks; then a plain submission
+    the armed graph's armed blocks), callbacks; then a plain submission
     (|flush|) so that the slice's tail is the same execution every time."""
     x = vs.put(f32(8, 2), pw.split(0))
     exe = vs.compile(program("scale", [x.spec], [x.spec], alpha=0.5))
