@@ -258,6 +258,7 @@ pw_status_t pw_client_create(pw_runtime_t* runtime,
                              pw_client_t** out_client);
 pw_status_t pw_client_destroy(pw_client_t* client);
 const char* pw_client_name(const pw_client_t* client);
+pw_status_t pw_client_trim(pw_client_t* client);
 
 typedef enum pw_vslice_flags_e {
   PW_VSLICE_DEFAULT = 0,

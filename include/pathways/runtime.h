@@ -199,6 +199,15 @@ PW_API pw_status_t pw_client_destroy_with_deadline(pw_client_t* client,
 PW_API PW_MUST_USE_RESULT pw_status_t pw_client_wait_idle(pw_client_t* client,
                                                           pw_time_t deadline);
 
+/* Frees what the client keeps for reuse: the execution blocks of its
+ * finished runs (a resubmitted graph would find its block laid out in
+ * them) and the device memory of the values they keep. Blocks in use,
+ * armed graphs' own blocks and the last execution each slice keeps as its
+ * tail are not touched. The next submissions allocate again. Any thread;
+ * memory measurements (leak checks) call it first so that what the cache
+ * happens to hold does not count (cf. IREE's iree_hal_device_trim). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_trim(pw_client_t* client);
+
 /* Handles the client holds (created and not released): for leak checks. */
 PW_API uint32_t pw_client_live_handles(pw_client_t* client);
 

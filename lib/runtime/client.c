@@ -219,6 +219,14 @@ pw_status_t pw_client_wait_idle(pw_client_t* client, pw_time_t deadline) {
   }
 }
 
+pw_status_t pw_client_trim(pw_client_t* client) {
+  if (client == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_client_trim: client is NULL");
+  }
+  pw__dispatch_client_trim(client);
+  return NULL;
+}
+
 uint32_t pw_client_live_handles(pw_client_t* client) {
   if (client == NULL) return 0;
   uint32_t stripe = pw__handle_read_lock(&client->handles);

@@ -58,8 +58,8 @@ bool pw__dispatch_running(void);
 static inline bool pw__in_callback(void) {
   return pw__event_callback_depth() != 0 || pw__dispatch_running();
 }
-/* Frees the execution blocks |client| keeps for reuse (lib/sched). */
-void pw__dispatch_client_deinit(pw_client_t* client);
+/* Frees the execution blocks |client| keeps for reuse (pw_client_trim). */
+void pw__dispatch_client_trim(pw_client_t* client);
 /* At pw_client_destroy, once nothing is in flight: frees the cached
  * blocks (and their device memory) on the destroying thread, and makes
  * the cache take no more (lib/sched). */

@@ -127,7 +127,7 @@ void pw__dispatch_client_close(pw_client_t* client) {
   pw__dispatch_client_release_tails(client);
 }
 
-void pw__dispatch_client_deinit(pw_client_t* client) { pw__block_cache_drain(client); }
+void pw__dispatch_client_trim(pw_client_t* client) { pw__block_cache_drain(client); }
 
 void pw__dispatch_backoff(uint32_t spins) {
   if (spins < 64) {

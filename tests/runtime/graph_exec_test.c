@@ -243,6 +243,29 @@ static void reruns_on(pw_fixture_backend_t kind) {
   env_deinit(&e);
 }
 
+/* pw_client_trim frees the blocks of finished runs the client keeps for
+ * reuse, and only those: the block the slice keeps as its tail stays, a
+ * second trim frees nothing, and the next run allocates a block again. */
+Test(graph_exec, trim_frees_the_cached_blocks_and_runs_go_on) {
+  env_t e;
+  env_init(&e, PW_FIXTURE_DOUBLE_INLINE, 1);
+  for (int i = 0; i < 3; ++i) handle_run_ok(&e, e.g, e.x, e.data);
+  /* Run 1's block is in the cache, run 2's the slice's tail. */
+  size_t cached = pw_test_allocator_live(&e.t);
+  OK(pw_client_trim(e.f.client));
+  size_t trimmed = pw_test_allocator_live(&e.t);
+  cr_assert_lt(trimmed, cached, "trim freed nothing (%zu allocations)", cached);
+  OK(pw_client_trim(e.f.client));
+  cr_assert_eq(pw_test_allocator_live(&e.t), trimmed);
+  handle_run_ok(&e, e.g, e.x, e.data); /* a new block; run 2's joins the cache */
+  cr_assert_eq(pw_test_allocator_live(&e.t), cached);
+  pw_status_t st = pw_client_trim(NULL);
+  cr_assert_eq(pw_status_code(st), PW_STATUS_INVALID_ARGUMENT);
+  pw_status_free(st);
+  OK(pw_buffer_release(e.f.client, e.x));
+  env_deinit(&e);
+}
+
 Test(graph_exec, reruns_inline) { reruns_on(PW_FIXTURE_DOUBLE_INLINE); }
 Test(graph_exec, reruns_threaded) { reruns_on(PW_FIXTURE_DOUBLE_THREADED); }
 

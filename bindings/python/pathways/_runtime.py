@@ -534,6 +534,14 @@ class Client:
     def live_handles(self):
         return self._box.live
 
+    def trim(self):
+        """Frees what the client keeps for reuse (the blocks of finished
+        runs and the device memory they keep): pw_client_trim. Memory
+        measurements call it first, so that what the cache happens to hold
+        does not count."""
+        with self._box as ptr:
+            check(lib.pw_client_trim(ptr))
+
     # -- virtual slices
 
     def vslice(self, mesh, *, exclusive=False, slices=None):
