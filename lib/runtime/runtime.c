@@ -113,6 +113,73 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   pw_allocator_free(a, rt, sizeof(*rt));
 }
 
+/* The scheduling options: the three v2 fields came in one release, each
+ * is read only when struct_size covers it. */
+static void pw_runtime_configure_scheduling(pw_runtime_t* rt,
+                                            const pw_runtime_options_t* options) {
+  rt->sched_policy = pw_sched_policy_fifo();
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
+      options->sched_policy.vtable != NULL) {
+    rt->sched_policy = options->sched_policy;
+  }
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_window)) {
+    rt->sched_window = options->sched_window;
+  }
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, debug_disable_gang_order)) {
+    rt->no_gang_order = options->debug_disable_gang_order;
+    if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
+  }
+  rt->sched_charge = rt->sched_window != 0 && pw__policy_wants_charge(&rt->sched_policy);
+}
+
+/* The physical slices of |options| (rt->slices allocated), each with its
+ * dispatch state. */
+static pw_status_t pw_runtime_make_slices(pw_runtime_t* rt, const pw_runtime_options_t* options) {
+  rt->slice_count = options->slice_count;
+  for (uint32_t s = 0; s < options->slice_count; ++s) {
+    const pw_slice_desc_t* d = &options->slices[s];
+    pw_slice_t* slice = &rt->slices[s];
+    slice->runtime = rt;
+    slice->index = s;
+    if (d->name && d->name[0]) {
+      snprintf(slice->name, sizeof(slice->name), "%s", d->name);
+    } else {
+      snprintf(slice->name, sizeof(slice->name), "slice%u", s);
+    }
+    slice->mesh = d->mesh;
+    slice->device_count = pw_mesh_shape_device_count(&d->mesh);
+    slice->backend_index = d->backend;
+    slice->backend = &rt->backends[d->backend];
+    slice->host = d->host;
+    slice->first_device = d->first_device;
+    pw_status_t status = pw__dispatch_slice_init(slice);
+    if (status != NULL) {
+      return pw_status_annotate(status, "slice '%s'", slice->name);
+    }
+  }
+  return NULL;
+}
+
+/* The bundled in-process transport when the host gave none, and the
+ * transport's methods the dispatcher calls directly. */
+static pw_status_t pw_runtime_make_transport(pw_runtime_t* rt) {
+  if (rt->transport.vtable == NULL) {
+    pw_inproc_transport_options_t io;
+    pw_inproc_transport_options_init(&io);
+    io.allocator = rt->allocator;
+    io.logger = rt->logger;
+    pw_status_t status = pw_inproc_transport_create(&io, &rt->transport);
+    if (status != NULL) {
+      return pw_status_annotate(status, "pw_runtime_create: default transport");
+    }
+  }
+  rt->transport_copy = PW__TRANSPORT_HAS(&rt->transport, copy) ? rt->transport.vtable->copy : NULL;
+  rt->transport_copy_strided = PW__TRANSPORT_HAS(&rt->transport, copy_strided)
+                                   ? rt->transport.vtable->copy_strided
+                                   : NULL;
+  return NULL;
+}
+
 pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                               pw_runtime_t** out_runtime) {
   if (out_runtime == NULL) {
@@ -149,21 +216,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->allocator = allocator;
   rt->logger = options->logger.fn ? options->logger : pw_logger_default();
   rt->worker_count = options->worker_count;
-  rt->sched_policy = pw_sched_policy_fifo();
-  /* The three v2 scheduling fields came in one release: each is read only
-   * when struct_size covers it. */
-  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
-      options->sched_policy.vtable != NULL) {
-    rt->sched_policy = options->sched_policy;
-  }
-  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_window)) {
-    rt->sched_window = options->sched_window;
-  }
-  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, debug_disable_gang_order)) {
-    rt->no_gang_order = options->debug_disable_gang_order;
-    if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
-  }
-  rt->sched_charge = rt->sched_window != 0 && pw__policy_wants_charge(&rt->sched_policy);
+  pw_runtime_configure_scheduling(rt, options);
   pthread_mutex_init(&rt->lock, NULL);
   pw_atomic_init_u64(&rt->next_gang_id, 1);
   static pw_atomic_u64_t serials; /* zero-initialised: the first runtime gets 1 */
@@ -186,45 +239,16 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     pw_runtime_free(rt);
     return status;
   }
-  rt->slice_count = options->slice_count;
-  for (uint32_t s = 0; s < options->slice_count; ++s) {
-    const pw_slice_desc_t* d = &options->slices[s];
-    pw_slice_t* slice = &rt->slices[s];
-    slice->runtime = rt;
-    slice->index = s;
-    if (d->name && d->name[0]) {
-      snprintf(slice->name, sizeof(slice->name), "%s", d->name);
-    } else {
-      snprintf(slice->name, sizeof(slice->name), "slice%u", s);
-    }
-    slice->mesh = d->mesh;
-    slice->device_count = pw_mesh_shape_device_count(&d->mesh);
-    slice->backend_index = d->backend;
-    slice->backend = &rt->backends[d->backend];
-    slice->host = d->host;
-    slice->first_device = d->first_device;
-    status = pw__dispatch_slice_init(slice);
-    if (status != NULL) {
-      status = pw_status_annotate(status, "slice '%s'", slice->name);
-      pw_runtime_free(rt);
-      return status;
-    }
+  status = pw_runtime_make_slices(rt, options);
+  if (status != NULL) {
+    pw_runtime_free(rt);
+    return status;
   }
-  if (rt->transport.vtable == NULL) {
-    pw_inproc_transport_options_t io;
-    pw_inproc_transport_options_init(&io);
-    io.allocator = allocator;
-    io.logger = rt->logger;
-    status = pw_inproc_transport_create(&io, &rt->transport);
-    if (status != NULL) {
-      pw_runtime_free(rt);
-      return pw_status_annotate(status, "pw_runtime_create: default transport");
-    }
+  status = pw_runtime_make_transport(rt);
+  if (status != NULL) {
+    pw_runtime_free(rt);
+    return status;
   }
-  rt->transport_copy = PW__TRANSPORT_HAS(&rt->transport, copy) ? rt->transport.vtable->copy : NULL;
-  rt->transport_copy_strided = PW__TRANSPORT_HAS(&rt->transport, copy_strided)
-                                   ? rt->transport.vtable->copy_strided
-                                   : NULL;
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
   if (status != NULL) {
     pw_runtime_free(rt);
