@@ -162,9 +162,22 @@ typedef struct pw_backend_vtable_t {
   void* (*host_pointer)(void* self, uint32_t device, pw_backend_memory_t memory);
 
   /* -- v2 methods start here -- */
+
+  /* Optional: told of a copy of |bytes| bytes from |src| on |src_device|
+   * to |dst| on |dst_device|, two of this backend's devices, that a
+   * transport makes itself (through host pointers) instead of asking the
+   * backend, before it moves the bytes. A backend that models time or
+   * traffic (the sim: link time, faults on the way) accounts for it here;
+   * an error fails the copy with that status. NULL, or beyond struct_size:
+   * nothing to account. */
+  pw_status_t (*record_copy)(void* self, uint32_t src_device, pw_backend_memory_t src,
+                             uint32_t dst_device, pw_backend_memory_t dst, size_t bytes);
+
+  /* -- v3 methods start here -- */
 } pw_backend_vtable_t;
 
 #define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
+#define PW_BACKEND_VTABLE_SIZE_V2 PW_STRUCT_SIZE(pw_backend_vtable_t, record_copy)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

@@ -310,4 +310,5 @@ static const pw_backend_vtable_t pw_sim_vtable = {
     .copy_to_device = pw_sim__copy_to_device,
     .copy_to_host = pw_sim__copy_to_host,
     .host_pointer = pw_sim__host_pointer,
+    .record_copy = pw_sim__record_copy,
 };

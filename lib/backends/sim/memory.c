@@ -176,16 +176,12 @@ pw_status_t pw_sim_backend_transfer_cost(pw_backend_t backend, uint32_t src_devi
   return NULL;
 }
 
-pw_status_t pw_sim_backend_record_transfer(pw_backend_t backend, uint32_t src_device,
-                                           pw_backend_memory_t src_memory, uint32_t dst_device,
-                                           pw_backend_memory_t dst_memory, uint64_t bytes,
-                                           pw_sim_time_t* out_end) {
-  pw_sim__backend_t* b = pw_sim__from_backend(backend);
-  if (out_end != NULL) *out_end = 0;
-  if (b == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_sim_backend_record_transfer: not a sim backend");
-  }
+/* The accounting of a copy between two of |b|'s devices (record_copy and
+ * pw_sim_backend_record_transfer). */
+static pw_status_t pw_sim_record(pw_sim__backend_t* b, uint32_t src_device,
+                                 pw_backend_memory_t src_memory, uint32_t dst_device,
+                                 pw_backend_memory_t dst_memory, uint64_t bytes,
+                                 pw_sim_time_t* out_end) {
   PW_RETURN_IF_ERROR(pw_sim__check_memory(b, src_device, src_memory, "record_transfer source"));
   PW_RETURN_IF_ERROR(pw_sim__check_memory(b, dst_device, dst_memory,
                                           "record_transfer destination"));
@@ -215,4 +211,22 @@ pw_status_t pw_sim_backend_record_transfer(pw_backend_t backend, uint32_t src_de
   }
   if (out_end != NULL) *out_end = end;
   return NULL;
+}
+
+pw_status_t pw_sim_backend_record_transfer(pw_backend_t backend, uint32_t src_device,
+                                           pw_backend_memory_t src_memory, uint32_t dst_device,
+                                           pw_backend_memory_t dst_memory, uint64_t bytes,
+                                           pw_sim_time_t* out_end) {
+  pw_sim__backend_t* b = pw_sim__from_backend(backend);
+  if (out_end != NULL) *out_end = 0;
+  if (b == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_sim_backend_record_transfer: not a sim backend");
+  }
+  return pw_sim_record(b, src_device, src_memory, dst_device, dst_memory, bytes, out_end);
+}
+
+pw_status_t pw_sim__record_copy(void* self, uint32_t src_device, pw_backend_memory_t src,
+                                uint32_t dst_device, pw_backend_memory_t dst, size_t bytes) {
+  return pw_sim_record(self, src_device, src, dst_device, dst, bytes, NULL);
 }

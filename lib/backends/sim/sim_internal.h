@@ -253,6 +253,9 @@ pw_status_t pw_sim__copy_to_device(void* self, uint32_t device, pw_backend_memor
 pw_status_t pw_sim__copy_to_host(void* self, uint32_t device, pw_backend_memory_t src,
                                  size_t offset, void* dst, size_t size);
 void* pw_sim__host_pointer(void* self, uint32_t device, pw_backend_memory_t memory);
+/* The vtable's record_copy: pw_sim_backend_record_transfer's accounting. */
+pw_status_t pw_sim__record_copy(void* self, uint32_t src_device, pw_backend_memory_t src,
+                                uint32_t dst_device, pw_backend_memory_t dst, size_t bytes);
 
 /* vtable compile/load/unload (program.c). */
 pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size,

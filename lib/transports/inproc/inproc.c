@@ -3,8 +3,9 @@
  * copy validates on the caller's thread (descriptor, both ranges, and the
  * memory a copy needs: its queue record and staging buffer), so a copy
  * that was accepted never fails for lack of memory. The copy then runs
- * inline or on a worker: health of both devices, the sim's virtual-time
- * accounting when both ends are one sim backend, the bytes, then done.
+ * inline or on a worker: health of both devices, the backend's record_copy
+ * when both ends are one backend that accounts for copies, the bytes, then
+ * done.
  *
  * The workers drain one FIFO under one mutex, which is never held while a
  * copy or a done callback runs, so a done callback may start more copies.
@@ -14,7 +15,6 @@
 #include <stdalign.h>
 #include <string.h>
 
-#include "pathways/backends/sim.h"
 #include "pathways/transports/inproc.h"
 
 #define PW_INPROC_LOG "inproc"
@@ -58,9 +58,8 @@ bool pw_inproc_transport_is_inproc(pw_transport_t transport) {
  * Backend access: the plugin checks vtables itself (public headers only).
  *-------------------------------------------------------------------------*/
 
-#define PW_INPROC_HAS(backend, method)                                               \
-  ((backend)->vtable->struct_size >=                                                 \
-       offsetof(pw_backend_vtable_t, method) + sizeof((backend)->vtable->method) && \
+#define PW_INPROC_HAS(backend, method)                                         \
+  ((backend)->vtable->struct_size >= PW_STRUCT_SIZE(pw_backend_vtable_t, method) && \
    (backend)->vtable->method != NULL)
 
 static const char* pw_inproc_backend_name(const pw_backend_t* backend) {
@@ -183,7 +182,7 @@ static size_t pw_inproc_rows(const pw_transport_copy_t* c, bool strided) {
   return rows;
 }
 
-/* Runs copy |c|: health of both devices, the sim's accounting, the bytes,
+/* Runs copy |c|: health of both devices, the backend's accounting, the bytes,
  * row by row in index order when |strided|. |sp| and |dp| are the host
  * pointers of the two memories (NULL: not host accessible); |staging|
  * (|chunk| bytes) is used when neither is. */
@@ -194,13 +193,15 @@ static pw_status_t pw_inproc_execute(const pw_transport_copy_t* c, bool strided,
   PW_RETURN_IF_ERROR(pw_inproc_check_health(&c->dst, "destination", c->tag));
   const pw_backend_t* sb = c->src.backend;
   const pw_backend_t* db = c->dst.backend;
-  if (pw_sim_backend_is_sim(*sb) && sb->self == db->self) {
-    /* The rows lie inside the checked extents: their bytes cannot wrap. */
-    PW_RETURN_IF_ERROR_CTX(pw_sim_backend_record_transfer(*sb, c->src.device, c->src.memory,
-                                                          c->dst.device, c->dst.memory,
-                                                          c->size * pw_inproc_rows(c, strided),
-                                                          NULL),
-                           "inproc copy (tag %llu)", (unsigned long long)c->tag);
+  if (sb->vtable == db->vtable && sb->self == db->self && PW_INPROC_HAS(sb, record_copy)) {
+    /* One backend at both ends, which accounts for copies (the sim's link
+     * time and faults). The rows lie inside the checked extents: their
+     * bytes cannot wrap. */
+    PW_RETURN_IF_ERROR_CTX(sb->vtable->record_copy(sb->self, c->src.device, c->src.memory,
+                                                   c->dst.device, c->dst.memory,
+                                                   c->size * pw_inproc_rows(c, strided)),
+                           "inproc copy (tag %llu): backend '%s' record_copy",
+                           (unsigned long long)c->tag, pw_inproc_backend_name(sb));
   }
   if (c->size == 0) return NULL;
   uint32_t levels = pw_inproc_levels(c, strided);
