@@ -182,6 +182,7 @@ static pw_status_t pw_lp_spin_wrap(pw_backend_t inner, uint64_t spin_iters,
   s->vtable.copy_to_device = pw_lp_spin_copy_to_device;
   s->vtable.copy_to_host = pw_lp_spin_copy_to_host;
   s->vtable.host_pointer = pw_lp_spin_host_pointer;
+  s->vtable.record_copy = NULL; /* the inner one would get this self */
   out_backend->vtable = &s->vtable;
   out_backend->self = s;
   return NULL;
