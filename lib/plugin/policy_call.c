@@ -7,10 +7,6 @@ static const pw__plug_kind_t pw_policy_kind = {
     "scheduling policy", "(unnamed policy)", PW_SCHED_POLICY_VTABLE_SIZE_V1,
     offsetof(pw_sched_policy_vtable_t, name), false};
 
-const char* pw__policy_name(const pw_sched_policy_t* policy) {
-  return pw__plug_name(&pw_policy_kind, policy ? (const void*)policy->vtable : NULL);
-}
-
 pw_status_t pw__policy_check(const pw_sched_policy_t* policy) {
   const void* vtable = policy ? (const void*)policy->vtable : NULL;
   PW_RETURN_IF_ERROR(pw__plug_check(&pw_policy_kind, vtable));

@@ -13,9 +13,6 @@
  * bytes with a pick method; INVALID_ARGUMENT naming the policy otherwise. */
 pw_status_t pw__policy_check(const pw_sched_policy_t* policy);
 
-/* The policy's name for messages, "(unnamed policy)" if unset. */
-const char* pw__policy_name(const pw_sched_policy_t* policy);
-
 /* The policy's pick over |count| >= 1 candidates; an index out of range
  * (a misbehaving policy) is read as 0, so it cannot break the order. */
 static inline uint32_t pw__policy_pick(const pw_sched_policy_t* policy,

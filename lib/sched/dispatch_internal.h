@@ -177,8 +177,6 @@ static inline void pw_op_rearm(pw_op_t* op) {
 
 static inline size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-/* Element count of an allocation that may hold none (at least 1). */
-static inline size_t pw_nz(uint32_t n) { return n ? n : 1; }
 
 /* One block: header | ops | their cold parts | args | outputs | op input pointers | debug
  * slots | internal values | parameter waits | spanning ops' sequence links
