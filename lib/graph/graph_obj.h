@@ -1,8 +1,9 @@
 /* Internal to lib/graph: the graph object's layout and what the module's
  * files share (graph.c: the object and its read access; builder.c: the
  * add calls; validate.c: the structure and spec checks; lower.c: lowering
- * into a pw_plan_t; submit.c: submission and armed graphs). Other modules
- * read graphs through graph/graph_internal.h instead.
+ * into a pw_plan_t; submission and armed graphs are
+ * lib/sched/graph_submit.c's). Other modules read graphs through
+ * graph/graph_internal.h instead.
  *
  * Storage is compact, since a graph of 10^5 nodes is built at a few
  * hundred nanoseconds per node and fresh pages cost more than the work: a

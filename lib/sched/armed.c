@@ -1,9 +1,9 @@
 /* Armed graphs (pw_graph_exec_t), the dispatcher's side: their list in
- * the client (submit.c picks a free armed block for a run), the counts of
+ * the client (submit.h picks a free armed block for a run), the counts of
  * their armed runs (in flight, ops completed: pw_client_wait_idle and
  * pw_client_slice_stats), and their destruction, which waits for their
  * runs and gives their armed blocks up. The blocks themselves are in
- * block.c; a armed run's lifetime in submit.c and execution.c. */
+ * block.c; a armed run's lifetime in submit.h and execution.c. */
 #include "sched/dispatch_internal.h"
 
 void pw__dispatch_exec_register(pw_graph_exec_obj_t* armed) {

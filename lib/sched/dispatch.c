@@ -81,7 +81,8 @@
  * client's cache, where the next submission of the same graph finds it
  * laid out, internal values' device memory included (see "execution
  * blocks", lib/sched/block.c; executions, execution.c). Submission
- * (submit.c) fills the block and hands it to pw__dispatch_start here;
+ * (pw__dispatch_submit, at the end of this file, with its per-run steps
+ * in submit.h) fills the block and hands it to pw__dispatch_start;
  * slices' state is set up in slice.c; the debug mode without gang order
  * (unordered.c) launches on its own slots from pw_dispatch_inputs_ready.
  */
@@ -90,6 +91,7 @@
 
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
+#include "sched/submit.h"
 #include "sched/token.h"
 
 enum {
@@ -824,7 +826,7 @@ static void pw_dispatch_arg_ready(void* user, pw_status_t status) {
 /* Links |exec|'s ops into the slice sequences, one append per group (a
  * slice's ops, or a run of them: plan.c); with a scheduler window (groups
  * are then runs, in op order), queues them for admission instead. */
-static void pw_dispatch_append_runs(pw_execution_t* exec, const pw_plan_dispatch_t* pd,
+PW_SCHED_INLINE void pw_dispatch_append_runs(pw_execution_t* exec, const pw_plan_dispatch_t* pd,
                                     uint32_t op_count) {
   pw_runtime_t* rt = exec->runtime;
   for (uint32_t r = 0; r < pd->run_count; ++r) {
@@ -849,7 +851,7 @@ static void pw_dispatch_append_runs(pw_execution_t* exec, const pw_plan_dispatch
 
 /* Arguments not ready yet (outputs of earlier executions) add a
  * dependency; a failed one fails the op. */
-static void pw_dispatch_wait_args(pw_execution_t* exec, const pw_plan_dispatch_t* pd) {
+PW_SCHED_INLINE void pw_dispatch_wait_args(pw_execution_t* exec, const pw_plan_dispatch_t* pd) {
   for (uint32_t g = 0; g < pd->guarded_count; ++g) {
     uint32_t index = pd->guarded[g];
     if (pd->ops[index].param_inputs == 0) continue;
@@ -879,7 +881,8 @@ static void pw_dispatch_wait_args(pw_execution_t* exec, const pw_plan_dispatch_t
   }
 }
 
-void pw__dispatch_start(pw_execution_t* exec, bool own, bool append) {
+/* pw__dispatch_start, inlined into pw__dispatch_submit below. */
+PW_SCHED_INLINE void pw_dispatch_start(pw_execution_t* exec, bool own, bool append) {
   /* Read before anything of the run can complete (an argument's readier
    * may run it on another thread): the block then stays valid through
    * the submitter's reference, or as an armed one, but exec->plan goes. */
@@ -910,4 +913,48 @@ void pw__dispatch_start(pw_execution_t* exec, bool own, bool append) {
   if (outer == NULL) pw_dispatch_drain(&local);
   pw_dispatch_current = outer;
   if (!own) pw_execution_release(exec); /* the submitter's reference */
+}
+
+void pw__dispatch_start(pw_execution_t* exec, bool own, bool append) {
+  pw_dispatch_start(exec, own, append);
+}
+
+/* ---- submission (its per-run steps: submit.h) --------------------------- */
+
+pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out) {
+  return pw_submit_block(s, plan_id, out);
+}
+
+void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
+  pw_submit_arm(s, exec, refs);
+}
+
+pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
+                                pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
+                                pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
+                                pw_event_t** out_done) {
+  pw_runtime_t* rt = client->runtime;
+  if (out_done != NULL) *out_done = NULL;
+  const pw_plan_dispatch_t* pd = NULL;
+  PW_RETURN_IF_ERROR(pw_plan_dispatch(rt, plan, &pd));
+  if (__builtin_expect(rt->no_gang_order, 0)) {
+    pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done};
+    return pw__unordered_submit(&u);
+  }
+  /* An armed graph runs in a armed block when one is free. |s| stays in
+   * registers: its address goes to no call. */
+  pw_submit_t s = {client, plan, pd, graph_ref, armed,
+                   armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done};
+  pw_execution_t* exec = NULL;
+  PW_RETURN_IF_ERROR(pw_submit_block(&s, pd->id, &exec));
+  /* Nothing can fail from here on. refs: the ops collectively (dropped at
+   * completion); the submitter's, dropped when pw__dispatch_start returns,
+   * so that nothing there can touch a freed block; and one per append
+   * (the slice's reference on its tail: pw_dispatch_append_part), counted
+   * here without a window (the submitter appends) and taken by each
+   * admission with one. */
+  uint32_t refs = 2 + (rt->sched_window == 0 ? pd->tail_refs : 0);
+  pw_submit_arm(&s, exec, refs);
+  pw_dispatch_start(exec, s.own != NULL, true);
+  return NULL;
 }

@@ -1,7 +1,7 @@
 /* Internal to lib/sched: the execution block and its op records, the
  * per-plan dispatch data, and what the files of lib/sched call of each
  * other: the hot path (dispatch.c: launching, completing, appending),
- * executions (execution.c), submission (submit.c), the debug mode without
+ * executions (execution.c), submission (dispatch.c, its steps in submit.h), the debug mode without
  * gang order (unordered.c), plan preparation (plan.c), the block cache and
  * layout (block.c), armed graphs (armed.c), slices and clients (slice.c),
  * transfers (transfer.c) and the scheduler window (window.c). See
@@ -386,7 +386,7 @@ void pw__execution_complete(pw_execution_t* exec);
  * its block back (|own|: stays in its armed graph's slot, free). */
 void pw__execution_free_unsubmitted(pw_execution_t* exec, bool own);
 
-/* ---- submission (submit.c, dispatch.c, unordered.c) --------------------- */
+/* ---- submission (submit.h, dispatch.c, unordered.c) --------------------- */
 
 /* A per-run helper of one function, inlined into it whatever its size (a
  * split submission must not cost the run a call or a struct in memory). */
@@ -408,11 +408,11 @@ typedef struct pw_submit_s {
 
 /* A block for |s| laid out for its plan, with its done event, or a
  * failure (nothing of the run left). |plan_id| 0: laid out afresh, never
- * reused as it is (submit.c). */
+ * reused as it is (submit.h). */
 pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out);
 /* Sets |exec|'s per-run state (arguments, gang ids, rebound inputs,
  * outputs, graph references, counts) with |refs| references; nothing can
- * fail from here on (submit.c). */
+ * fail from here on (submit.h). */
 void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs);
 /* Starts armed |exec|: roots ready, appends (|append|: not in the debug
  * mode without gang order, which has no sequence), argument waits, guards

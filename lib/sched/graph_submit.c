@@ -4,7 +4,7 @@
  * pw_graph_submit (the plan, made at the first submission if not
  * finalized), binding and checking the arguments, handing out the
  * outputs, donation, and armed graphs (pw_graph_exec_create, _submit,
- * _destroy). The run itself is submit.c's pw__dispatch_submit. */
+ * _destroy). The run itself is dispatch.c's pw__dispatch_submit. */
 #include <stdio.h>
 #include <string.h>
 

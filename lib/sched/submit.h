@@ -1,9 +1,16 @@
-/* Submission: pw__dispatch_submit takes the plan's dispatch data (derived
- * on its first submission, plan.c), a block for the run (from the armed
- * graph's private slot, or the client's cache, laid out or re-laid), its
- * done event, and sets the run's per-run state; dispatch.c then starts it
- * (pw__dispatch_start). The debug mode without gang order takes its own
- * way at the one branch here (unordered.c). */
+/* Submission's per-run steps, included by dispatch.c only (not a module
+ * interface): pw__dispatch_submit (dispatch.c) takes the plan's dispatch
+ * data (derived on its first submission, plan.c), a block for the run
+ * (from the armed graph's private slot, or the client's cache, laid out
+ * or re-laid), its done event, and sets the run's per-run state, then
+ * starts it (pw__dispatch_start). They are inlined into it, in the same
+ * translation unit as the start: the library is built without LTO, and a
+ * call between the two halves of a one-op run costs it measurably
+ * (docs/performance.md). The debug mode without gang order takes its own
+ * way at the one branch there (unordered.c). */
+#ifndef PW_SCHED_SUBMIT_H_
+#define PW_SCHED_SUBMIT_H_
+
 #include "sched/dispatch_internal.h"
 
 /* |n| consecutive gang ids. With a scheduler window they come straight
@@ -218,40 +225,4 @@ PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, u
   }
 }
 
-pw_status_t pw__submit_block(const pw_submit_t* s, uint64_t plan_id, pw_execution_t** out) {
-  return pw_submit_block(s, plan_id, out);
-}
-
-void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
-  pw_submit_arm(s, exec, refs);
-}
-
-pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
-                                pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
-                                pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
-                                pw_event_t** out_done) {
-  pw_runtime_t* rt = client->runtime;
-  if (out_done != NULL) *out_done = NULL;
-  const pw_plan_dispatch_t* pd = NULL;
-  PW_RETURN_IF_ERROR(pw_plan_dispatch(rt, plan, &pd));
-  if (__builtin_expect(rt->no_gang_order, 0)) {
-    pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done};
-    return pw__unordered_submit(&u);
-  }
-  /* An armed graph runs in a armed block when one is free. |s| stays in
-   * registers: its address goes to no call. */
-  pw_submit_t s = {client, plan, pd, graph_ref, armed,
-                   armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done};
-  pw_execution_t* exec = NULL;
-  PW_RETURN_IF_ERROR(pw_submit_block(&s, pd->id, &exec));
-  /* Nothing can fail from here on. refs: the ops collectively (dropped at
-   * completion); the submitter's, dropped when pw__dispatch_start returns,
-   * so that nothing there can touch a freed block; and one per append
-   * (the slice's reference on its tail: pw_dispatch_append_part), counted
-   * here without a window (the submitter appends) and taken by each
-   * admission with one. */
-  uint32_t refs = 2 + (rt->sched_window == 0 ? pd->tail_refs : 0);
-  pw_submit_arm(&s, exec, refs);
-  pw__dispatch_start(exec, s.own != NULL, true);
-  return NULL;
-}
+#endif /* PW_SCHED_SUBMIT_H_ */
