@@ -30,6 +30,50 @@
  * refuses one part (launch returns an error), the parts of that gang it has
  * accepted or will accept must complete with an error (ABORTED), never
  * wait for the refused part: the runtime cannot cancel them.
+ *
+ * Queue-ordered launch (optional, v3: queue_info). Without it the runtime
+ * hands a device its next op only after the previous one's done ran and
+ * the op's inputs are complete on the host: one host round trip between
+ * two ops of a device. A backend whose devices run their launches in
+ * submission order (a CUDA stream, an IREE queue, a FIFO worker) says so
+ * through queue_info, with how many launches a device accepts ahead (its
+ * depth). On a slice whose every device says so, the runtime then:
+ *   - launches a device's compute ops in the order of the slice's
+ *     sequence as soon as the previous op there has been *launched*, with
+ *     at most |depth| launches outstanding per device (launched, done not
+ *     yet called), and numbers them (pw_backend_launch_t.queue_seq);
+ *   - may launch an op whose inputs earlier launches on the same device
+ *     are still writing. A compute op's inputs always live on its own
+ *     slice and mesh (graph validation), so every producer on a device is
+ *     an earlier launch in the same queue, and queue order is the only
+ *     device-side wait: the backend must run a device's launches one
+ *     after another in queue_seq order, each seeing the writes of those
+ *     before it (a collective blocks its queue until its gang meets, as
+ *     NCCL's do). Inputs made elsewhere (transfer ops, host copies,
+ *     arguments from another slice or backend, a producer that is not
+ *     queued) are complete before the launch, as without the capability;
+ *   - reads the descriptor and its arrays only during the launch call
+ *     (the next launch reuses them): a queued backend copies what it needs
+ *     before it returns;
+ *   - treats a failed part (done with an error, or refused) as failing its
+ *     op and every op that read its outputs, with the failure's status
+ *     naming it. The backend need not track that: it runs the launches
+ *     queued behind a failed one as they come (a refused part of a gang
+ *     still completes its accepted parts, see Gangs), and done is called
+ *     for each; the runtime fails the dependents whatever they report.
+ * done may still be called from any thread; a queue-ordered backend calls
+ * it for a device's launches in queue_seq order. A launch whose done never
+ * comes (a lost launch) is failed with DEADLINE_EXCEEDED by the runtime's
+ * watchdog when a launch deadline is set (pw_runtime_options_t,
+ * pw_submission_t), and at pw_client_destroy after its drain deadline; a
+ * done that comes after that is logged and ignored, and the backend must
+ * not write the launch's outputs any more (their memory may be reused).
+ *
+ * Device time (optional, launch v2: done_timed). A backend that knows when
+ * the device started and finished a launch (a stream event's timestamps,
+ * a simulator's virtual clock) calls done_timed instead of done, with
+ * both: fair-share policies charge a client that device time rather than
+ * the host's launch-to-done wall clock, which counts queueing too.
  */
 #ifndef PATHWAYS_BACKEND_H_
 #define PATHWAYS_BACKEND_H_
@@ -87,7 +131,23 @@ typedef struct pw_executable_signature_t {
 /* Completion of one launch. Owns |status|. */
 typedef void (*pw_backend_done_fn_t)(void* done_user, pw_status_t status);
 
-/* One device's part of a gang op. Pointers are valid until |done| runs. */
+/* When a device ran one launch, in nanoseconds of the backend's device
+ * clock (any epoch; only end_ns - start_ns is charged). */
+typedef struct pw_backend_timing_t {
+  size_t struct_size;
+  uint64_t start_ns;
+  uint64_t end_ns;
+} pw_backend_timing_t;
+
+#define PW_BACKEND_TIMING_SIZE_V1 PW_STRUCT_SIZE(pw_backend_timing_t, end_ns)
+
+/* done, with the device time of the launch (|timing| NULL: unknown, as
+ * done). The runtime reads |timing| during the call only. */
+typedef void (*pw_backend_done_timed_fn_t)(void* done_user, pw_status_t status,
+                                           const pw_backend_timing_t* timing);
+
+/* One device's part of a gang op. Pointers are valid until |done| runs
+ * (queue-ordered launch: during the launch call only). */
 typedef struct pw_backend_launch_t {
   size_t struct_size;
   pw_backend_executable_t executable;
@@ -105,9 +165,38 @@ typedef struct pw_backend_launch_t {
   uint32_t output_count;
   pw_backend_done_fn_t done;
   void* done_user;
+  /* -- v2 fields start here (set by a runtime that hands struct_size >=
+   * PW_BACKEND_LAUNCH_SIZE_V2) -- */
+  /* Queue-ordered launch: this launch's position in its device's queue
+   * (1, 2, ... one per launch on the device, refused ones included); 0
+   * when the slice is not launched queue-ordered (one launch at a time). */
+  uint64_t queue_seq;
+  /* Completes the launch as done does, with its device time; either one
+   * of the two is called, once. Never NULL from a v2 runtime. */
+  pw_backend_done_timed_fn_t done_timed;
 } pw_backend_launch_t;
 
 #define PW_BACKEND_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_launch_t, done_user)
+#define PW_BACKEND_LAUNCH_SIZE_V2 PW_STRUCT_SIZE(pw_backend_launch_t, done_timed)
+
+/* What queue_info reports of one device. */
+enum {
+  /* The device runs its launches in queue_seq order, each after the
+   * writes of those before it (see "Queue-ordered launch" above). */
+  PW_BACKEND_QUEUE_ORDERED = 1u,
+};
+
+typedef struct pw_backend_queue_info_t {
+  size_t struct_size;   /* set by the caller */
+  uint32_t flags;       /* PW_BACKEND_QUEUE_ORDERED, or 0 */
+  /* Launches the device accepts ahead of their completion (>= 1 when
+   * ordered; the runtime never has more outstanding, and caps it at
+   * PW_BACKEND_MAX_QUEUE_DEPTH). */
+  uint32_t depth;
+} pw_backend_queue_info_t;
+
+#define PW_BACKEND_QUEUE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_backend_queue_info_t, depth)
+#define PW_BACKEND_MAX_QUEUE_DEPTH 1024
 
 typedef struct pw_backend_vtable_t {
   size_t struct_size;
@@ -174,10 +263,20 @@ typedef struct pw_backend_vtable_t {
                              uint32_t dst_device, pw_backend_memory_t dst, size_t bytes);
 
   /* -- v3 methods start here -- */
+
+  /* Optional: how |device| takes launches (see "Queue-ordered launch"
+   * above). The caller zeroes |out_info| and sets its struct_size. NULL,
+   * beyond struct_size, an error, flags without PW_BACKEND_QUEUE_ORDERED
+   * or depth 0: one launch at a time, as a v1 backend. Asked once per
+   * device, when the runtime is created. */
+  pw_status_t (*queue_info)(void* self, uint32_t device, pw_backend_queue_info_t* out_info);
+
+  /* -- v4 methods start here -- */
 } pw_backend_vtable_t;
 
 #define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
 #define PW_BACKEND_VTABLE_SIZE_V2 PW_STRUCT_SIZE(pw_backend_vtable_t, record_copy)
+#define PW_BACKEND_VTABLE_SIZE_V3 PW_STRUCT_SIZE(pw_backend_vtable_t, queue_info)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */
