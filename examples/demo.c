@@ -115,7 +115,7 @@ int main(void) {
   pw_buffer_t losses[kSteps];
   pw_event_t* done[kSteps];
   bool donate[3] = {false, false, true};
-  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_submit_options_t opts = {.struct_size = sizeof(opts), .donate = donate};
   for (int s = 0; s < kSteps; ++s) {
     pw_buffer_t outs[2];
     CHECK(pw_graph_exec_submit(armed, args, 3, s ? &opts : NULL, outs, 2, &done[s]));

@@ -60,7 +60,7 @@ static void train_spanning(pw_client_t* client, const float* x, const float* y, 
   CHECK(pw_buffer_from_host(client, vs, &ys, y, sizeof(float) * kN, &args[1]));
   CHECK(pw_buffer_from_host(client, vs, &ws, w0, sizeof(w0), &args[2]));
   bool donate[3] = {false, false, true};
-  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_submit_options_t opts = {.struct_size = sizeof(opts), .donate = donate};
   pw_event_t* last = NULL;
   for (int s = 0; s < kSteps; ++s) {
     pw_event_t* done;
@@ -156,7 +156,7 @@ int main(void) {
   /* All steps submitted up front; each step's weights are the previous
    * step's output futures, donated. */
   bool donate[6] = {false, false, true, false, false, true};
-  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_submit_options_t opts = {.struct_size = sizeof(opts), .donate = donate};
   pw_event_t* last = NULL;
   for (int s = 0; s < kSteps; ++s) {
     pw_buffer_t outs[2];

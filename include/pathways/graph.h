@@ -106,9 +106,14 @@ typedef struct pw_submit_options_t {
    * (its handle is released by the submit) and may reuse its memory for an
    * output of identical spec on the same slice. */
   const bool* donate;
+  /* -- v2 fields start here -- */
+  /* Launch deadline of this run's ops (see pw_runtime_options_t's
+   * launch_deadline_ns); 0: the runtime's. */
+  uint64_t launch_deadline_ns;
 } pw_submit_options_t;
 
 #define PW_SUBMIT_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_submit_options_t, donate)
+#define PW_SUBMIT_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_submit_options_t, launch_deadline_ns)
 
 /* Runs |graph| once. |args| supply the parameters in order (each must
  * match the parameter's vslice and spec). |out_outputs| receives

@@ -79,9 +79,26 @@ typedef struct pw_runtime_options_t {
    * destroys it, also when create fails). Zero = the bundled in-process
    * transport (copies through the backends' host access, inline). */
   pw_transport_t transport;
+  /* -- v3 fields start here -- */
+  /* Queue-ordered launch (include/pathways/backend.h) is used on every
+   * slice whose backend offers it; true turns it off (every device then
+   * runs one launch at a time, as with a v1 backend: to compare). */
+  bool disable_queued_launch;
+  /* A launch that has not completed this long after it was handed to
+   * its backend fails with DEADLINE_EXCEEDED, naming slice, device and
+   * node (a watchdog thread enforces it, within about a tenth of the
+   * deadline); 0: no deadline. A submission may set its own
+   * (pw_submission_t). */
+  uint64_t launch_deadline_ns;
+  /* How long pw_client_destroy waits for launches the backend has not
+   * completed before it fails them (DEADLINE_EXCEEDED, logged) and
+   * finishes; 0: 30 s. UINT64_MAX: wait without limit. */
+  uint64_t drain_deadline_ns;
 } pw_runtime_options_t;
 
 #define PW_RUNTIME_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_runtime_options_t, slice_count)
+#define PW_RUNTIME_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_runtime_options_t, transport)
+#define PW_RUNTIME_OPTIONS_SIZE_V3 PW_STRUCT_SIZE(pw_runtime_options_t, drain_deadline_ns)
 
 /* Creates a runtime. Validates the topology: backends (vtable size, name),
  * meshes, device ranges inside each backend, no device in two slices. On

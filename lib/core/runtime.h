@@ -33,6 +33,10 @@ typedef struct pw_slice_s {
   pw_status_t (*launch)(void* self, const pw_backend_launch_t* launch);
   uint32_t host;
   uint32_t first_device;
+  /* Queue-ordered launch: the depth every device of the slice takes
+   * (the least they report), 0 when one of them does not or the runtime
+   * turned it off (lib/sched/queued.c). */
+  uint32_t queue_depth;
   struct pw_device_s* devices;       /* device_count, mesh order */
   uint32_t* group_devices;    /* backend ordinals in mesh order */
   /* Slice sequence. Appenders exchange |tail|; append_lock is taken only
@@ -146,6 +150,16 @@ struct pw_runtime_s {
    * then issue one copy per row. */
   pw_status_t (*transport_copy_strided)(void* self, const pw_transport_copy_t* copy);
   pw_atomic_u64_t next_plan_id; /* pw_plan_t.id */
+  /* Launch deadlines (pw_runtime_options_t): the default of every
+   * submission (0: none), how long pw_client_destroy waits for launches
+   * before it fails them, and the watchdog that enforces both
+   * (lib/sched/watchdog.c; started by the first launch with a deadline). */
+  uint64_t launch_deadline_ns;
+  uint64_t drain_deadline_ns;
+  pw_atomic_ptr_t watchdog;    /* struct pw_watchdog_s*, NULL until started */
+  pthread_mutex_t watchdog_lock;
+  /* Queue-ordered launch turned off (pw_runtime_options_t). */
+  bool no_queued_launch;
 };
 
 #endif /* PW_CORE_RUNTIME_H_ */

@@ -106,8 +106,34 @@ static void pw_client_fold(pw_client_t* client) {
   pw_atomic_fetch_sub_u32(&client->refs, kBias); /* the owner's keeps it above 0 */
 }
 
+/* pw_client_destroy: waits for the client's work, but for launches its
+ * backends never complete only the runtime's drain deadline: those
+ * still outstanding after a whole wait (the same launch, not completed)
+ * are failed with DEADLINE_EXCEEDED and logged, and the wait goes on
+ * for what they held up. */
 pw_status_t pw_client_destroy(pw_client_t* client) {
-  return pw_client_destroy_with_deadline(client, PW_INFINITE_FUTURE);
+  if (client == NULL) return NULL;
+  pw_runtime_t* rt = client->runtime;
+  uint64_t drain = rt->drain_deadline_ns;
+  if (drain == UINT64_MAX) return pw_client_destroy_with_deadline(client, PW_INFINITE_FUTURE);
+  pw_launch_snapshot_t snapshot;
+  snapshot.next = 0;
+  for (;;) {
+    pw__dispatch_snapshot_launches(rt, &snapshot);
+    pw_time_t now = pw_clock_now();
+    pw_time_t until = drain > (uint64_t)(PW_INFINITE_FUTURE - now) ? PW_INFINITE_FUTURE
+                                                                     : now + (pw_time_t)drain;
+    pw_status_t status = pw_client_destroy_with_deadline(client, until);
+    if (status == NULL || pw_status_code(status) != PW_STATUS_DEADLINE_EXCEEDED) return status;
+    pw_status_free(status);
+    uint32_t failed = pw__dispatch_fail_stale(rt, &snapshot, drain);
+    if (failed != 0) {
+      pw_log(&rt->logger, PW_LOG_ERROR, "runtime",
+             "pw_client_destroy: client '%s': failed %u launch(es) its backends did not "
+             "complete within the drain deadline (%.3f s); destroying it",
+             client->name, failed, (double)drain / 1e9);
+    }
+  }
 }
 
 pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadline) {

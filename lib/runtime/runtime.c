@@ -96,8 +96,10 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&rt->client_structs) != 0; ++spins) {
     pw__dispatch_backoff(spins);
   }
-  /* Plugins go before the device states: a completion a plugin still
-   * delivers while it shuts down finds its token (lib/sched/dispatch.c). */
+  /* The watchdog first (it delivers completions), then the plugins
+   * before the device states: a completion a plugin still delivers while
+   * it shuts down finds its token (lib/sched/dispatch.c). */
+  pw__watchdog_stop(rt);
   pw__workers_destroy(rt->workers);
   for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
@@ -109,6 +111,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
   pw__slice_composites_free(rt);
   pw_allocator_free(a, rt->backends, rt->backend_count * sizeof(pw_backend_t));
   pthread_mutex_destroy(&rt->lock);
+  pthread_mutex_destroy(&rt->watchdog_lock);
   pw__handle_salt_give(rt);
   pw_allocator_free(a, rt, sizeof(*rt));
 }
@@ -130,6 +133,13 @@ static void pw_runtime_configure_scheduling(pw_runtime_t* rt,
     if (rt->no_gang_order) rt->sched_window = 0; /* no sequence to admit into */
   }
   rt->sched_charge = rt->sched_window != 0 && pw__policy_wants_charge(&rt->sched_policy);
+  /* v3: queue-ordered launch and launch deadlines. */
+  rt->drain_deadline_ns = UINT64_C(30000000000);
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, drain_deadline_ns)) {
+    rt->no_queued_launch = options->disable_queued_launch;
+    rt->launch_deadline_ns = options->launch_deadline_ns;
+    if (options->drain_deadline_ns != 0) rt->drain_deadline_ns = options->drain_deadline_ns;
+  }
 }
 
 /* The physical slices of |options| (rt->slices allocated), each with its
@@ -218,6 +228,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   rt->worker_count = options->worker_count;
   pw_runtime_configure_scheduling(rt, options);
   pthread_mutex_init(&rt->lock, NULL);
+  pthread_mutex_init(&rt->watchdog_lock, NULL);
   pw_atomic_init_u64(&rt->next_gang_id, 1);
   static pw_atomic_u64_t serials; /* zero-initialised: the first runtime gets 1 */
   rt->serial = pw_atomic_fetch_add_u64(&serials, 1) + 1;

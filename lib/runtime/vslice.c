@@ -58,6 +58,12 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
   c->backend_index = parts[0]->backend_index;
   c->backend = parts[0]->backend;
   c->launch = parts[0]->launch;
+  /* Queued when every part is (each device follows its own part's
+   * queue), at the least depth. */
+  c->queue_depth = parts[0]->queue_depth;
+  for (uint32_t p = 1; p < count; ++p) {
+    if (parts[p]->queue_depth < c->queue_depth) c->queue_depth = parts[p]->queue_depth;
+  }
   c->host = parts[0]->host;
   c->first_device = parts[0]->first_device;
   size_t used = 0;

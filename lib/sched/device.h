@@ -24,6 +24,15 @@ typedef struct pw_completion_token_s {
   _Alignas(64) pw_atomic_u32_t state; /* generation << 1 | completed */
   uint32_t generation;                /* of the current use (driver thread) */
   struct pw_device_s* device;
+  /* Launch tokens: the op of the current use (a queued launch completes
+   * apart from its device's cursor, lib/sched/queued.c; read before the
+   * claim, which then says whether it was this use's), when it launched
+   * (queued, charging), and when the watchdog fails it (0: no deadline;
+   * lib/sched/watchdog.c). */
+  pw_atomic_ptr_t op;
+  pw_atomic_u64_t launched_ns;
+  pw_atomic_u64_t deadline;
+  bool queued;                        /* one of the device's queue tokens */
 } pw_completion_token_t;
 
 #define PW_DEVICE_TOKENS 4
@@ -71,6 +80,23 @@ typedef struct pw_device_s {
   pw_completion_token_t tokens[PW_DEVICE_TOKENS];
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* Device time a backend reported for |running| (done_timed), else
+   * UINT64_MAX: the host's launch-to-done time is charged. */
+  uint64_t reported_ns;
+  /* Queue-ordered launch (lib/sched/queued.c; queue_depth 0: off). The
+   * device's launches outstanding, plus one while a launch waits for a
+   * slot (parked: the completion that frees one relaunches it, with
+   * |queue_slot_held| set); its queue tokens (queue_depth of them) and
+   * the last launch's queue_seq (the driving thread's). */
+  uint32_t queue_depth;
+  bool queue_slot_held;
+  pw_atomic_u32_t queue_outstanding;
+  uint64_t queue_seq;
+  pw_completion_token_t* queue_tokens;
+  /* When the device last finished a queued launch (host clock; charging
+   * without reported device time: a launch is charged from the later of
+   * its launch and this). */
+  pw_atomic_u64_t queue_free_ns;
 } pw_device_t;
 
 /* A client's queue and accounting on one slice. One cache line or more

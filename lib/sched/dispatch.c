@@ -255,6 +255,9 @@ void pw__dispatch_launch_init(pw_device_t* d) {
   l->inputs = d->inputs;
   l->outputs = d->outputs;
   l->done = pw_dispatch_backend_done;
+  l->done_timed = pw__dispatch_backend_done;
+  l->queue_seq = 0;
+  d->reported_ns = UINT64_MAX;
   for (uint32_t k = 0; k < PW_DEVICE_TOKENS; ++k) {
     d->tokens[k].device = d;
     d->tokens[k].generation = 0;
@@ -417,13 +420,23 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_slice_t* quiet_slice = by != NULL && by->slice->device_count == 1 ? by->slice : NULL;
   for (uint32_t s = 0; s < op->successor_count; ++s) {
     pw_op_t* succ = &exec->ops[op->successors[s]];
+    /* A queued successor of a queued op was launched behind it in the
+     * same device queues, not at its completion (queued.c): a failure
+     * reaches it as its own, since it may have launched already (every
+     * device of its gang then launches it too, whatever this says). */
+    bool in_queue = (op->flags & succ->flags & PW_OP_QUEUED) != 0;
     if (failure) {
-      pw_dispatch_fail_dep(succ, pw_status_make(pw_status_code(failure),
-                                                "input node %u (\"%s\") failed: %s",
-                                                op->plan->node, op->plan->name,
-                                                pw_status_message(failure)));
+      pw_status_t dep = pw_status_make(pw_status_code(failure),
+                                       "input node %u (\"%s\") failed: %s", op->plan->node,
+                                       op->plan->name, pw_status_message(failure));
+      void* expected = NULL;
+      if (!in_queue) {
+        pw_dispatch_fail_dep(succ, dep);
+      } else if (!pw_atomic_cas_ptr(&succ->status, &expected, dep)) {
+        pw_status_free(dep);
+      }
     }
-    pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
+    if (!in_queue) pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
   }
   if (failure) {
     void* expected = NULL;
@@ -481,7 +494,8 @@ static void pw_dispatch_completed_again(void* user, pw_status_t status, const ch
    * that is the completion of |d|'s current launch, |t|'s current use. */
   bool queued_here = false;
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (frame != NULL && pw_token_current(user)) {
+  /* (A queued launch's first completion was acted on at once.) */
+  if (frame != NULL && !t->queued && pw_token_current(user)) {
     for (pw_device_t* q = frame->head; q != NULL && !queued_here; q = q->work_next) {
       queued_here = q == d && q->work_kind == PW_WORK_DONE;
     }
@@ -506,34 +520,59 @@ static void pw_dispatch_completed_again(void* user, pw_status_t status, const ch
          backend, slice->name, d->mesh_index, how, again);
 }
 
+/* The |timing| of a completion the watchdog makes (pw__dispatch_expire):
+ * losing the claim to the backend's own done is then no error. */
+static const pw_backend_timing_t pw_dispatch_expired;
+
 /* The backend's done: |user| is the launch's token. The first completion
- * wins its once-flag (the one locked instruction a completion adds). */
-static void pw_dispatch_backend_done(void* user, pw_status_t status) {
+ * wins its once-flag (the one locked instruction a completion adds). A
+ * queued launch completes apart from its device's cursor (queued.c). */
+PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
+                                             const pw_backend_timing_t* timing) {
+  pw_completion_token_t* t = pw_token_of(user);
+  /* A queued token's op and launch time are read before the claim: once
+   * claimed, its device may arm it for its next launch. */
+  pw_op_t* queued_op = t->queued ? pw_atomic_load_ptr_relaxed(&t->op) : NULL;
+  uint64_t launched_ns = t->queued ? pw_atomic_load_u64_relaxed(&t->launched_ns) : 0;
   if (!pw_token_claim(user)) {
+    if (timing == &pw_dispatch_expired) {
+      pw_status_free(status); /* the watchdog lost to the backend's done */
+      return;
+    }
     pw_dispatch_completed_again(user, status, "called done twice");
     return;
   }
-  pw_device_t* d = pw_token_of(user)->device;
+  if (timing == &pw_dispatch_expired) timing = NULL;
+  pw_device_t* d = t->device;
+  uint64_t reported = UINT64_MAX;
+  if (timing != NULL && timing->struct_size >= PW_BACKEND_TIMING_SIZE_V1 &&
+      timing->end_ns >= timing->start_ns) {
+    reported = timing->end_ns - timing->start_ns;
+  }
+  if (t->queued) {
+    pw__dispatch_queued_done(d, queued_op, launched_ns, status, reported);
+    return;
+  }
   d->done_status = status;
+  d->reported_ns = reported;
   pw_dispatch_push(d, PW_WORK_DONE);
 }
 
-static void pw_dispatch_device_launch(pw_device_t* d) {
-  pw_op_t* op = d->running;
-  pw_status_t dep = pw_atomic_load_ptr_acquire(&op->dep_status);
-  if (dep != NULL) {
-    /* An input failed: the op does not run; it still passes through this
-     * device's cursor and resolves, failed. */
-    d->done_status = pw_status_clone(dep);
-    pw_dispatch_device_done(d);
-    return;
-  }
+static void pw_dispatch_backend_done(void* user, pw_status_t status) {
+  pw_dispatch_launch_done(user, status, NULL);
+}
+
+void pw__dispatch_backend_done(void* user, pw_status_t status, const pw_backend_timing_t* timing) {
+  pw_dispatch_launch_done(user, status, timing);
+}
+
+void pw__dispatch_expire(void* user, pw_status_t status) {
+  pw_dispatch_launch_done(user, status, &pw_dispatch_expired);
+}
+
+/* The launch descriptor fields of |op| on |d|. */
+PW_SCHED_INLINE void pw_dispatch_fill_launch(pw_device_t* d, pw_op_t* op) {
   pw_slice_t* slice = op->slice;
-  if (op->flags & PW_OP_TRANSFER) {
-    if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
-    pw__dispatch_transfer_launch(d, op);
-    return;
-  }
   uint32_t m = pw_op_mesh_index(op, d);
   for (uint32_t k = 0; k < op->input_count; ++k) d->inputs[k] = op->inputs[k]->shards[m];
   /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
@@ -548,10 +587,38 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   l->gang_id = pw_op_gang_id(op);
   l->input_count = op->input_count;
   l->output_count = op->output_count;
+}
+
+void pw__dispatch_fill_launch(pw_device_t* d, pw_op_t* op) { pw_dispatch_fill_launch(d, op); }
+
+static void pw_dispatch_device_launch(pw_device_t* d) {
+  pw_op_t* op = d->running;
+  if (op->flags & PW_OP_QUEUED) {
+    pw__queued_launch(d, op);
+    return;
+  }
+  pw_status_t dep = pw_atomic_load_ptr_acquire(&op->dep_status);
+  if (dep != NULL) {
+    /* An input failed: the op does not run; it still passes through this
+     * device's cursor and resolves, failed. */
+    d->done_status = pw_status_clone(dep);
+    pw_dispatch_device_done(d);
+    return;
+  }
+  pw_slice_t* slice = op->slice;
+  if (op->flags & PW_OP_TRANSFER) {
+    if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
+    pw__dispatch_transfer_launch(d, op);
+    return;
+  }
+  pw_dispatch_fill_launch(d, op);
+  pw_backend_launch_t* l = &d->launch;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
   /* The launch's completion token, armed (plain stores: the backend gets
    * it through the call). */
-  void* user = pw_token_arm(&d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS]);
+  pw_completion_token_t* t = &d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS];
+  pw_token_set_deadline(t, op);
+  void* user = pw_token_arm(t);
   l->done_user = user;
   pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
                                              : pw__backend_launch(slice->backend, l);
@@ -619,10 +686,13 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   pw_status_t status = d->done_status;
   d->done_status = NULL;
   if (op->slice->runtime->sched_charge && d->launch_ns != 0) {
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns,
-                            (uint64_t)(pw_clock_now() - d->launch_ns));
+    /* What the backend reported of the device's time, else the host's. */
+    uint64_t ns = d->reported_ns != UINT64_MAX ? d->reported_ns
+                                               : (uint64_t)(pw_clock_now() - d->launch_ns);
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns);
     d->launch_ns = 0;
   }
+  d->reported_ns = UINT64_MAX;
   if (status != NULL) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
       status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
@@ -649,7 +719,8 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
      * and |d| arrives on the fast path. |next| stays alive: |d| has not
      * passed it, so its execution cannot complete. */
     uint32_t gang = op->slice->device_count; /* |op| may be gone after its completion */
-    if (gang == 1 || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
+    bool counted_alone = gang == 1 && !(op->flags & PW_OP_QUEUED);
+    if (counted_alone || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
       pw_dispatch_op_complete(op, d);
     }
     /* A gang device whose |next| is not ready while other work is queued
@@ -683,11 +754,52 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
      * ARRIVING keeps it alive while this reads it. */
     pw_dispatch_settle(d, next);
   }
-  /* A one-device op has no other device to count out. */
-  if (op->slice->device_count == 1) {
+  /* A one-device op has no other device to count out. A queued op's
+   * count is never held back: its completion must come before that of
+   * any op behind it in the device queues, which fail with it
+   * (pw_dispatch_op_complete). */
+  if (op->flags & PW_OP_QUEUED) {
+    if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
+  } else if (op->slice->device_count == 1) {
     pw_dispatch_op_complete(op, NULL);
   } else {
     pw_dispatch_count_out(op);
+  }
+}
+
+void pw__dispatch_device_advance(pw_device_t* d) { pw_dispatch_device_finished(d, false); }
+
+void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
+                              pw_status_t status, uint64_t device_ns) {
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
+  pw_dispatch_frame_t* outer = pw_dispatch_current;
+  if (outer == NULL) pw_dispatch_current = &local;
+  if (status != NULL) {
+    if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
+      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
+                                  op->plan->node, op->plan->name, op->slice->name,
+                                  pw_op_mesh_index(op, d));
+    }
+    void* expected = NULL;
+    if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
+  }
+  if (op->slice->runtime->sched_charge) {
+    /* Without a report: from the later of its launch and the device's
+     * previous completion (a FIFO runs one launch at a time) to now. */
+    uint64_t now = (uint64_t)pw_clock_now();
+    uint64_t free_at = pw_atomic_exchange_u64(&d->queue_free_ns, now);
+    if (device_ns == UINT64_MAX) {
+      uint64_t from = launched_ns > free_at ? launched_ns : free_at;
+      device_ns = now > from ? now - from : 0;
+    }
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns);
+  }
+  /* Counted at once, never held back (see pw_dispatch_device_finished). */
+  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
+  pw__queued_slot_free(d);
+  if (outer == NULL) {
+    pw_dispatch_drain(&local);
+    pw_dispatch_current = NULL;
   }
 }
 
@@ -932,19 +1044,21 @@ void pw__submit_arm(const pw_submit_t* s, pw_execution_t* exec, uint32_t refs) {
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
                                 pw_buffer_obj_t* const* args, pw_buffer_obj_t** outputs,
-                                pw_event_t** out_done) {
+                                pw_event_t** out_done, uint64_t launch_deadline_ns) {
   pw_runtime_t* rt = client->runtime;
   if (out_done != NULL) *out_done = NULL;
   const pw_plan_dispatch_t* pd = NULL;
   PW_RETURN_IF_ERROR(pw_plan_dispatch(rt, plan, &pd));
   if (__builtin_expect(rt->no_gang_order, 0)) {
-    pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done};
+    pw_submit_t u = {client, plan, pd, graph_ref, armed, NULL, args, outputs, out_done,
+                     launch_deadline_ns};
     return pw__unordered_submit(&u);
   }
   /* An armed graph runs in a armed block when one is free. |s| stays in
    * registers: its address goes to no call. */
   pw_submit_t s = {client, plan, pd, graph_ref, armed,
-                   armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done};
+                   armed != NULL ? pw_submit_free_slot(armed) : NULL, args, outputs, out_done,
+                   launch_deadline_ns};
   pw_execution_t* exec = NULL;
   PW_RETURN_IF_ERROR(pw_submit_block(&s, pd->id, &exec));
   /* Nothing can fail from here on. refs: the ops collectively (dropped at

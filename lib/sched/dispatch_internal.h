@@ -19,6 +19,9 @@ enum {
                             * makes the inputs ready, no counter needed */
   PW_OP_UNORDERED = 4u,    /* the debug mode without gang order: launched
                             * on its launch slots (unordered.c) */
+  PW_OP_QUEUED = 8u,       /* a compute op on a queue-ordered slice:
+                            * launched ahead of its same-slice producers'
+                            * completion (queued.c) */
 };
 
 /* An op record in an execution block (128 bytes on 64-bit hosts, two
@@ -118,6 +121,8 @@ typedef struct pw_execution_s {
   uint32_t output_total;
   uint32_t op_count;           /* plan->op_count (the plan may be gone) */
   uint32_t stripe;             /* the submitting thread's client stripe */
+  /* Launch deadline of the run's ops (ns after their launch; 0: none). */
+  uint64_t launch_deadline_ns;
   uint64_t gang_base;          /* gang id of op 0 */
   size_t block_size;
   /* The plan this block is laid out for (pw_plan_t.id), set once its
@@ -138,6 +143,20 @@ static inline pw_op_cold_t* pw_op_cold(const pw_op_t* op) {
   return &op->exec->op_cold[op->index];
 }
 
+/* How many counts take |op|'s devices_remaining to 0: one per device;
+ * two for a queued op (its launch, when the device's cursor moves past
+ * it, and its completion: queued.c). */
+static inline uint32_t pw_op_device_counts(const pw_op_t* op) {
+  return op->slice->device_count << ((op->flags & PW_OP_QUEUED) != 0);
+}
+
+/* Whether plan op |p| is launched queue-ordered: a compute op on a slice
+ * whose devices all take queued launches (queued.c), outside the debug
+ * mode without gang order. */
+static inline bool pw_plan_op_queued(const pw_runtime_t* rt, const pw_plan_op_t* p) {
+  return p->kind == PW_PLAN_COMPUTE && p->vslice->slice->queue_depth != 0 && !rt->no_gang_order;
+}
+
 /* |op|'s link to its successor in the sequence of its |p|-th part. */
 static inline pw_atomic_ptr_t* pw_op_link_at(pw_op_t* op, uint32_t p) {
   return op->links ? &op->links[p] : &op->slice_next;
@@ -154,11 +173,12 @@ static inline bool pw_op_guarded(const pw_runtime_t* rt, uint32_t param_inputs) 
   return param_inputs > 0 || rt->no_gang_order;
 }
 
-/* Whether plan op |p| waits for nothing in a submission: ready before it
- * is appended (see pw__dispatch_start). */
-static inline bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p,
+/* Whether plan op |p|, with |launch_deps| producers to wait for
+ * (pw_plan_launch_deps), waits for nothing in a submission: ready before
+ * it is appended (see pw__dispatch_start). */
+static inline bool pw_op_is_root(const pw_runtime_t* rt, uint32_t launch_deps,
                                  uint32_t param_inputs) {
-  return p->static_deps == 0 && !pw_op_guarded(rt, param_inputs);
+  return launch_deps == 0 && !pw_op_guarded(rt, param_inputs);
 }
 
 /* Arms |op|'s per-run counters for its next run: at layout, then at the
@@ -172,7 +192,7 @@ static inline bool pw_op_is_root(const pw_runtime_t* rt, const pw_plan_op_t* p,
 static inline void pw_op_rearm(pw_op_t* op) {
   pw_atomic_store_u32_relaxed(&op->pending, op->init_pending);
   pw_atomic_store_u32_relaxed(&op->inputs_ready, 0);
-  pw_atomic_store_u32_relaxed(&op->devices_remaining, op->slice->device_count);
+  pw_atomic_store_u32_relaxed(&op->devices_remaining, pw_op_device_counts(op));
 }
 
 static inline size_t pw_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
@@ -241,6 +261,10 @@ static inline pw_atomic_ptr_t* pw_op_link(pw_op_t* op, const pw_slice_t* part) {
 /* What the dispatcher derives per plan op. */
 typedef struct pw_plan_op_dispatch_s {
   uint32_t param_inputs;   /* inputs that are graph parameters */
+  /* Producing ops whose completion the op's launch waits for: all of
+   * them (static_deps), but for a queued op only those that are not
+   * earlier launches in its own device queues (transfers). */
+  uint32_t launch_deps;
   uint32_t output_base;    /* first of its outputs in |values| and exec->outputs */
   /* Bit k: input k is a new buffer at every submission (a parameter, or
    * another op's graph output); the others are internal values. */
@@ -404,6 +428,7 @@ typedef struct pw_submit_s {
   pw_buffer_obj_t* const* args;
   pw_buffer_obj_t** outputs;
   pw_event_t** out_done;
+  uint64_t launch_deadline_ns; /* 0: the runtime's */
 } pw_submit_t;
 
 /* A block for |s| laid out for its plan, with its done event, or a
@@ -450,6 +475,53 @@ void pw__dispatch_launch_init(pw_device_t* d);
  * sequence of every part of |slice| (pw_dispatch_append). */
 void pw__dispatch_append(pw_slice_t* slice, pw_execution_t* exec, pw_op_t* first,
                          pw_op_t* last);
+
+/* The backend's done for a launch token |user| (the watchdog calls it
+ * too, with DEADLINE_EXCEEDED: the first completion wins the token). */
+void pw__dispatch_backend_done(void* user, pw_status_t status, const pw_backend_timing_t* timing);
+/* Completes the launch of token |user| with |status| (owned) unless its
+ * done came first (then |status| is freed): the watchdog's. */
+void pw__dispatch_expire(void* user, pw_status_t status);
+/* A queued launch of |op| on |d| (launched at |launched_ns| when
+ * charging) completed, its token claimed (|device_ns| reported, or
+ * UINT64_MAX): counts it out of |op| and frees its queue slot, inside a
+ * dispatch frame. */
+void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
+                              pw_status_t status, uint64_t device_ns);
+/* The launch descriptor fields of |op| on |d| (its inputs' and outputs'
+ * shards, executable, gang) for a launch now. */
+void pw__dispatch_fill_launch(pw_device_t* d, pw_op_t* op);
+/* |d| launched queued |op| (or failed to: the completion was counted):
+ * moves its cursor on, as a finished op does. */
+void pw__dispatch_device_advance(pw_device_t* d);
+
+/* ---- queued.c: queue-ordered launch -------------------------------------- */
+
+/* Asks |slice|'s devices for queue-ordered launch and sets it up (depth,
+ * queue tokens); undone by pw__queued_slice_deinit. */
+pw_status_t pw__queued_slice_init(pw_slice_t* slice);
+void pw__queued_slice_deinit(pw_slice_t* slice);
+/* Launches queued compute |op| (d->running) on |d|, or parks |d| at it
+ * while its queue is full (the completion that frees a slot relaunches). */
+void pw__queued_launch(pw_device_t* d, pw_op_t* op);
+/* Gives back one queue slot of |d|; a parked launch is relaunched. */
+void pw__queued_slot_free(pw_device_t* d);
+
+/* ---- watchdog.c ---------------------------------------------------------- */
+
+/* Arms |t|'s deadline |ns| from now and starts the watchdog on first use. */
+void pw__watchdog_arm(pw_completion_token_t* t, uint64_t ns);
+
+/* The deadline of a launch of |op| made now, in its token |t| (none when
+ * neither the run nor the runtime sets one). */
+static inline void pw_token_set_deadline(pw_completion_token_t* t, pw_op_t* op) {
+  uint64_t ns = op->exec->launch_deadline_ns;
+  if (__builtin_expect(ns == 0, 1)) {
+    pw_atomic_store_u64_relaxed(&t->deadline, 0);
+    return;
+  }
+  pw__watchdog_arm(t, ns);
+}
 
 /* ---- transfer.c ---------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "graph/graph_internal.h"
+#include "pathways/struct_size.h"
 #include "sched/dispatch_internal.h"
 
 /* One submission: the caller's arguments and what it runs. */
@@ -187,6 +188,14 @@ static void pw_submit_donate(const pw_submission_t* s) {
   }
 }
 
+/* The submission's launch deadline (0: the runtime's). */
+static uint64_t pw_submit_deadline(const pw_submission_t* s) {
+  const pw_submit_options_t* o = s->options;
+  return o != NULL && PW_STRUCT_HAS_FIELD(o, pw_submit_options_t, launch_deadline_ns)
+             ? o->launch_deadline_ns
+             : 0;
+}
+
 /* The rest of a submission, once the plan is known (|status|: an error
  * found so far, returned after the clean-up). */
 static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
@@ -198,7 +207,7 @@ static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
   if (status == NULL) {
     status = pw__dispatch_submit(s->client, s->plan, s->graph != NULL ? pw__graph_object(s->graph) : NULL,
                                  s->armed, b.arg_objs, b.out_objs,
-                                 s->out_done != NULL ? &done : NULL);
+                                 s->out_done != NULL ? &done : NULL, pw_submit_deadline(s));
     /* On success the execution took over the look-up's reference. */
     if (status == NULL) s->graph = NULL;
   }
@@ -296,7 +305,7 @@ pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
     /* Nothing to check, look up, hand out or donate (a task spawned for
      * its effect): straight to dispatch, which sets *out_done (NULL
      * unless it succeeds). */
-    return pw__dispatch_submit(armed->client, armed->plan, NULL, armed, NULL, NULL, out_done);
+    return pw__dispatch_submit(armed->client, armed->plan, NULL, armed, NULL, NULL, out_done, 0);
   }
   return pw_graph_exec_submit_full(armed, args, arg_count, options, out_outputs, output_count,
                                    out_done);

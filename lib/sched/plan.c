@@ -32,6 +32,25 @@ typedef struct pw_plan_scratch_s {
   uint32_t per_slice_stack[64];
 } pw_plan_scratch_t;
 
+/* The producers |p|'s launch waits for: every distinct producing op
+ * (static_deps), but for a queued op only transfers, as its compute
+ * producers are earlier launches in its own device queues (queued.c). */
+static uint32_t pw_plan_launch_deps(const pw_runtime_t* rt, const pw_plan_t* plan,
+                                    const pw_plan_op_t* p) {
+  if (!pw_plan_op_queued(rt, p)) return p->static_deps;
+  uint32_t deps = 0;
+  for (uint32_t k = 0; k < p->input_count; ++k) {
+    int32_t producer = p->inputs[k].param >= 0 ? -1 : (int32_t)p->inputs[k].op;
+    if (producer < 0 || plan->ops[producer].kind != PW_PLAN_TRANSFER) continue;
+    bool seen = false;
+    for (uint32_t j = 0; j < k && !seen; ++j) {
+      seen = p->inputs[j].param < 0 && p->inputs[j].op == p->inputs[k].op;
+    }
+    deps += !seen;
+  }
+  return deps;
+}
+
 /* |p|'s parameter inputs, and its per-run inputs' bits (a parameter, or
  * another op's graph output: a new buffer at every submission). */
 static uint32_t pw_plan_op_params(const pw_plan_t* plan, const pw_plan_op_t* p,
@@ -64,7 +83,7 @@ static void pw_plan_count(const pw_runtime_t* rt, const pw_plan_t* plan, pw_plan
         c->internal_bytes += pw__block_internal_value_bytes(p->vslice->slice->device_count);
       }
     }
-    c->roots += pw_op_is_root(rt, p, params);
+    c->roots += pw_op_is_root(rt, pw_plan_launch_deps(rt, plan, p), params);
     c->guarded += pw_op_guarded(rt, params);
     c->rebind += per_run != 0;
   }
@@ -173,12 +192,14 @@ static pw_status_t pw_plan_dispatch_alloc(const pw_runtime_t* rt, const pw_plan_
 }
 
 /* Each op's parameter inputs, per-run inputs and outputs' byte sizes. */
-static pw_status_t pw_plan_fill_ops(const pw_plan_t* plan, pw_plan_dispatch_t* pd) {
+static pw_status_t pw_plan_fill_ops(const pw_runtime_t* rt, const pw_plan_t* plan,
+                                    pw_plan_dispatch_t* pd) {
   uint32_t output_base = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_plan_op_dispatch_t* d = &pd->ops[i];
     d->param_inputs = pw_plan_op_params(plan, p, &d->per_run_inputs);
+    d->launch_deps = pw_plan_launch_deps(rt, plan, p);
     d->output_base = output_base;
     output_base += p->output_count;
     for (uint32_t k = 0; k < p->output_count; ++k) {
@@ -201,7 +222,7 @@ static void pw_plan_fill_lists(const pw_runtime_t* rt, const pw_plan_t* plan,
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     uint32_t params = pd->ops[i].param_inputs;
-    if (pw_op_is_root(rt, p, params)) pd->roots[pd->root_count++] = i;
+    if (pw_op_is_root(rt, pd->ops[i].launch_deps, params)) pd->roots[pd->root_count++] = i;
     if (pw_op_guarded(rt, params)) pd->guarded[pd->guarded_count++] = i;
     if (pd->ops[i].per_run_inputs != 0) pd->rebind[pd->rebind_count++] = i;
     if (t->group_of != NULL) {
@@ -251,7 +272,7 @@ static pw_status_t pw_plan_dispatch_make(pw_runtime_t* rt, const pw_plan_t* plan
   pw_plan_dispatch_t* pd = NULL;
   pw_status_t status = pw_plan_group(rt, plan, &c, &t);
   if (status == NULL) status = pw_plan_dispatch_alloc(rt, plan, &c, &pd);
-  if (status == NULL) status = pw_plan_fill_ops(plan, pd);
+  if (status == NULL) status = pw_plan_fill_ops(rt, plan, pd);
   if (status == NULL) pw_plan_fill_lists(rt, plan, pd, &t);
   pw_plan_scratch_free(rt, plan, &t);
   if (status != NULL) {

@@ -79,7 +79,8 @@ void pw__dispatch_client_close(pw_client_t* client);
 pw_status_t pw__dispatch_submit(pw_client_t* client, const pw_plan_t* plan,
                                 pw_object_t* graph_ref, pw_graph_exec_obj_t* armed,
                                 pw_buffer_obj_t* const* args,
-                                pw_buffer_obj_t** outputs, pw_event_t** out_done);
+                                pw_buffer_obj_t** outputs, pw_event_t** out_done,
+                                uint64_t launch_deadline_ns);
 
 /* Links a new armed graph into its client's list / takes it out, waits
  * for its runs and gives its blocks up (lib/sched/armed.c). */
@@ -94,6 +95,29 @@ uint64_t pw__dispatch_armed_ops(pw_client_t* client, uint32_t slice);
 /* One step of a polling wait on a cold path: a yield for the first 64
  * |spins|, then 50 us sleeps for about 10 ms, then 1 ms sleeps. */
 void pw__dispatch_backoff(uint32_t spins);
+
+/* Launch deadlines (lib/sched/watchdog.c). A snapshot of up to
+ * PW_LAUNCH_SNAPSHOT_MAX launches outstanding now, each in its current
+ * use, starting at token |next| of the runtime's (where the previous
+ * snapshot stopped, so that repeated snapshots cover every device):
+ * pw__dispatch_fail_stale then fails with DEADLINE_EXCEEDED (logged,
+ * naming slice and device; the completion names the node) each that is
+ * still outstanding in the same use, and returns how many. For
+ * pw_client_destroy's drain deadline: no allocation. */
+#define PW_LAUNCH_SNAPSHOT_MAX 256
+typedef struct pw_launch_snapshot_s {
+  size_t next;
+  uint32_t count;
+  struct {
+    struct pw_completion_token_s* token;
+    uint32_t state;
+  } entries[PW_LAUNCH_SNAPSHOT_MAX];
+} pw_launch_snapshot_t;
+void pw__dispatch_snapshot_launches(pw_runtime_t* rt, pw_launch_snapshot_t* snapshot);
+uint32_t pw__dispatch_fail_stale(pw_runtime_t* rt, const pw_launch_snapshot_t* snapshot,
+                                 uint64_t waited_ns);
+/* Stops the runtime's watchdog thread, if it was started. */
+void pw__watchdog_stop(pw_runtime_t* rt);
 
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);

@@ -44,7 +44,9 @@ pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   pthread_mutex_init(&slice->append_lock, NULL);
   pw_atomic_init_ptr(&slice->tail, NULL);
   pw_atomic_init_u32(&slice->tail_pin, 0);
-  return NULL;
+  status = pw__queued_slice_init(slice);
+  if (status != NULL) pw__dispatch_slice_deinit(slice);
+  return status;
 }
 
 void pw__dispatch_slice_drop_tail(pw_slice_t* slice) {
@@ -102,6 +104,7 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   for (uint32_t i = 0; i < slice->device_count; ++i) {
     pw__dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
   }
+  pw__queued_slice_deinit(slice);
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));

@@ -210,6 +210,8 @@ PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, u
   if (s->out_done != NULL) *s->out_done = exec->done;
   pw_atomic_init_u32(&exec->ops_remaining, plan->op_count);
   exec->stripe = stripe;
+  exec->launch_deadline_ns =
+      s->launch_deadline_ns != 0 ? s->launch_deadline_ns : client->runtime->launch_deadline_ns;
   if (s->own != NULL) {
     /* A armed block: no submitter reference (only this thread can reuse
      * or free the block, so it stays valid through this call even if the

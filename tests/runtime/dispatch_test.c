@@ -322,7 +322,7 @@ Test(dispatch, outputs_of_one_execution_feed_the_next_before_they_are_ready) {
   cr_assert_not(pw_event_is_ready(d1));
   cr_assert_not(pw_event_is_ready(d2));
   bool donate[1] = {true};
-  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_submit_options_t opts = {.struct_size = sizeof(opts), .donate = donate};
   pw_buffer_t w;
   pw_event_t* d3;
   OK(pw_graph_submit(f.client, g, &z, 1, &opts, &w, 1, &d3));

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "support/queue_wrapper.h"
+
 pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
                             uint32_t slices, const char* mesh_text,
                             pw_allocator_t allocator) {
@@ -18,6 +20,9 @@ pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
   PW_RETURN_IF_ERROR(pw_mesh_shape_parse(mesh_text, &mesh));
   uint32_t per_slice = pw_mesh_shape_device_count(&mesh);
   pw_backend_t backend;
+  bool queued = kind == PW_FIXTURE_CPU_QUEUED || kind == PW_FIXTURE_DOUBLE_QUEUED;
+  if (kind == PW_FIXTURE_CPU_QUEUED) kind = PW_FIXTURE_CPU;
+  if (kind == PW_FIXTURE_DOUBLE_QUEUED) kind = PW_FIXTURE_DOUBLE_INLINE;
   if (kind == PW_FIXTURE_CPU) {
 #ifdef PW_FIXTURE_NO_CPU
     return pw_status_make(PW_STATUS_UNIMPLEMENTED, "cpu backend not built");
@@ -41,6 +46,11 @@ pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
     o.order_capacity = 1u << 16;
     PW_RETURN_IF_ERROR(pw_double_backend_create(&o, &backend));
     f->dbl = pw_double_backend_from(&backend);
+  }
+  if (queued) {
+    pw_queue_wrapper_options_t qo = {.depth = 4, .ordered = true};
+    PW_RETURN_IF_ERROR(pw_queue_wrapper_create(&qo, backend, &backend));
+    f->qw = pw_queue_wrapper_from(&backend);
   }
   f->backend = backend;
   pw_slice_desc_t descs[16];

@@ -14,6 +14,7 @@ typedef struct pw_fixture_t {
   pw_client_t* client;
   pw_backend_t backend;          /* a copy: the runtime owns it */
   pw_double_backend_t* dbl;      /* control handle when it is a double */
+  struct pw_queue_wrapper_s* qw; /* control handle when queued */
   uint32_t slice_count;
 } pw_fixture_t;
 
@@ -24,6 +25,10 @@ typedef enum pw_fixture_backend_e {
   PW_FIXTURE_DOUBLE_THREADED = 1,
   PW_FIXTURE_DOUBLE_DEFERRED = 2,
   PW_FIXTURE_CPU = 3,
+  /* The CPU backend / the inline double behind the queue-ordered wrapper
+   * (tests/support/queue_wrapper.h, depth 4): queued launch. */
+  PW_FIXTURE_CPU_QUEUED = 4,
+  PW_FIXTURE_DOUBLE_QUEUED = 5,
 } pw_fixture_backend_t;
 
 pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,

@@ -374,7 +374,7 @@ Test(graph_exec, effect_only_graphs_reject_bad_input_and_survive_allocation_fail
   /* Bad input: each gets its status, and nothing runs. */
   pw_graph_exec_t* exec = NULL;
   OK(pw_graph_exec_create(e.f.client, g, &exec));
-  pw_submit_options_t short_options = {1, NULL};
+  pw_submit_options_t short_options = {.struct_size = 1};
   pw_buffer_t out = {99};
   struct {
     const pw_buffer_t* args;
@@ -498,7 +498,7 @@ Test(graph_exec, submit_rejects_bad_arguments_and_the_next_run_works) {
   REJECTS(pw_graph_exec_submit(exec, &e.x, 1, NULL, ys, 2, &done), PW_STATUS_INVALID_ARGUMENT,
           "pw_graph_exec_submit: room for 2 outputs given, the graph has 1");
   cr_assert_eq(ys[0].id, 0, "outputs not cleared on failure");
-  pw_submit_options_t small = {sizeof(size_t), NULL};
+  pw_submit_options_t small = {.struct_size = sizeof(size_t)};
   REJECTS(pw_graph_exec_submit(exec, &e.x, 1, &small, &y, 1, &done), PW_STATUS_INVALID_ARGUMENT,
           "pw_graph_exec_submit: options struct_size 8 is too small");
   /* An argument on the wrong slice, of the wrong spec, released, null,
@@ -532,7 +532,7 @@ Test(graph_exec, submit_rejects_bad_arguments_and_the_next_run_works) {
   pw_buffer_t z;
   OK(pw_buffer_from_host(e.f.client, e.vs, &e.spec, e.data, sizeof(e.data), &z));
   bool donate[1] = {true};
-  pw_submit_options_t opts = {sizeof(opts), donate};
+  pw_submit_options_t opts = {.struct_size = sizeof(opts), .donate = donate};
   OK(pw_graph_exec_submit(exec, &z, 1, &opts, &y, 1, &done));
   OK(pw_fixture_wait(done));
   pw_array_spec_t got;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "runtime/fixture.h"
+#include "support/queue_wrapper.h"
 #include "support/test_allocators.h"
 
 #define MAX_THREADS 8
@@ -118,13 +119,20 @@ out:
   return NULL;
 }
 
+static int run_config_on(const char* label, pw_fixture_backend_t kind, pw_sched_policy_t policy,
+                         uint32_t window);
 static int run_config(const char* label, pw_sched_policy_t policy, uint32_t window) {
+  return run_config_on(label, PW_FIXTURE_CPU, policy, window);
+}
+
+static int run_config_on(const char* label, pw_fixture_backend_t kind, pw_sched_policy_t policy,
+                         uint32_t window) {
   g_failures = 0;
   g_checked = 0;
   pw_test_allocator_t t;
   pw_test_allocator_init(&t);
   pw_fixture_t f;
-  pw_status_t s = pw_fixture_init_sched(&f, PW_FIXTURE_CPU, SLICES, "1", pw_test_allocator(&t),
+  pw_status_t s = pw_fixture_init_sched(&f, kind, SLICES, "1", pw_test_allocator(&t),
                                         policy, window);
   if (s != NULL) {
     char m[512];
@@ -140,6 +148,22 @@ static int run_config(const char* label, pw_sched_policy_t policy, uint32_t wind
     pthread_create(&threads[i], NULL, submitter, (void*)(intptr_t)i);
   }
   for (int i = 0; i < g_threads; ++i) pthread_join(threads[i], NULL);
+  if (f.qw != NULL) {
+    /* Launched ahead: some device held more than one launch at once, and
+     * every device got its launches in queue_seq order. */
+    uint32_t most = 0;
+    uint64_t out_of_order = 0;
+    for (uint32_t d = 0; d < SLICES; ++d) {
+      pw_queue_wrapper_stats_t st = pw_queue_wrapper_stats(f.qw, d);
+      if (st.max_outstanding > most) most = st.max_outstanding;
+      out_of_order += st.out_of_order;
+    }
+    if (most < 2 || out_of_order != 0) {
+      fprintf(stderr, "stress_runtime_chain [%s]: at most %u launches outstanding on a device, "
+              "%llu out of queue order\n", label, most, (unsigned long long)out_of_order);
+      g_failures++;
+    }
+  }
   pw_fixture_deinit(&f);
   if (pw_test_allocator_live(&t) != 0) {
     fprintf(stderr, "stress_runtime_chain: %zu allocations leaked\n", pw_test_allocator_live(&t));
@@ -165,5 +189,8 @@ int main(int argc, char** argv) {
   pw_sched_policy_t none = {NULL, NULL};
   int rc = run_config("no window", none, 0);
   rc |= run_config("fifo, window 2", pw_sched_policy_fifo(), 2);
+  /* Queue-ordered launch: the same chains launched ahead of completion. */
+  rc |= run_config_on("queued, no window", PW_FIXTURE_CPU_QUEUED, none, 0);
+  rc |= run_config_on("queued, fifo, window 2", PW_FIXTURE_CPU_QUEUED, pw_sched_policy_fifo(), 2);
   return rc;
 }
