@@ -475,49 +475,15 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
 
 /* ---- device work -------------------------------------------------------- */
 
-/* A second completion of the launch whose token is |t| (done called again,
- * or an error returned from launch after done): reported, never acted on.
- * If the first completion is still queued on this thread's frame (the
- * backend completed twice inside its launch call, the usual case), the op
- * fails with INTERNAL; otherwise the device may have moved on and nothing
- * of it is touched but its immutable fields. Consumes |status|. */
-static void pw_dispatch_completed_again(void* user, pw_status_t status, const char* how) {
-  pw_completion_token_t* t = pw_token_of(user);
-  pw_device_t* d = t->device;
-  const pw_slice_t* slice = d->slice;
-  const char* backend = pw__backend_name(slice->backend);
-  char again[160];
-  pw_status_format(status, again, sizeof(again));
-  pw_status_free(status);
-  /* Its first completion is still queued on this thread's frame (only
-   * this thread changes that queue) when |d| is in it as a done item:
-   * that is the completion of |d|'s current launch, |t|'s current use. */
-  bool queued_here = false;
+/* Whether |d| is queued on this thread's frame as a done item (a second
+ * completion's check: misbehave.c). */
+bool pw__dispatch_done_queued_here(const pw_device_t* d) {
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  /* (A queued launch's first completion was acted on at once.) */
-  if (frame != NULL && !t->queued && pw_token_current(user)) {
-    for (pw_device_t* q = frame->head; q != NULL && !queued_here; q = q->work_next) {
-      queued_here = q == d && q->work_kind == PW_WORK_DONE;
-    }
+  if (frame == NULL) return false;
+  for (pw_device_t* q = frame->head; q != NULL; q = q->work_next) {
+    if (q == d && q->work_kind == PW_WORK_DONE) return true;
   }
-  if (queued_here) {
-    char first[160];
-    pw_status_format(d->done_status, first, sizeof(first));
-    pw_status_free(d->done_status);
-    d->done_status = pw_status_make(PW_STATUS_INTERNAL,
-                                    "backend '%s' completed one launch twice: it %s (first "
-                                    "completion: %s; second: %s)",
-                                    backend, how, first, again);
-    pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
-           "backend '%s' completed one launch on slice '%s' device %u twice: it %s (first: %s; "
-           "second: %s); the op fails with INTERNAL",
-           backend, slice->name, d->mesh_index, how, first, again);
-    return;
-  }
-  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
-         "backend '%s' completed a launch on slice '%s' device %u again after its completion "
-         "was handled: it %s (%s); ignored",
-         backend, slice->name, d->mesh_index, how, again);
+  return false;
 }
 
 /* The |timing| of a completion the watchdog makes (pw__dispatch_expire):
@@ -539,7 +505,7 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
       pw_status_free(status); /* the watchdog lost to the backend's done */
       return;
     }
-    pw_dispatch_completed_again(user, status, "called done twice");
+    pw__dispatch_completed_again(user, status, "called done twice");
     return;
   }
   if (timing == &pw_dispatch_expired) timing = NULL;
@@ -570,26 +536,6 @@ void pw__dispatch_expire(void* user, pw_status_t status) {
   pw_dispatch_launch_done(user, status, &pw_dispatch_expired);
 }
 
-/* The launch descriptor fields of |op| on |d|. */
-PW_SCHED_INLINE void pw_dispatch_fill_launch(pw_device_t* d, pw_op_t* op) {
-  pw_slice_t* slice = op->slice;
-  uint32_t m = pw_op_mesh_index(op, d);
-  for (uint32_t k = 0; k < op->input_count; ++k) d->inputs[k] = op->inputs[k]->shards[m];
-  /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
-  for (uint32_t k = 0; k < op->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
-  /* The per-device fields (size, device, argument arrays, callback) are
-   * set once: pw__dispatch_launch_init. */
-  pw_backend_launch_t* l = &d->launch;
-  l->executable = op->loaded;
-  l->mesh_index = m;
-  l->group_devices = slice->group_devices;
-  l->group_size = slice->device_count;
-  l->gang_id = pw_op_gang_id(op);
-  l->input_count = op->input_count;
-  l->output_count = op->output_count;
-}
-
-void pw__dispatch_fill_launch(pw_device_t* d, pw_op_t* op) { pw_dispatch_fill_launch(d, op); }
 
 static void pw_dispatch_device_launch(pw_device_t* d) {
   pw_op_t* op = d->running;
@@ -611,7 +557,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     pw__dispatch_transfer_launch(d, op);
     return;
   }
-  pw_dispatch_fill_launch(d, op);
+  pw_fill_launch(d, op);
   pw_backend_launch_t* l = &d->launch;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
   /* The launch's completion token, armed (plain stores: the backend gets
@@ -626,7 +572,7 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
   /* Failed: done must not run. If it did, |d| may have moved on already:
    * this is a second completion, and |d| is not touched. */
   if (!pw_token_claim(user)) {
-    pw_dispatch_completed_again(user, status, "called done and then returned an error from launch");
+    pw__dispatch_completed_again(user, status, "called done and then returned an error from launch");
     return;
   }
   d->done_status = status;
@@ -769,34 +715,13 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
 
 void pw__dispatch_device_advance(pw_device_t* d) { pw_dispatch_device_finished(d, false); }
 
-void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
-                              pw_status_t status, uint64_t device_ns) {
+void pw__dispatch_op_complete(pw_op_t* op) { pw_dispatch_op_complete(op, NULL); }
+
+void pw__dispatch_in_frame(void (*fn)(void* arg), void* arg) {
   pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
-  if (status != NULL) {
-    if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
-      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
-                                  op->plan->node, op->plan->name, op->slice->name,
-                                  pw_op_mesh_index(op, d));
-    }
-    void* expected = NULL;
-    if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
-  }
-  if (op->slice->runtime->sched_charge) {
-    /* Without a report: from the later of its launch and the device's
-     * previous completion (a FIFO runs one launch at a time) to now. */
-    uint64_t now = (uint64_t)pw_clock_now();
-    uint64_t free_at = pw_atomic_exchange_u64(&d->queue_free_ns, now);
-    if (device_ns == UINT64_MAX) {
-      uint64_t from = launched_ns > free_at ? launched_ns : free_at;
-      device_ns = now > from ? now - from : 0;
-    }
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns);
-  }
-  /* Counted at once, never held back (see pw_dispatch_device_finished). */
-  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
-  pw__queued_slot_free(d);
+  fn(arg);
   if (outer == NULL) {
     pw_dispatch_drain(&local);
     pw_dispatch_current = NULL;

@@ -488,12 +488,41 @@ void pw__dispatch_expire(void* user, pw_status_t status);
  * dispatch frame. */
 void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
                               pw_status_t status, uint64_t device_ns);
-/* The launch descriptor fields of |op| on |d| (its inputs' and outputs'
- * shards, executable, gang) for a launch now. */
-void pw__dispatch_fill_launch(pw_device_t* d, pw_op_t* op);
+/* Runs |fn(arg)| inside this thread's dispatch frame, or a new outermost
+ * one drained before this returns. */
+void pw__dispatch_in_frame(void (*fn)(void* arg), void* arg);
+/* Every device of |op| is done (pw_dispatch_op_complete, from no device's
+ * cursor). */
+void pw__dispatch_op_complete(pw_op_t* op);
+/* Whether |d| is queued on this thread's frame as a done item. */
+bool pw__dispatch_done_queued_here(const pw_device_t* d);
+/* A second (or stale) completion of launch token |user|: reported, never
+ * acted on (misbehave.c); |how| says what the plugin did. */
+void pw__dispatch_completed_again(void* user, pw_status_t status, const char* how);
 /* |d| launched queued |op| (or failed to: the completion was counted):
  * moves its cursor on, as a finished op does. */
 void pw__dispatch_device_advance(pw_device_t* d);
+
+/* The launch descriptor fields of |op| on |d| (its inputs' and outputs'
+ * shards, executable, gang) for a launch now (dispatch.c, queued.c). */
+static inline void pw_fill_launch(pw_device_t* d, pw_op_t* op) {
+  pw_slice_t* slice = op->slice;
+  uint32_t m = pw_op_mesh_index(op, d);
+  for (uint32_t k = 0; k < op->input_count; ++k) d->inputs[k] = op->inputs[k]->shards[m];
+  /* Allocated before inputs_ready was set (pw_dispatch_allocate_outputs). */
+  for (uint32_t k = 0; k < op->output_count; ++k) d->outputs[k] = op->outputs[k]->shards[m];
+  /* The per-device fields (size, device, argument arrays, callback) are
+   * set once: pw__dispatch_launch_init. */
+  pw_backend_launch_t* l = &d->launch;
+  l->executable = op->loaded;
+  l->mesh_index = m;
+  l->group_devices = slice->group_devices;
+  l->group_size = slice->device_count;
+  l->gang_id = pw_op_gang_id(op);
+  l->input_count = op->input_count;
+  l->output_count = op->output_count;
+}
+
 
 /* ---- queued.c: queue-ordered launch -------------------------------------- */
 

@@ -152,7 +152,7 @@ void pw__queued_launch(pw_device_t* d, pw_op_t* op) {
     pw__dispatch_device_advance(d);
     return;
   }
-  pw__dispatch_fill_launch(d, op);
+  pw_fill_launch(d, op);
   pw_backend_launch_t* l = &d->launch;
   pw_completion_token_t* t = pw_queued_token(d);
   pw_atomic_store_ptr_relaxed(&t->op, op);
@@ -169,4 +169,52 @@ void pw__queued_launch(pw_device_t* d, pw_op_t* op) {
    * as a second completion). */
   if (status != NULL) pw__dispatch_backend_done(user, status, NULL);
   pw__dispatch_device_advance(d);
+}
+
+/* ---- completion ------------------------------------------------------------ */
+
+typedef struct pw_queued_done_s {
+  pw_device_t* d;
+  pw_op_t* op;
+  uint64_t launched_ns;
+  pw_status_t status;
+  uint64_t device_ns;
+} pw_queued_done_t;
+
+static void pw_queued_done_in_frame(void* arg) {
+  pw_queued_done_t* c = arg;
+  pw_device_t* d = c->d;
+  pw_op_t* op = c->op;
+  uint64_t launched_ns = c->launched_ns;
+  pw_status_t status = c->status;
+  uint64_t device_ns = c->device_ns;
+  if (status != NULL) {
+    if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
+      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
+                                  op->plan->node, op->plan->name, op->slice->name,
+                                  pw_op_mesh_index(op, d));
+    }
+    void* expected = NULL;
+    if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
+  }
+  if (op->slice->runtime->sched_charge) {
+    /* Without a report: from the later of its launch and the device's
+     * previous completion (a FIFO runs one launch at a time) to now. */
+    uint64_t now = (uint64_t)pw_clock_now();
+    uint64_t free_at = pw_atomic_exchange_u64(&d->queue_free_ns, now);
+    if (device_ns == UINT64_MAX) {
+      uint64_t from = launched_ns > free_at ? launched_ns : free_at;
+      device_ns = now > from ? now - from : 0;
+    }
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns);
+  }
+  /* Counted at once, never held back (see pw_dispatch_device_finished). */
+  if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw__dispatch_op_complete(op);
+  pw__queued_slot_free(d);
+}
+
+void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
+                              pw_status_t status, uint64_t device_ns) {
+  pw_queued_done_t c = {d, op, launched_ns, status, device_ns};
+  pw__dispatch_in_frame(pw_queued_done_in_frame, &c);
 }
