@@ -42,6 +42,11 @@ struct rec_t {
   uint32_t order[MAXL]; /* slot indices in done order */
   uint32_t order_len;
   slot_t slots[MAXL];
+  /* Optional: called (outside the mutex) by the done that makes |total|
+   * reach |hook_at|. */
+  void (*hook)(void* user);
+  void* hook_user;
+  uint32_t hook_at;
 };
 
 static void rec_init(rec_t* rec) {
@@ -71,9 +76,11 @@ static void rec_done_timed(void* user, pw_status_t status, const pw_backend_timi
   }
   if (rec->order_len < MAXL) rec->order[rec->order_len++] = i;
   rec->total++;
+  bool hook = rec->hook != NULL && rec->total == rec->hook_at;
   pthread_cond_broadcast(&rec->cond);
   pthread_mutex_unlock(&rec->mutex);
   pw_status_free(status);
+  if (hook) rec->hook(rec->hook_user);
 }
 
 static void rec_done(void* user, pw_status_t status) { rec_done_timed(user, status, NULL); }
@@ -216,18 +223,31 @@ static void fix_init(fix_t* f, uint32_t depth, uint32_t buffers) {
   }
 }
 
-static void fix_destroy_backend(fix_t* f) {
+/* Frees every buffer (any thread: also from a done during destroy). */
+static void fix_free_buffers(void* user) {
+  fix_t* f = user;
   const pw_backend_vtable_t* vt = f->b.vtable;
   for (uint32_t d = 0; d < 4; ++d) {
     for (uint32_t k = 0; k <= MAXL; ++k) {
       if (f->buf[d][k] != NULL) vt->deallocate(f->b.self, d, f->buf[d][k]);
+      f->buf[d][k] = NULL;
     }
   }
+}
+
+/* Unloads and destroys; buffers must be free or freed by the dones. */
+static void fix_destroy_only(fix_t* f) {
+  const pw_backend_vtable_t* vt = f->b.vtable;
   vt->unload(f->b.self, f->gate);
   vt->unload(f->b.self, f->copy);
   vt->unload(f->b.self, f->reduce);
   vt->destroy(f->b.self);
   f->b.vtable = NULL;
+}
+
+static void fix_destroy_backend(fix_t* f) {
+  fix_free_buffers(f);
+  fix_destroy_only(f);
 }
 
 static void fix_finish(fix_t* f) {
@@ -545,7 +565,8 @@ typedef struct destroyer_t {
 
 static void* destroyer_main(void* arg) {
   destroyer_t* d = arg;
-  fix_destroy_backend(d->f);
+  /* The queued launches still use the buffers: the last done frees them. */
+  fix_destroy_only(d->f);
   pthread_mutex_lock(&d->mutex);
   d->finished = true;
   pthread_cond_broadcast(&d->cond);
@@ -578,6 +599,13 @@ Test(cpu_streams, destroy_with_queued_work) {
    * launched, then a copy. */
   cr_assert_null(launch_reduce_part(&f, 0, 30, 4, 4, &rec, slot++)); /* 12 */
   cr_assert_null(launch_one(&f, f.copy, 0, 0, 5, 5, &rec, slot++));  /* 13 */
+  pthread_mutex_lock(&rec.mutex);
+  rec.hook = fix_free_buffers;
+  rec.hook_user = &f;
+  rec.hook_at = slot;
+  bool all_done = rec.total == slot;
+  pthread_mutex_unlock(&rec.mutex);
+  if (all_done) fix_free_buffers(&f); /* not reached: gang 30 waits for destroy */
   destroyer_t d = {.f = &f, .finished = false};
   pthread_mutex_init(&d.mutex, NULL);
   pthread_cond_init(&d.cond, NULL);
