@@ -1,7 +1,7 @@
 /* CTS driver and shared helpers: running a case for a fixture, status
  * assertions, backend creation, compile/load helpers, completion tracking
  * and gang launches. The cases live in cts_basic.c, cts_memory.c,
- * cts_launch.c and cts_collective.c. */
+ * cts_launch.c, cts_collective.c and cts_queue.c. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "cts/cts.h"
 
@@ -136,11 +136,14 @@ void pw_cts_tracker_init(pw_cts_tracker_t* tracker, size_t count) {
   pthread_cond_init(&tracker->cond, NULL);
   tracker->count = count;
   tracker->slots = calloc(count ? count : 1, sizeof(pw_cts_slot_t));
+  tracker->order = calloc(count ? count : 1, sizeof(size_t));
   cr_assert_not_null(tracker->slots);
+  cr_assert_not_null(tracker->order);
   for (size_t i = 0; i < count; ++i) {
     tracker->slots[i].tracker = tracker;
     atomic_init(&tracker->slots[i].calls, 0);
     atomic_init(&tracker->slots[i].code, -1);
+    atomic_init(&tracker->slots[i].timed, 0);
   }
 }
 
@@ -148,7 +151,9 @@ void pw_cts_tracker_free(pw_cts_tracker_t* tracker) {
   pthread_mutex_destroy(&tracker->mutex);
   pthread_cond_destroy(&tracker->cond);
   free(tracker->slots);
+  free(tracker->order);
   tracker->slots = NULL;
+  tracker->order = NULL;
 }
 
 void pw_cts_done(void* user, pw_status_t status) {
@@ -160,9 +165,60 @@ void pw_cts_done(void* user, pw_status_t status) {
   if (slot->then != NULL) slot->then(slot);
   pw_cts_tracker_t* tracker = slot->tracker;
   pthread_mutex_lock(&tracker->mutex);
+  if (tracker->completed < tracker->count) {
+    tracker->order[tracker->completed] = (size_t)(slot - tracker->slots);
+  }
   tracker->completed++;
   pthread_cond_broadcast(&tracker->cond);
   pthread_mutex_unlock(&tracker->mutex);
+}
+
+void pw_cts_done_timed(void* user, pw_status_t status, const pw_backend_timing_t* timing) {
+  pw_cts_slot_t* slot = user;
+  if (timing != NULL) {
+    slot->start_ns = timing->start_ns;
+    slot->end_ns = timing->end_ns;
+    atomic_store(&slot->timed, 1);
+  }
+  pw_cts_done(user, status);
+}
+
+void pw_cts_tracker_wait_slots(pw_cts_tracker_t* tracker, size_t first, size_t count,
+                               const char* what) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += (time_t)(PW_CTS_TIMEOUT_NS / 1000000000ull);
+  pthread_mutex_lock(&tracker->mutex);
+  size_t waiting = first;
+  int rc = 0;
+  for (;;) {
+    while (waiting < first + count && atomic_load(&tracker->slots[waiting].calls) > 0) ++waiting;
+    if (waiting == first + count || rc == ETIMEDOUT) break;
+    rc = pthread_cond_timedwait(&tracker->cond, &tracker->mutex, &deadline);
+  }
+  pthread_mutex_unlock(&tracker->mutex);
+  cr_assert_eq(waiting, first + count, "%s: launch %zu did not complete in %llu s (hang)",
+               what, waiting, PW_CTS_TIMEOUT_NS / 1000000000ull);
+}
+
+uint32_t pw_cts_queue_depth(const pw_backend_t* backend) {
+  const pw_backend_vtable_t* vt = backend->vtable;
+  if (vt->struct_size < PW_BACKEND_VTABLE_SIZE_V3 || vt->queue_info == NULL) return 0;
+  uint32_t count = pw__backend_device_count(backend);
+  uint32_t depth = PW_BACKEND_MAX_QUEUE_DEPTH;
+  for (uint32_t d = 0; d < count; ++d) {
+    pw_backend_queue_info_t info;
+    memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info);
+    pw_status_t status = vt->queue_info(backend->self, d, &info);
+    if (status != NULL) {
+      pw_status_free(status);
+      return 0;
+    }
+    if ((info.flags & PW_BACKEND_QUEUE_ORDERED) == 0 || info.depth == 0) return 0;
+    if (info.depth < depth) depth = info.depth;
+  }
+  return count > 0 ? depth : 0;
 }
 
 void pw_cts_tracker_wait(pw_cts_tracker_t* tracker, size_t target, const char* what) {

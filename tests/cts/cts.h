@@ -86,7 +86,11 @@ struct pw_cts_fixture_t {
   X(suite, fixture, failed_device)                 \
   X(suite, fixture, failed_device_collective)      \
   X(suite, fixture, destroy_frees_everything)      \
-  X(suite, fixture, create_allocation_failures)
+  X(suite, fixture, create_allocation_failures)    \
+  X(suite, fixture, queued_order)                  \
+  X(suite, fixture, queued_depth)                  \
+  X(suite, fixture, queued_failure_mid_queue)      \
+  X(suite, fixture, queued_deadline)
 
 typedef void (*pw_cts_case_fn_t)(const pw_cts_fixture_t* fixture);
 
@@ -168,6 +172,10 @@ typedef struct pw_cts_slot_t {
   /* Optional hook run inside done after counting (launch_from_done). */
   void (*then)(struct pw_cts_slot_t* slot);
   void* user;
+  /* Set by pw_cts_done_timed when the backend gave a timing. */
+  _Atomic int timed;
+  uint64_t start_ns;
+  uint64_t end_ns;
 } pw_cts_slot_t;
 
 struct pw_cts_tracker_t {
@@ -176,12 +184,20 @@ struct pw_cts_tracker_t {
   size_t completed; /* done calls so far */
   size_t count;
   pw_cts_slot_t* slots;
+  size_t* order;    /* slot indices in the order their dones came */
 };
 
 void pw_cts_tracker_init(pw_cts_tracker_t* tracker, size_t count);
 void pw_cts_tracker_free(pw_cts_tracker_t* tracker);
 /* The done callback: |user| is a pw_cts_slot_t*. */
 void pw_cts_done(void* user, pw_status_t status);
+/* The v2 done_timed callback: records |timing| in the slot, then as
+ * pw_cts_done. */
+void pw_cts_done_timed(void* user, pw_status_t status, const pw_backend_timing_t* timing);
+/* Waits until slots [first, first + count) have each been called; fails
+ * the test on timeout naming the first slot still waiting. */
+void pw_cts_tracker_wait_slots(pw_cts_tracker_t* tracker, size_t first, size_t count,
+                               const char* what);
 /* Waits until |target| done calls happened; fails the test on timeout. */
 void pw_cts_tracker_wait(pw_cts_tracker_t* tracker, size_t target, const char* what);
 /* Asserts slot |i| completed exactly once (|calls| == |want_calls|). */
@@ -235,6 +251,14 @@ uint32_t pw_cts_gang_launch_try(const pw_backend_t* backend, pw_cts_gang_t* gang
 /* Reads device |m|'s output into |out| (gang->bytes bytes). */
 void pw_cts_gang_read(const pw_backend_t* backend, const pw_cts_gang_t* gang, uint32_t m,
                       float* out);
+
+/* Queue-ordered launch: the smallest depth queue_info reports over the
+ * backend's devices (at most PW_BACKEND_MAX_QUEUE_DEPTH), or 0 if any
+ * device is not PW_BACKEND_QUEUE_ORDERED (or the vtable has no
+ * queue_info): one launch at a time per device, no limit to respect.
+ * Cases that flood a device keep at most that many launches outstanding
+ * there, as the runtime does. */
+uint32_t pw_cts_queue_depth(const pw_backend_t* backend);
 
 /* The test value of element |i| on mesh position |m|: small integers, so
  * f32 sums are exact. */

@@ -147,6 +147,11 @@ typedef struct pw_cts_launcher_t {
   uint32_t thread;
   _Atomic uint32_t* start;
   uint32_t failures;
+  /* Queue-ordered backends: gangs this thread may have in flight (0: no
+   * limit), and a lock serialising whole gangs when the depth is below the
+   * thread count. */
+  uint32_t window;
+  pthread_mutex_t* serial;
 } pw_cts_launcher_t;
 
 static void* pw_cts_launcher_main(void* arg) {
@@ -159,9 +164,18 @@ static void* pw_cts_launcher_main(void* arg) {
   for (uint32_t g = 0; g < kConcurrentGangs; ++g) {
     pw_cts_gang_t* gang = &l->gangs[g];
     size_t first = (size_t)g * gang->size;
+    if (l->window > 0 && g >= l->window) {
+      pw_cts_tracker_wait_slots(l->tracker, (size_t)(g - l->window) * gang->size, gang->size,
+                                "concurrent launches within the queue depth");
+    }
+    if (l->serial != NULL) pthread_mutex_lock(l->serial);
     l->failures += pw_cts_gang_launch_try(l->backend, gang, l->executable,
                                           1000u * (l->thread + 1) + g, l->tracker, first,
                                           g % 2 == 1);
+    if (l->serial != NULL) {
+      pw_cts_tracker_wait_slots(l->tracker, first, gang->size, "serialised gang");
+      pthread_mutex_unlock(l->serial);
+    }
   }
   return NULL;
 }
@@ -178,10 +192,18 @@ void pw_cts_case_launch_concurrent(const pw_cts_fixture_t* f) {
   pw_cts_tracker_t trackers[kConcurrentThreads];
   pthread_t threads[kConcurrentThreads];
   _Atomic uint32_t start = 0;
+  /* A queue-ordered backend holds at most |depth| launches per device:
+   * each thread keeps its share in flight (every gang spans every device). */
+  uint32_t depth = pw_cts_queue_depth(&b);
+  pthread_mutex_t serial;
+  pthread_mutex_init(&serial, NULL);
+  uint32_t window = depth / kConcurrentThreads;
+  bool serialise = depth > 0 && window == 0;
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) {
     pw_cts_tracker_init(&trackers[t], (size_t)kConcurrentGangs * n);
     launchers[t] = (pw_cts_launcher_t){&b, e, calloc(kConcurrentGangs, sizeof(pw_cts_gang_t)),
-                                       &trackers[t], t, &start, 0};
+                                       &trackers[t], t, &start, 0, window,
+                                       serialise ? &serial : NULL};
     cr_assert_not_null(launchers[t].gangs);
     for (uint32_t g = 0; g < kConcurrentGangs; ++g) {
       pw_cts_gang_alloc(&b, &launchers[t].gangs[g], n, devices, elements, t * 100 + g);
@@ -202,6 +224,7 @@ void pw_cts_case_launch_concurrent(const pw_cts_fixture_t* f) {
   }
   pw__backend_unload(&b, e);
   pw_cts_destroy(&b);
+  pthread_mutex_destroy(&serial);
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) {
     for (size_t i = 0; i < trackers[t].count; ++i) {
       pw_cts_tracker_expect_calls(&trackers[t], i, 1);

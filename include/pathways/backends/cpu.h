@@ -1,6 +1,7 @@
 /* libpathways: the bundled CPU backend.
  *
- * Real execution on a fixed pool of host threads. Each backend instance
+ * Real execution on a fixed pool of host threads (pool mode), or on one
+ * FIFO thread per device (streams mode, below). Each backend instance
  * simulates |device_count| devices whose memory is host memory; a kernel is
  * a C function registered by name with its signature. Launches are queued to
  * the pool and complete through launch->done on a pool thread. In-slice
@@ -117,17 +118,52 @@
  *   input or another output); errors are INVALID_ARGUMENT (or
  *   RESOURCE_EXHAUSTED when the allocator fails) and |done| is not called.
  *   Otherwise |done| runs exactly once on a pool thread (or, for a group
- *   failed by pw_cpu_backend_set_health, on that caller's thread).
+ *   failed by pw_cpu_backend_set_health, on that caller's thread; streams
+ *   mode: always on the device's stream thread).
  * - A launch on a device that is FAILED when its turn comes completes with
  *   UNAVAILABLE naming the device; so does every participant of a collective
  *   whose group contains a failed device (pending ones as soon as the device
- *   is marked failed). Launches on the same device may run concurrently: the
- *   runtime orders dependent launches.
+ *   is marked failed). In pool mode launches on the same device may run
+ *   concurrently: the runtime orders dependent launches.
  * - A kernel error (its run function's status) is passed to |done| prefixed
  *   with the kernel name and device.
  * - Device memory beyond the per-device capacity is RESOURCE_EXHAUSTED
  *   naming the device, the request and the capacity; copies out of range
  *   are OUT_OF_RANGE; host_pointer returns the memory itself.
+ * - queue_info (vtable v3) reports flags 0 and depth 0 in pool mode: the
+ *   runtime hands one launch at a time per device, and done (never
+ *   done_timed) completes it.
+ *
+ * STREAMS MODE (options.stream_depth > 0): a queue-ordered reference
+ * backend (see "Queue-ordered launch" in pathways/backend.h).
+ * - Each device has one stream: a worker thread running that device's
+ *   accepted launches one after another, in the order launch accepted them
+ *   (queue_seq order). queue_info reports PW_BACKEND_QUEUE_ORDERED and
+ *   min(stream_depth, PW_BACKEND_MAX_QUEUE_DEPTH).
+ * - launch validates and copies the request on the caller's thread as in
+ *   pool mode and enqueues it without blocking. With stream_depth launches
+ *   of the device outstanding (accepted, done not yet called) it refuses
+ *   with RESOURCE_EXHAUSTED naming the device and the depth. A launch
+ *   stops being outstanding just before its done is called, so a done
+ *   callback may launch again.
+ * - queue_seq (launch v2): 0 is not checked; otherwise each device's
+ *   launches must number 1, 2, 3... (refused ones included, as the runtime
+ *   counts them). A repeat or a step back is refused with INVALID_ARGUMENT;
+ *   so is a gap, which also moves the expected number past it. Both are
+ *   logged naming the device and the numbers.
+ * - done_timed (launch v2, when non-NULL) completes each launch, else done,
+ *   on the device's stream thread, in queue order, with start/end from
+ *   pw_clock_now() taken when the stream starts and finishes the launch
+ *   (a collective's interval includes waiting for its gang).
+ * - A collective blocks its stream, as NCCL's do: the worker that reaches
+ *   it waits until its group has met and the collective has run (or the
+ *   group failed); later launches of that device wait behind it. Gangs
+ *   launched in conflicting orders on two devices therefore deadlock, as
+ *   they would on chips; destroy still returns (below).
+ * - destroy runs what is queued; when every stream still running waits in
+ *   a collective whose members can no longer come, those collectives
+ *   complete with CANCELLED, and the streams drain on. It joins the
+ *   streams and must not be called from a stream thread (a done callback).
  */
 #ifndef PATHWAYS_BACKENDS_CPU_H_
 #define PATHWAYS_BACKENDS_CPU_H_
@@ -149,7 +185,8 @@ PW_EXTERN_C_BEGIN
 #define PW_CPU_BACKEND_NAME "cpu"
 #define PW_CPU_BACKEND_VERSION 1u
 
-/* Limits on the options (larger values are INVALID_ARGUMENT). */
+/* Limits on the options (larger values are INVALID_ARGUMENT; a larger
+ * stream_depth is accepted and enforced, queue_info caps what it reports). */
 #define PW_CPU_MAX_DEVICES 4096u
 #define PW_CPU_MAX_WORKERS 256u
 
@@ -161,22 +198,30 @@ typedef struct pw_cpu_backend_options_t {
   uint32_t worker_count;       /* host threads in the pool; 0: 2 */
   uint64_t device_memory_bytes; /* capacity of each device; 0: 1 GiB */
   uint32_t host;               /* reported in device_info; default 0 */
+  /* -- v2 fields start here -- */
+  /* 0: pool mode (above). > 0: streams mode (see STREAMS MODE below): each
+   * device gets its own FIFO worker thread holding at most this many
+   * accepted launches; worker_count is then unused. */
+  uint32_t stream_depth;
 } pw_cpu_backend_options_t;
 
 #define PW_CPU_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_backend_options_t, host)
+#define PW_CPU_BACKEND_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_cpu_backend_options_t, stream_depth)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options);
 
-/* Creates a CPU backend: its devices, its worker pool, and the built-in
- * kernels. |options| may be NULL (all defaults); it is copied, and its
+/* Creates a CPU backend: its devices, its worker pool (streams mode: one
+ * stream thread per device), and the built-in kernels. |options| may be NULL (all defaults); it is copied, and its
  * struct_size must be >= PW_CPU_BACKEND_OPTIONS_SIZE_V1. All memory,
  * device memory included, comes from the allocator, whose |self| must
  * outlive the backend. On success |*out_backend| holds one backend that
  * the owner (the runtime, once handed to it) frees with
- * vtable->destroy(self): it runs what is queued, joins the pool, completes
- * collectives still waiting for members with CANCELLED, and must not be
- * called from a pool thread (a done callback) or while work is in flight.
+ * vtable->destroy(self): it runs what is queued, joins the pool (streams),
+ * completes collectives still waiting for members with CANCELLED, and must
+ * not be called from a pool or stream thread (a done callback) or while
+ * launches are being made. Streams mode: a device count whose threads
+ * cannot all start is RESOURCE_EXHAUSTED.
  * On error |*out_backend| is zeroed and nothing leaks. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_create(
     const pw_cpu_backend_options_t* options, pw_backend_t* out_backend);

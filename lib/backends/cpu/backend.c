@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "pathways/struct_size.h"
 
 #define PW_CPU_DEFAULT_DEVICES 8u
 #define PW_CPU_DEFAULT_WORKERS 2u
@@ -253,8 +254,7 @@ void pw_cpu__launch_free(pw_cpu__launch_t* launch) {
   pw_allocator_free(backend->allocator, launch, launch->alloc_size);
 }
 
-/* Runs a non-collective launch on a pool thread. */
-static void pw_cpu_run_kernel(pw_cpu__launch_t* launch) {
+pw_status_t pw_cpu__launch_execute(pw_cpu__launch_t* launch) {
   pw_backend_executable_t exe = launch->executable;
   const pw_cpu__kernel_t* kernel = exe->kernel;
   pw_status_t status = pw_cpu__device_status(launch->backend, launch->device);
@@ -293,6 +293,12 @@ static void pw_cpu_run_kernel(pw_cpu__launch_t* launch) {
     status = pw_status_annotate(status, "kernel '%s' on cpu device %u",
                                 kernel->name, launch->device);
   }
+  return status;
+}
+
+/* Runs a non-collective launch on a pool thread. */
+static void pw_cpu_run_kernel(pw_cpu__launch_t* launch) {
+  pw_status_t status = pw_cpu__launch_execute(launch);
   pw_backend_done_fn_t done = launch->done;
   void* done_user = launch->done_user;
   pw_cpu__launch_free(launch);
@@ -308,8 +314,7 @@ static void pw_cpu_launch_task(pw_cpu__task_t* task) {
   }
 }
 
-static pw_status_t pw_cpu_check_launch(pw_cpu__backend_t* backend,
-                                       const pw_backend_launch_t* l) {
+pw_status_t pw_cpu__launch_check(pw_cpu__backend_t* backend, const pw_backend_launch_t* l) {
   if (l == NULL || l->struct_size < PW_CPU_LAUNCH_SIZE_V1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu launch: launch is NULL or its struct_size is below v1");
@@ -395,36 +400,27 @@ static pw_status_t pw_cpu_check_launch(pw_cpu__backend_t* backend,
   return NULL;
 }
 
-static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
-  pw_cpu__backend_t* backend = self;
-  pw_status_t refused = pw_cpu_check_launch(backend, l);
-  if (refused != NULL) {
-    /* The other parts of a gang must not wait for this one. */
-    if (l != NULL && l->group_size > 1) pw_cpu__collective_refused(backend, l->gang_id, refused);
-    return refused;
-  }
+pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_launch_t* l,
+                                pw_cpu__launch_t** out_launch) {
+  *out_launch = NULL;
   size_t size = sizeof(pw_cpu__launch_t) + (size_t)l->group_size * sizeof(uint32_t);
   void* memory = NULL;
-  refused = pw_allocator_malloc(backend->allocator, size, alignof(pw_cpu__launch_t), &memory);
-  if (refused != NULL) {
-    refused = pw_status_annotate(refused, "cpu launch of '%s' on device %u",
-                                 l->executable->program.kernel, l->device);
-    if (l->group_size > 1) pw_cpu__collective_refused(backend, l->gang_id, refused);
-    return refused;
+  pw_status_t status =
+      pw_allocator_malloc(backend->allocator, size, alignof(pw_cpu__launch_t), &memory);
+  if (status != NULL) {
+    return pw_status_annotate(status, "cpu launch of '%s' on device %u",
+                              l->executable->program.kernel, l->device);
   }
   pw_cpu__launch_t* launch = memory;
   memset(launch, 0, sizeof(*launch));
   if (l->executable->kernel->collective != PW_CPU__NOT_COLLECTIVE) {
     void* spare = NULL;
-    pw_status_t status = pw_allocator_calloc(backend->allocator,
-                                             sizeof(pw_cpu__rendezvous_t),
-                                             alignof(pw_cpu__rendezvous_t), &spare);
+    status = pw_allocator_calloc(backend->allocator, sizeof(pw_cpu__rendezvous_t),
+                                 alignof(pw_cpu__rendezvous_t), &spare);
     if (status != NULL) {
       pw_allocator_free(backend->allocator, memory, size);
-      status = pw_status_annotate(status, "cpu launch of '%s' on device %u",
-                                  l->executable->program.kernel, l->device);
-      pw_cpu__collective_refused(backend, l->gang_id, status);
-      return status;
+      return pw_status_annotate(status, "cpu launch of '%s' on device %u",
+                                l->executable->program.kernel, l->device);
     }
     launch->spare = spare;
   }
@@ -443,8 +439,29 @@ static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
   for (uint32_t i = 0; i < l->output_count; ++i) launch->outputs[i] = l->outputs[i];
   launch->done = l->done;
   launch->done_user = l->done_user;
+  if (PW_STRUCT_HAS_FIELD(l, pw_backend_launch_t, done_timed)) {
+    launch->done_timed = l->done_timed;
+    launch->queue_seq = l->queue_seq;
+  }
   launch->group_devices = (uint32_t*)(launch + 1);
   memcpy(launch->group_devices, l->group_devices, (size_t)l->group_size * sizeof(uint32_t));
+  *out_launch = launch;
+  return NULL;
+}
+
+static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
+  pw_cpu__backend_t* backend = self;
+  if (backend->streams != NULL) return pw_cpu__streams_launch(backend, l);
+  pw_cpu__launch_t* launch = NULL;
+  pw_status_t refused = pw_cpu__launch_check(backend, l);
+  if (refused == NULL) refused = pw_cpu__launch_copy(backend, l, &launch);
+  if (refused != NULL) {
+    /* The other parts of a gang must not wait for this one. */
+    if (l != NULL && l->struct_size >= PW_CPU_LAUNCH_SIZE_V1 && l->group_size > 1) {
+      pw_cpu__collective_refused(backend, l->gang_id, refused);
+    }
+    return refused;
+  }
   pw_cpu__pool_push(&backend->pool, &launch->task);
   return NULL;
 }
@@ -468,13 +485,14 @@ static void pw_cpu_free(pw_cpu__backend_t* backend) {
 static void pw_cpu_destroy(void* self) {
   pw_cpu__backend_t* backend = self;
   if (backend == NULL) return;
-  if (pw_cpu__pool_is_worker(&backend->pool)) {
+  if (pw_cpu__pool_is_worker(&backend->pool) || pw_cpu__streams_is_worker(backend)) {
     /* Joining ourselves would hang; leaking is the lesser harm. */
     pw_log(&backend->logger, PW_LOG_ERROR, PW_CPU_LOG,
-           "destroy called from a pool thread (a done callback); the backend is "
-           "leaked");
+           "destroy called from a pool or stream thread (a done callback); the "
+           "backend is leaked");
     return;
   }
+  pw_cpu__streams_stop(backend);
   pw_cpu__pool_stop(&backend->pool);
   pw_cpu__collective_shutdown(backend);
   uint64_t memories = atomic_load(&backend->live_memories);
@@ -524,6 +542,9 @@ static pw_status_t pw_cpu_read_options(const pw_cpu_backend_options_t* options,
     out->device_memory_bytes = options->device_memory_bytes;
   }
   out->host = options->host;
+  if (PW_STRUCT_HAS_FIELD(options, pw_cpu_backend_options_t, stream_depth)) {
+    out->stream_depth = options->stream_depth;
+  }
   if (out->device_count > PW_CPU_MAX_DEVICES || out->worker_count > PW_CPU_MAX_WORKERS) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_cpu_backend_create: %u devices and %u workers "
@@ -569,14 +590,24 @@ pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
     }
     status = pw_cpu__register_builtins(backend);
   }
-  if (status == NULL) status = pw_cpu__pool_start(&backend->pool, o.allocator, o.worker_count);
+  if (status == NULL) {
+    status = o.stream_depth > 0
+                 ? pw_cpu__streams_start(backend, o.stream_depth)
+                 : pw_cpu__pool_start(&backend->pool, o.allocator, o.worker_count);
+  }
   if (status != NULL) {
     pw_cpu_free(backend);
     return pw_status_annotate(status, "pw_cpu_backend_create");
   }
-  pw_log(&backend->logger, PW_LOG_DEBUG, PW_CPU_LOG,
-         "created: %u devices of %llu bytes, %u workers", o.device_count,
-         (unsigned long long)o.device_memory_bytes, o.worker_count);
+  if (o.stream_depth > 0) {
+    pw_log(&backend->logger, PW_LOG_DEBUG, PW_CPU_LOG,
+           "created: %u devices of %llu bytes, one stream each of depth %u",
+           o.device_count, (unsigned long long)o.device_memory_bytes, o.stream_depth);
+  } else {
+    pw_log(&backend->logger, PW_LOG_DEBUG, PW_CPU_LOG,
+           "created: %u devices of %llu bytes, %u workers", o.device_count,
+           (unsigned long long)o.device_memory_bytes, o.worker_count);
+  }
   out_backend->vtable = &pw_cpu_vtable;
   out_backend->self = backend;
   return NULL;
@@ -599,4 +630,5 @@ static const pw_backend_vtable_t pw_cpu_vtable = {
     .copy_to_device = pw_cpu_copy_to_device,
     .copy_to_host = pw_cpu_copy_to_host,
     .host_pointer = pw_cpu_host_pointer,
+    .queue_info = pw_cpu__queue_info,
 };

@@ -106,6 +106,7 @@ typedef struct pw_cpu__device_t {
 
 typedef struct pw_cpu__rendezvous_t pw_cpu__rendezvous_t;
 typedef struct pw_cpu__launch_t pw_cpu__launch_t;
+typedef struct pw_cpu__streams_t pw_cpu__streams_t;
 
 typedef struct pw_cpu__backend_t {
   pw_allocator_t allocator;
@@ -116,6 +117,8 @@ typedef struct pw_cpu__backend_t {
   pw_cpu__device_t* devices;
   pw_cpu__pool_t pool;
   bool pool_started;
+  /* Streams mode (stream.c); NULL in pool mode. */
+  pw_cpu__streams_t* streams;
 
   pthread_mutex_t kernels_mutex;
   pw_cpu__kernel_t* kernels;
@@ -191,6 +194,9 @@ struct pw_cpu__launch_t {
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_done_fn_t done;
   void* done_user;
+  /* From a v2 launch; NULL/0 otherwise (streams mode uses them). */
+  pw_backend_done_timed_fn_t done_timed;
+  uint64_t queue_seq;
   /* Collectives: position in the group, link among the group's waiting
    * members (sorted by position). */
   uint32_t position;
@@ -211,8 +217,37 @@ pw_status_t pw_cpu__device_status(pw_cpu__backend_t* backend, uint32_t device);
  * reference. */
 void pw_cpu__launch_free(pw_cpu__launch_t* launch);
 
+/* Validates a launch request (see cpu.h); INVALID_ARGUMENT naming the
+ * problem. */
+pw_status_t pw_cpu__launch_check(pw_cpu__backend_t* backend, const pw_backend_launch_t* l);
+/* Copies a validated request into a new launch (with a spare rendezvous
+ * record for a collective). RESOURCE_EXHAUSTED when the allocator fails. */
+pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_launch_t* l,
+                                pw_cpu__launch_t** out_launch);
+/* Runs a non-collective launch's kernel on the calling thread (UNAVAILABLE
+ * if its device has failed); the status names the kernel and device. The
+ * launch is left to the caller. */
+pw_status_t pw_cpu__launch_execute(pw_cpu__launch_t* launch);
+
 /* Drops a reference; the last frees the executable. */
 void pw_cpu__executable_release(pw_backend_executable_t executable);
+
+/*---------------------------------------------------------------------------
+ * Streams mode (stream.c): one FIFO worker thread per device.
+ *-------------------------------------------------------------------------*/
+
+/* Starts one stream per device, each holding at most |depth| launches. On
+ * error nothing is left running and backend->streams stays NULL. */
+pw_status_t pw_cpu__streams_start(pw_cpu__backend_t* backend, uint32_t depth);
+/* Runs what is queued, cancels collectives no member can reach any more,
+ * joins and frees the streams (destroy). */
+void pw_cpu__streams_stop(pw_cpu__backend_t* backend);
+/* True if the calling thread is one of |backend|'s stream threads. */
+bool pw_cpu__streams_is_worker(pw_cpu__backend_t* backend);
+/* vtable launch in streams mode. */
+pw_status_t pw_cpu__streams_launch(pw_cpu__backend_t* backend, const pw_backend_launch_t* l);
+/* vtable queue_info (both modes). */
+pw_status_t pw_cpu__queue_info(void* self, uint32_t device, pw_backend_queue_info_t* out_info);
 
 /*---------------------------------------------------------------------------
  * Programs (program_parse.c, program_format.c, executable.c)
