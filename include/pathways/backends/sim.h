@@ -274,9 +274,23 @@ typedef struct pw_sim_backend_options_t {
   /* Optional trace callback and its user pointer. */
   pw_sim_trace_fn_t trace;
   void* trace_user;
+  /* -- v2 fields start here (see STREAMS above) -- */
+  /* Launches each device accepts ahead of their completion; > 0 makes
+   * queue_info report PW_BACKEND_QUEUE_ORDERED with this depth. 0 (the
+   * default): one launch at a time, as before. At most
+   * PW_BACKEND_MAX_QUEUE_DEPTH. */
+  uint32_t queue_depth;
+  /* A device that reaches a collective waits inside it until its gang
+   * meets; a broken gang order then deadlocks (detected: ABORTED). */
+  bool blocking_collectives;
+  /* The host/controller's dispatch latency: no launch starts before its
+   * launch time + this, in virtual ns. Default 0. */
+  pw_sim_time_t dispatch_latency_ns;
 } pw_sim_backend_options_t;
 
 #define PW_SIM_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_backend_options_t, trace_user)
+#define PW_SIM_BACKEND_OPTIONS_SIZE_V2 \
+  PW_STRUCT_SIZE(pw_sim_backend_options_t, dispatch_latency_ns)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_sim_backend_options_init(pw_sim_backend_options_t* out_options);
@@ -346,9 +360,15 @@ typedef struct pw_sim_stats_t {
   uint64_t failed;         /* of which launches that completed with an error */
   uint64_t transfers;      /* of which transfers */
   uint64_t queued;         /* completions waiting (MANUAL/THREADED) */
+  /* -- v2 fields start here -- */
+  /* Device time (UTILISATION above), over every device. */
+  pw_sim_time_t busy_ns;    /* sum of the devices' busy_ns */
+  pw_sim_time_t span_start; /* earliest start of a delivered op (0 if none) */
+  pw_sim_time_t span_end;   /* latest end of a delivered op (0 if none) */
 } pw_sim_stats_t;
 
 #define PW_SIM_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_stats_t, queued)
+#define PW_SIM_STATS_SIZE_V2 PW_STRUCT_SIZE(pw_sim_stats_t, span_end)
 
 /* Snapshot of the counters, in O(devices). Consistent when nothing is in
  * flight. INVALID_ARGUMENT for a backend that is not a sim. */
@@ -368,9 +388,16 @@ typedef struct pw_sim_device_state_t {
   pw_sim_time_t fail_at;     /* PW_SIM_TIME_NEVER if no failure scheduled */
   uint64_t events;
   pw_device_health_t health;
+  /* -- v2 fields start here -- */
+  pw_sim_time_t busy_ns;     /* virtual ns it ran delivered ops (UTILISATION) */
+  pw_sim_time_t first_start; /* start of its first delivered op (0 if none) */
+  pw_sim_time_t last_end;    /* end of its last delivered op (0 if none) */
+  uint32_t outstanding;      /* launches accepted, done not yet called (STREAMS) */
+  uint64_t waiting_gang;     /* gang of the collective it is blocked in, or 0 */
 } pw_sim_device_state_t;
 
 #define PW_SIM_DEVICE_STATE_SIZE_V1 PW_STRUCT_SIZE(pw_sim_device_state_t, health)
+#define PW_SIM_DEVICE_STATE_SIZE_V2 PW_STRUCT_SIZE(pw_sim_device_state_t, waiting_gang)
 
 /* One device's timeline and failure state. INVALID_ARGUMENT for a bad
  * device or a non-sim backend. */
