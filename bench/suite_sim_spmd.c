@@ -26,7 +26,19 @@
  * dispatcher's share from the sim's. A table with every run goes to stderr. Setup (backend, runtime,
  * compile, graphs) and a warm-up step are not timed; the virtual clock and
  * event count are checked after the runs. Build with the release preset
- * for figures worth quoting. */
+ * for figures worth quoting.
+ *
+ * --queued DEPTH makes the sim devices queue-ordered (queue_depth) and
+ * --dispatch-latency NS sets the sim's dispatch latency; either runs the
+ * sim in MANUAL mode, so the host acts at the virtual time of the
+ * completion it reacts to: the timed loop then submits everything and
+ * steps the simulation to the end (run_all), and ns_per_launch covers
+ * both. device_utilisation (every mode) is the devices' busy virtual time
+ * over devices x the virtual span (pw_sim_stats_t v2); it shows what
+ * the runtime's dispatch protocol costs the devices: with one launch at a
+ * time each op waits for the host's reaction (+ the latency), with a
+ * runtime that launches ahead into queued devices they run back to
+ * back. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,6 +62,9 @@ typedef struct pw_spmd_t {
   uint32_t span;   /* slices per step op (--span) */
   uint32_t groups; /* slices / span: one step graph each */
   bool noop; /* --backend noop: the test double's no-op backend instead */
+  uint32_t queued;  /* --queued: sim queue_depth */
+  uint64_t latency; /* --dispatch-latency: sim dispatch_latency_ns */
+  bool manual;      /* either: MANUAL delivery, stepped by the loop */
 } pw_spmd_t;
 
 static void pw_spmd_check(pw_status_t status, const char* what) {
@@ -71,8 +86,10 @@ static void pw_spmd_setup(pw_spmd_t* b) {
     pw_sim_backend_options_init(&o);
     o.slice_count = b->slices;
     o.devices_per_slice = b->devices;
-    o.mode = PW_SIM_MODE_INLINE;
+    o.mode = b->manual ? PW_SIM_MODE_MANUAL : PW_SIM_MODE_INLINE;
     o.memory = PW_SIM_MEMORY_VIRTUAL;
+    o.queue_depth = b->queued;
+    o.dispatch_latency_ns = b->latency;
     pw_spmd_check(pw_sim_backend_create(&o, &b->backend), "sim backend");
   }
   pw_slice_desc_t* descs = calloc(b->slices, sizeof(*descs));
@@ -149,6 +166,7 @@ static int64_t pw_spmd_run(pw_spmd_t* b, long long steps) {
                     "submit");
     }
   }
+  if (b->manual) pw_spmd_check(pw_sim_backend_run_all(b->backend, NULL), "sim run_all");
   return pw_bench_now_ns() - t0;
 }
 
@@ -183,6 +201,8 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   long long span = pw_bench_opt_int(argc, argv, "span", 1);
   long long steps = pw_bench_opt_int(argc, argv, "steps", 50);
   long long reps = pw_bench_opt_int(argc, argv, "reps", 5);
+  long long queued = pw_bench_opt_int(argc, argv, "queued", 0);
+  long long latency = pw_bench_opt_int(argc, argv, "dispatch-latency", 0);
   const char* backend = "sim";
   for (int i = 0; i + 1 < argc; ++i) {
     if (strcmp(argv[i], "--backend") == 0) backend = argv[i + 1];
@@ -194,6 +214,16 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
     return 2;
   }
   b.noop = strcmp(backend, "noop") == 0;
+  if (queued < 0 || queued > PW_BACKEND_MAX_QUEUE_DEPTH || latency < 0 ||
+      (b.noop && (queued > 0 || latency > 0))) {
+    fprintf(stderr, "pw-bench sim-spmd: --queued is 0..%u and --dispatch-latency >= 0, both "
+                    "for --backend sim only\n",
+            (unsigned)PW_BACKEND_MAX_QUEUE_DEPTH);
+    return 2;
+  }
+  b.queued = (uint32_t)queued;
+  b.latency = (uint64_t)latency;
+  b.manual = queued > 0 || latency > 0;
   if (b.slices == 0 || b.devices == 0 || steps == 0 || reps == 0 || span < 1 ||
       b.slices % (uint32_t)span != 0 ||
       (uint64_t)b.slices * b.devices > PW_SIM_MAX_DEVICES) {
@@ -225,20 +255,33 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
   uint64_t want_events = (uint64_t)total * (uint64_t)(steps * reps + 1);
   uint64_t want_clock = (uint64_t)(steps * reps + 1) * 1000000u;
+  uint64_t want_busy = want_events * 1000000u;
   if (b.noop) {
     stats.events = pw_double_backend_total_launches(pw_double_backend_from(&b.backend));
     stats.clock = want_clock;
+    stats.busy_ns = want_busy;
+    stats.span_end = want_clock;
   } else {
     pw_spmd_check(pw_sim_backend_stats(b.backend, &stats), "sim stats");
   }
-  if (stats.events != want_events || stats.failed != 0 || stats.clock != want_clock) {
+  /* Every chip ran every step for 1 ms; the clock is that only when
+   * nothing waits between steps (INLINE's infinitely fast host). */
+  if (stats.events != want_events || stats.failed != 0 || stats.busy_ns != want_busy ||
+      (!b.manual && stats.clock != want_clock)) {
     fprintf(stderr, "pw-bench sim-spmd: the simulation disagrees: %llu events (expected %llu), "
-                    "%llu failed, clock %llu ns (expected %llu)\n",
+                    "%llu failed, busy %llu ns (expected %llu), clock %llu ns (expected %llu)\n",
             (unsigned long long)stats.events, (unsigned long long)want_events,
-            (unsigned long long)stats.failed, (unsigned long long)stats.clock,
+            (unsigned long long)stats.failed, (unsigned long long)stats.busy_ns,
+            (unsigned long long)want_busy, (unsigned long long)stats.clock,
             (unsigned long long)want_clock);
     return 1;
   }
+  uint64_t vspan = stats.span_end - stats.span_start;
+  double utilisation = vspan > 0 ? (double)stats.busy_ns / ((double)total * (double)vspan) : 0;
+  fprintf(stderr, "device utilisation %.4f (busy %llu ns over %zu devices x span %llu ns; %s, "
+                  "queue depth %u, dispatch latency %llu ns)\n",
+          utilisation, (unsigned long long)stats.busy_ns, total, (unsigned long long)vspan,
+          b.manual ? "MANUAL" : "INLINE", b.queued, (unsigned long long)b.latency);
   double median = pw_bench_median(ns, (size_t)reps);
   double median_base = pw_bench_median(base, (size_t)reps);
   fprintf(stderr, "%-6s %8u %8u %12.0f %14.2f %12.2f %8.2f\n", "median", b.slices, b.devices,
@@ -256,6 +299,9 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   pw_bench_json_num(&j, "baseline_ns", median_base);
   pw_bench_json_num(&j, "ratio", median / median_base);
   pw_bench_json_int(&j, "virtual_clock_ns", (long long)stats.clock);
+  pw_bench_json_int(&j, "queued", b.queued);
+  pw_bench_json_int(&j, "dispatch_latency_ns", (long long)b.latency);
+  pw_bench_json_num(&j, "device_utilisation", utilisation);
   pw_bench_json_end(&j);
   free(ns);
   free(base);

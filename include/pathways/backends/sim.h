@@ -25,7 +25,10 @@
  *   start = max(the end of the device's previous op,
  *               the virtual time each input memory became ready,
  *               the host time at launch)
- * and ends at start + cost (the executable's cost, below). Its outputs
+ * where the host time is the launch time + dispatch_latency_ns (with a
+ * latency, a launch made from a done callback is issued at that
+ * completion's virtual time, in every mode), and ends at start + cost
+ * (the executable's cost, below). Its outputs
  * become ready at its end. So virtual times follow data flow and device
  * order, not the wall-clock order in which the host happens to launch.
  * The host time is the simulation clock in MANUAL mode (the host acts
@@ -58,6 +61,41 @@
  *             the runtime waits for work in flight.
  * Events with the same virtual time are ordered by (gang id, device), so
  * the order does not depend on launch timing.
+ *
+ * STREAMS (ordered devices: queue_depth > 0 or blocking_collectives)
+ * ------------------------------------------------------------------
+ * queue_depth D > 0: queue_info reports PW_BACKEND_QUEUE_ORDERED with
+ * depth D. Each device keeps its accepted launches in queue order and
+ * decides them one after another: a launch starts at max(the device's
+ * previous op's end, its inputs' ready times, launch time + dispatch
+ * latency); a collective's parts meet at the rendezvous max(arrival).
+ * A launch that would make more than D outstanding (accepted, done not
+ * yet called) is refused RESOURCE_EXHAUSTED naming the device and depth;
+ * a v2 launch whose queue_seq (non-zero) is not above the device's last
+ * is INVALID_ARGUMENT (gaps are fine: refused launches). done (or
+ * done_timed) runs for a device's launches in queue order. While a
+ * collective waits for its gang, the device goes on with later launches
+ * that do not read its outputs, and holds the first one that does.
+ * blocking_collectives: a device that reaches a collective waits inside
+ * it (in virtual time, and holds every later launch) until every part of
+ * the gang has arrived, as NCCL's do. Gangs reaching devices in opposite
+ * orders then deadlock; the sim sees it (a cycle of gangs, each waiting
+ * for a device blocked in the next) as soon as it forms and fails every
+ * part of those gangs, arrived or later, with ABORTED "sim collective
+ * deadlock: gang A waits for device 1, which is blocked in gang B; ...".
+ * Without either option the launch path is today's (one launch at a
+ * time expected; collectives never block a chip).
+ *
+ * UTILISATION
+ * -----------
+ * Each delivered op adds its device time [begin, end) to its device:
+ * begin is the start (a collective: the rendezvous, so waiting for the
+ * gang is not busy), end the completion. pw_sim_device_state_t v2 gives
+ * busy_ns, first_start and last_end per device; pw_sim_stats_t v2 their
+ * sum and the span [min first_start, max last_end]. Utilisation =
+ * busy_ns / (devices x span). A launch whose struct_size covers
+ * done_timed (launch v2) gets [begin, end] through done_timed in every
+ * mode (failed ops too, up to the failure; cancelled ones get NULL).
  *
  * DETERMINISM AND THE TRACE HASH
  * ------------------------------
@@ -136,10 +174,19 @@
  * COST of one launch, in ns, rounded up:
  *   time + max(flops / chip_flops_per_s, bytes / chip_bytes_per_s) * 1e9
  *   + launch_overhead_ns
- *   + for collectives over n > 1 devices:
- *       ici_latency_ns + 2 (n - 1) / n * collective_bytes / ici_bytes_per_s * 1e9
- * A rate of 0 makes its term free. The cost is fixed when the executable
- * is loaded (it depends on the loading backend's rates, not on compile).
+ *   + for collectives over n > 1 devices on one slice:
+ *       ring(n, collective_bytes, ICI)
+ *   + for collectives whose gang spans s > 1 slices, m = the most of its
+ *     devices on one slice (a two-level all-reduce: a ring within each
+ *     slice, then a ring across slices over each chip's 1/m shard):
+ *       ring(m, collective_bytes, ICI) + ring(s, collective_bytes / m, DCN)
+ *   ring(k, B, L) = 0 if k <= 1, else
+ *       L.latency_ns + 2 (k - 1) / k * B / L.bytes_per_s * 1e9
+ * A rate of 0 makes its term free. The one-slice cost is fixed when the
+ * executable is loaded (from the loading backend's rates, not compile);
+ * a gang over several slices is priced from its devices at launch. E.g.
+ * a 4 MiB all-reduce over 8 chips with the default rates: 75401 ns on
+ * 1 slice, 116858 ns on 2 x 4, 303602 ns on 8 x 1.
  *
  * Example:
  *   op layer0
@@ -274,9 +321,23 @@ typedef struct pw_sim_backend_options_t {
   /* Optional trace callback and its user pointer. */
   pw_sim_trace_fn_t trace;
   void* trace_user;
+  /* -- v2 fields start here (see STREAMS above) -- */
+  /* Launches each device accepts ahead of their completion; > 0 makes
+   * queue_info report PW_BACKEND_QUEUE_ORDERED with this depth. 0 (the
+   * default): one launch at a time, as before. At most
+   * PW_BACKEND_MAX_QUEUE_DEPTH. */
+  uint32_t queue_depth;
+  /* A device that reaches a collective waits inside it until its gang
+   * meets; a broken gang order then deadlocks (detected: ABORTED). */
+  bool blocking_collectives;
+  /* The host/controller's dispatch latency: no launch starts before its
+   * launch time + this, in virtual ns. Default 0. */
+  pw_sim_time_t dispatch_latency_ns;
 } pw_sim_backend_options_t;
 
 #define PW_SIM_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_backend_options_t, trace_user)
+#define PW_SIM_BACKEND_OPTIONS_SIZE_V2 \
+  PW_STRUCT_SIZE(pw_sim_backend_options_t, dispatch_latency_ns)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_sim_backend_options_init(pw_sim_backend_options_t* out_options);
@@ -346,9 +407,15 @@ typedef struct pw_sim_stats_t {
   uint64_t failed;         /* of which launches that completed with an error */
   uint64_t transfers;      /* of which transfers */
   uint64_t queued;         /* completions waiting (MANUAL/THREADED) */
+  /* -- v2 fields start here -- */
+  /* Device time (UTILISATION above), over every device. */
+  pw_sim_time_t busy_ns;    /* sum of the devices' busy_ns */
+  pw_sim_time_t span_start; /* earliest start of a delivered op (0 if none) */
+  pw_sim_time_t span_end;   /* latest end of a delivered op (0 if none) */
 } pw_sim_stats_t;
 
 #define PW_SIM_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_stats_t, queued)
+#define PW_SIM_STATS_SIZE_V2 PW_STRUCT_SIZE(pw_sim_stats_t, span_end)
 
 /* Snapshot of the counters, in O(devices). Consistent when nothing is in
  * flight. INVALID_ARGUMENT for a backend that is not a sim. */
@@ -368,9 +435,16 @@ typedef struct pw_sim_device_state_t {
   pw_sim_time_t fail_at;     /* PW_SIM_TIME_NEVER if no failure scheduled */
   uint64_t events;
   pw_device_health_t health;
+  /* -- v2 fields start here -- */
+  pw_sim_time_t busy_ns;     /* virtual ns it ran delivered ops (UTILISATION) */
+  pw_sim_time_t first_start; /* start of its first delivered op (0 if none) */
+  pw_sim_time_t last_end;    /* end of its last delivered op (0 if none) */
+  uint32_t outstanding;      /* launches accepted, done not yet called (STREAMS) */
+  uint64_t waiting_gang;     /* gang of the collective it is blocked in, or 0 */
 } pw_sim_device_state_t;
 
 #define PW_SIM_DEVICE_STATE_SIZE_V1 PW_STRUCT_SIZE(pw_sim_device_state_t, health)
+#define PW_SIM_DEVICE_STATE_SIZE_V2 PW_STRUCT_SIZE(pw_sim_device_state_t, waiting_gang)
 
 /* One device's timeline and failure state. INVALID_ARGUMENT for a bad
  * device or a non-sim backend. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
+#include "pathways/struct_size.h"
 
 #define PW_SIM_DEFAULT_SLICES 1u
 #define PW_SIM_DEFAULT_PER_SLICE 8u
@@ -126,7 +127,9 @@ static pw_status_t pw_sim_read_options(const pw_sim_backend_options_t* options,
   }
   pw_allocator_t defaults_allocator = out->allocator;
   pw_logger_t defaults_logger = out->logger;
-  memcpy(out, options, sizeof(*out));
+  /* A v1 caller's struct ends before the v2 fields: they keep defaults. */
+  size_t given = options->struct_size < sizeof(*out) ? options->struct_size : sizeof(*out);
+  memcpy(out, options, given);
   out->struct_size = sizeof(*out);
   if (options->allocator.alloc == NULL && options->allocator.free == NULL) {
     out->allocator = defaults_allocator;
@@ -162,6 +165,18 @@ static pw_status_t pw_sim_read_options(const pw_sim_backend_options_t* options,
                           "pw_sim_backend_create: a latency, overhead or failure window "
                           "exceeds 1e18 ns");
   }
+  if (out->queue_depth > PW_BACKEND_MAX_QUEUE_DEPTH) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_sim_backend_create: options.queue_depth %u exceeds "
+                          "PW_BACKEND_MAX_QUEUE_DEPTH (%u)",
+                          out->queue_depth, (unsigned)PW_BACKEND_MAX_QUEUE_DEPTH);
+  }
+  if (out->dispatch_latency_ns > (uint64_t)PW_SIM__MAX_NS) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_sim_backend_create: options.dispatch_latency_ns %llu exceeds "
+                          "1e18 ns",
+                          (unsigned long long)out->dispatch_latency_ns);
+  }
   if (out->failure_count > 0 && out->failures == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_sim_backend_create: failure_count is %u but failures is NULL",
@@ -189,11 +204,15 @@ static void pw_sim_free(pw_sim__backend_t* b) {
     pthread_mutex_destroy(&b->groups_mutex);
     pthread_mutex_destroy(&b->queue_mutex);
     pthread_mutex_destroy(&b->step_mutex);
+    pthread_mutex_destroy(&b->stream_mutex);
     pthread_cond_destroy(&b->queue_wake);
     pthread_cond_destroy(&b->queue_idle);
   }
   if (b->devices != NULL) {
     pw_allocator_free(allocator, b->devices, b->device_count * sizeof(pw_sim__device_t));
+  }
+  if (b->streams != NULL) {
+    pw_allocator_free(allocator, b->streams, b->device_count * sizeof(pw_sim__stream_t));
   }
   pw_allocator_free(allocator, b, sizeof(*b));
 }
@@ -210,6 +229,7 @@ static void pw_sim_destroy(void* self) {
   }
   pw_sim__groups_shutdown(b);
   pw_sim__queue_shutdown(b);
+  pw_sim__streams_shutdown(b);
   uint64_t memories = atomic_load(&b->live_memories);
   uint64_t executables = atomic_load(&b->live_executables);
   if (memories != 0 || executables != 0) {
@@ -250,6 +270,10 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
   b->dcn_bytes_per_s = o.dcn_bytes_per_s;
   b->dcn_latency_ns = o.dcn_latency_ns;
   b->launch_overhead_ns = o.launch_overhead_ns;
+  b->dispatch_latency_ns = o.dispatch_latency_ns;
+  b->queue_depth = o.queue_depth;
+  b->blocking = o.blocking_collectives;
+  b->ordered = o.queue_depth > 0 || o.blocking_collectives;
   b->trace = o.trace;
   b->trace_user = o.trace_user;
   atomic_init(&b->now, 0);
@@ -261,6 +285,7 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
   pthread_mutex_init(&b->groups_mutex, NULL);
   pthread_mutex_init(&b->queue_mutex, NULL);
   pthread_mutex_init(&b->step_mutex, NULL);
+  pthread_mutex_init(&b->stream_mutex, NULL);
   pthread_cond_init(&b->queue_wake, NULL);
   pthread_cond_init(&b->queue_idle, NULL);
   b->mutexes_ready = true;
@@ -276,9 +301,11 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
       d->slice = i / b->per_slice;
       atomic_init(&d->fail_at, PW_SIM_TIME_NEVER);
       atomic_init(&d->used_bytes, 0);
+      d->first_start = UINT64_MAX;
     }
     pw_sim__apply_failures(b, &o);
-    status = pw_sim__queue_init(b);
+    status = pw_sim__streams_init(b);
+    if (status == NULL) status = pw_sim__queue_init(b);
   }
   if (status != NULL) {
     pw_sim_free(b);
@@ -290,6 +317,27 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
          (unsigned long long)b->capacity);
   out_backend->vtable = &pw_sim_vtable;
   out_backend->self = b;
+  return NULL;
+}
+
+static pw_status_t pw_sim_queue_info(void* self, uint32_t device,
+                                     pw_backend_queue_info_t* out_info) {
+  pw_sim__backend_t* b = self;
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_info, pw_backend_queue_info_t,
+                                      PW_BACKEND_QUEUE_INFO_SIZE_V1, "sim queue_info"));
+  if (device >= b->device_count) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim queue_info: device %u does not exist (the backend has %u)",
+                          device, b->device_count);
+  }
+  pw_backend_queue_info_t info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  if (b->queue_depth > 0) {
+    info.flags = PW_BACKEND_QUEUE_ORDERED;
+    info.depth = b->queue_depth;
+  }
+  pw_struct_fill(out_info, &info, sizeof(info));
   return NULL;
 }
 
@@ -311,4 +359,5 @@ static const pw_backend_vtable_t pw_sim_vtable = {
     .copy_to_host = pw_sim__copy_to_host,
     .host_pointer = pw_sim__host_pointer,
     .record_copy = pw_sim__record_copy,
+    .queue_info = pw_sim_queue_info,
 };

@@ -39,7 +39,7 @@ static const pw_sim__aborted_t* pw_sim_aborted_find(pw_sim__backend_t* b, uint64
   return NULL;
 }
 
-static pw_status_t pw_sim_group_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+pw_status_t pw_sim__group_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
                                     pw_sim__group_t** out) {
   size_t n = l->group_size;
   size_t size = sizeof(pw_sim__group_t) + n * sizeof(pw_sim__part_t*) + n * sizeof(uint32_t);
@@ -53,15 +53,21 @@ static pw_status_t pw_sim_group_new(pw_sim__backend_t* b, const pw_backend_launc
   g->gang_id = l->gang_id;
   g->expected = l->group_size;
   g->kind = l->executable->program.kind;
-  g->cost_ns = l->executable->cost_ns;
+  g->exe_cost_ns = l->executable->cost_ns;
   g->parts = (pw_sim__part_t**)(g + 1);
   g->devices = (uint32_t*)(g->parts + n);
   memcpy(g->devices, l->group_devices, n * sizeof(uint32_t));
+  pw_status_t status = pw_sim__collective_cost(b, l->executable, g->devices, (uint32_t)n,
+                                               &g->cost_ns);
+  if (status != NULL) {
+    pw_allocator_free(b->allocator, g, size);
+    return status;
+  }
   *out = g;
   return NULL;
 }
 
-static void pw_sim_group_free(pw_sim__backend_t* b, pw_sim__group_t* g) {
+void pw_sim__group_free(pw_sim__backend_t* b, pw_sim__group_t* g) {
   pw_status_free(g->failure);
   pw_allocator_free(b->allocator, g, g->alloc_size);
 }
@@ -116,7 +122,7 @@ static bool pw_sim_tombstone_arrival(pw_sim__group_t* g, pw_sim__group_t** link)
 
 /* The data effect of all_reduce_sum: output 0 of every member = sum of
  * input 0 over the group, in mesh order (wrapping for integers). */
-static void pw_sim_all_reduce(pw_sim__group_t* g) {
+void pw_sim__all_reduce(pw_sim__group_t* g) {
   pw_backend_executable_t e = g->parts[0]->executable;
   size_t bytes = e->input_bytes[0];
   pw_dtype_t dtype = e->program.inputs[0].dtype;
@@ -177,13 +183,14 @@ static void pw_sim_group_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
                                              failed_device);
     uint64_t at = g->max_arrival > first_fail ? g->max_arrival : first_fail;
     pw_sim_complete_list(b, pw_sim_group_fail(g, status, at, PW_SIM_EVENT_FAILED));
-    pw_sim_group_free(b, g);
+    pw_sim__group_free(b, g);
     return;
   }
-  if (g->kind == PW_SIM__ALL_REDUCE_SUM) pw_sim_all_reduce(g);
+  if (g->kind == PW_SIM__ALL_REDUCE_SUM) pw_sim__all_reduce(g);
   for (uint32_t m = 0; m < g->expected; ++m) {
     pw_sim__part_t* part = g->parts[m];
     part->time = end;
+    part->begin = g->max_arrival;
     /* Collectives produce output 0 (all_reduce_sum) or nothing. */
     if (part->output0 != NULL) pw_sim__raise(&part->output0->ready_at, end);
     pw_sim__device_t* d = &b->devices[part->device];
@@ -192,7 +199,7 @@ static void pw_sim_group_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
     pw_sim__device_unlock(d);
   }
   for (uint32_t m = 0; m < g->expected; ++m) pw_sim__complete(b, g->parts[m]);
-  pw_sim_group_free(b, g);
+  pw_sim__group_free(b, g);
 }
 
 void pw_sim__collective_refused(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
@@ -216,7 +223,7 @@ void pw_sim__collective_refused(pw_sim__backend_t* b, const pw_backend_launch_t*
     if (pw_sim_aborted_find(b, l->gang_id) == NULL) {
       pw_status_t oom = NULL;
       if (l->group_size == e->group_size && l->group_devices != NULL && l->group_size > 1) {
-        oom = pw_sim_group_new(b, l, &g);
+        oom = pw_sim__group_new(b, l, &g);
       }
       if (g != NULL) {
         g->next = b->groups;
@@ -237,7 +244,7 @@ void pw_sim__collective_refused(pw_sim__backend_t* b, const pw_backend_launch_t*
   bool free_group = pw_sim_tombstone_arrival(g, link);
   pthread_mutex_unlock(&b->groups_mutex);
   pw_sim_complete_list(b, list);
-  if (free_group) pw_sim_group_free(b, g);
+  if (free_group) pw_sim__group_free(b, g);
 }
 
 /* A part that arrives for a gang already abandoned (the ring). */
@@ -272,6 +279,7 @@ pw_status_t pw_sim__launch_collective(pw_sim__backend_t* b, const pw_backend_lau
   part->start = d->busy_until > ready ? d->busy_until : ready;
   d->busy_until = part->start;
   pw_sim__device_unlock(d);
+  part->begin = part->start;
 
   pthread_mutex_lock(&b->groups_mutex);
   pw_sim__group_t** link = NULL;
@@ -284,7 +292,7 @@ pw_status_t pw_sim__launch_collective(pw_sim__backend_t* b, const pw_backend_lau
       pw_sim_arrive_abandoned(b, l, part, failed);
       return NULL;
     }
-    status = pw_sim_group_new(b, l, &g);
+    status = pw_sim__group_new(b, l, &g);
     if (status != NULL) {
       pw_sim_abort_gang(b, l->gang_id, PW_SIM__NO_DEVICE);
       pthread_mutex_unlock(&b->groups_mutex);
@@ -302,13 +310,13 @@ pw_status_t pw_sim__launch_collective(pw_sim__backend_t* b, const pw_backend_lau
     part->status = pw_status_clone(g->failure);
     bool free_group = pw_sim_tombstone_arrival(g, link);
     pthread_mutex_unlock(&b->groups_mutex);
-    if (free_group) pw_sim_group_free(b, g);
+    if (free_group) pw_sim__group_free(b, g);
     pw_sim__complete(b, part);
     return NULL;
   }
   pw_status_t mismatch = NULL;
   if (g->expected != l->group_size || g->kind != l->executable->program.kind ||
-      g->cost_ns != l->executable->cost_ns) {
+      g->exe_cost_ns != l->executable->cost_ns) {
     mismatch = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                               "sim collective gang %llu: device %u launched '%s' (%s over %u "
                               "devices), which differs from the gang's other members",
@@ -329,7 +337,7 @@ pw_status_t pw_sim__launch_collective(pw_sim__backend_t* b, const pw_backend_lau
     bool free_group = pw_sim_tombstone_arrival(g, link);
     pthread_mutex_unlock(&b->groups_mutex);
     pw_sim_complete_list(b, list);
-    if (free_group) pw_sim_group_free(b, g);
+    if (free_group) pw_sim__group_free(b, g);
     pw_sim__complete(b, part);
     return NULL;
   }
@@ -393,6 +401,6 @@ void pw_sim__groups_shutdown(pw_sim__backend_t* b) {
       pw_sim_complete_list(b, pw_sim_group_fail(g, status, g->max_arrival,
                                                 PW_SIM_EVENT_CANCELLED));
     }
-    pw_sim_group_free(b, g);
+    pw_sim__group_free(b, g);
   }
 }

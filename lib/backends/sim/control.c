@@ -90,8 +90,9 @@ pw_status_t pw_sim_backend_fail(pw_backend_t backend, pw_sim_failure_kind_t kind
     uint64_t when = d->done_until;
     pw_sim__device_unlock(d);
     pw_sim_fail_at(b, device, when);
-    pw_sim__groups_device_failed(b, device,
-                                 atomic_load_explicit(&d->fail_at, memory_order_relaxed));
+    uint64_t fail_at = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
+    pw_sim__groups_device_failed(b, device, fail_at);
+    if (b->ordered) pw_sim__stream_device_failed(b, device, fail_at);
   }
   return NULL;
 }
@@ -124,11 +125,15 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
   memset(&stats, 0, sizeof(stats));
   uint64_t hash = 0x27D4EB2F165667C5ULL;
   uint64_t events = 0;
+  uint64_t span_start = UINT64_MAX;
   for (uint32_t i = 0; i < b->device_count; ++i) {
     pw_sim__device_t* d = &b->devices[i];
     pw_sim__device_lock(d);
     uint64_t n = d->events;
     uint64_t chain = d->chain;
+    stats.busy_ns += d->busy_ns;
+    if (d->first_start < span_start) span_start = d->first_start;
+    if (d->last_end > stats.span_end) stats.span_end = d->last_end;
     pw_sim__device_unlock(d);
     if (n == 0) continue;
     events += n;
@@ -139,6 +144,7 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
   hash ^= hash >> 29;
   hash *= 0x165667B19E3779F9ULL;
   hash ^= hash >> 32;
+  stats.span_start = span_start == UINT64_MAX ? 0 : span_start;
   stats.clock = pw_sim__clock(b);
   stats.trace_hash = hash;
   stats.events = events;
@@ -187,7 +193,11 @@ pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
   pw_sim__device_lock(d);
   state.busy_until = d->busy_until;
   state.events = d->events;
+  state.busy_ns = d->busy_ns;
+  state.first_start = d->first_start == UINT64_MAX ? 0 : d->first_start;
+  state.last_end = d->last_end;
   pw_sim__device_unlock(d);
+  pw_sim__stream_state(b, device, &state.outstanding, &state.waiting_gang);
   state.slice = device / b->per_slice;
   state.chip = device % b->per_slice;
   state.fail_at = atomic_load_explicit(&d->fail_at, memory_order_relaxed);

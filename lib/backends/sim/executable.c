@@ -204,25 +204,75 @@ static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, pw_sim__program_t* p,
   return NULL;
 }
 
-/* The cost of one launch (sim.h, COST). */
-static uint64_t pw_sim_cost(const pw_sim__backend_t* b, const pw_backend_executable_t e) {
+static double pw_sim_payload(const pw_backend_executable_t e) {
+  const pw_sim__program_t* p = &e->program;
+  return p->has_collective_bytes ? p->collective_bytes
+         : p->input_count > 0    ? (double)e->input_bytes[0]
+                                 : 0;
+}
+
+static uint64_t pw_sim_round_ns(double ns) {
+  ns = ceil(ns);
+  return ns < PW_SIM__MAX_NS ? (uint64_t)ns : (uint64_t)PW_SIM__MAX_NS;
+}
+
+/* One ring all-reduce phase over |n| members of |payload| bytes each. */
+static double pw_sim_ring_ns(uint32_t n, double payload, uint64_t latency_ns, double rate) {
+  if (n <= 1) return 0;
+  double ns = (double)latency_ns;
+  if (rate > 0) ns += 2.0 * (double)(n - 1) / (double)n * payload / rate * 1e9;
+  return ns;
+}
+
+/* The cost of one launch on one slice (sim.h, COST). */
+static uint64_t pw_sim_cost(const pw_sim__backend_t* b, pw_backend_executable_t e) {
   const pw_sim__program_t* p = &e->program;
   double flops_s = b->chip_flops_per_s > 0 ? p->flops / b->chip_flops_per_s : 0;
   double bytes_s = b->chip_bytes_per_s > 0 ? p->bytes / b->chip_bytes_per_s : 0;
-  double ns = (double)p->time_ns + (flops_s > bytes_s ? flops_s : bytes_s) * 1e9 +
-              (double)b->launch_overhead_ns;
-  uint32_t n = e->group_size;
-  if (pw_sim__is_collective(p->kind) && n > 1) {
-    double payload = p->has_collective_bytes ? p->collective_bytes
-                     : p->input_count > 0    ? (double)e->input_bytes[0]
-                                             : 0;
-    ns += (double)b->ici_latency_ns;
-    if (b->ici_bytes_per_s > 0) {
-      ns += 2.0 * (double)(n - 1) / (double)n * payload / b->ici_bytes_per_s * 1e9;
-    }
+  e->base_ns = (double)p->time_ns + (flops_s > bytes_s ? flops_s : bytes_s) * 1e9 +
+               (double)b->launch_overhead_ns;
+  double ns = e->base_ns;
+  if (pw_sim__is_collective(p->kind)) {
+    ns += pw_sim_ring_ns(e->group_size, pw_sim_payload(e), b->ici_latency_ns, b->ici_bytes_per_s);
   }
-  ns = ceil(ns);
-  return ns < PW_SIM__MAX_NS ? (uint64_t)ns : (uint64_t)PW_SIM__MAX_NS;
+  return pw_sim_round_ns(ns);
+}
+
+pw_status_t pw_sim__collective_cost(const pw_sim__backend_t* b, pw_backend_executable_t e,
+                                    const uint32_t* devices, uint32_t n, uint64_t* out_cost) {
+  *out_cost = e->cost_ns;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (devices[i] >= b->device_count) return NULL; /* a refused part's bad group */
+  }
+  if (n == 0) return NULL;
+  uint32_t low = b->devices[devices[0]].slice, high = low;
+  for (uint32_t i = 1; i < n; ++i) {
+    uint32_t slice = b->devices[devices[i]].slice;
+    if (slice < low) low = slice;
+    if (slice > high) high = slice;
+  }
+  if (low == high) return NULL; /* one slice: the cost fixed at load */
+  /* s = slices the gang touches, m = most of its members on one slice. */
+  size_t range = (size_t)high - low + 1;
+  void* memory = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc_array(b->allocator, range, sizeof(uint32_t),
+                                                   alignof(uint32_t), &memory),
+                         "sim collective '%s': pricing a gang over %zu slices",
+                         e->program.name, range);
+  uint32_t* counts = memory;
+  uint32_t slices = 0, most = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t* c = &counts[b->devices[devices[i]].slice - low];
+    if ((*c)++ == 0) ++slices;
+    if (*c > most) most = *c;
+  }
+  pw_allocator_free(b->allocator, counts, range * sizeof(uint32_t));
+  double payload = pw_sim_payload(e);
+  double ns = e->base_ns + pw_sim_ring_ns(most, payload, b->ici_latency_ns, b->ici_bytes_per_s) +
+              pw_sim_ring_ns(slices, payload / (double)most, b->dcn_latency_ns,
+                             b->dcn_bytes_per_s);
+  *out_cost = pw_sim_round_ns(ns);
+  return NULL;
 }
 
 pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,

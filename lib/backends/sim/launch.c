@@ -16,6 +16,45 @@
 #define PW_SIM_LAUNCH_SIZE_V1 PW_BACKEND_LAUNCH_SIZE_V1
 
 static _Thread_local int pw_sim_tls_delivering;
+/* The backend and completion time of the done callback this thread runs
+ * (the launch time of what it launches, with a dispatch latency). */
+static _Thread_local pw_sim__backend_t* pw_sim_tls_backend;
+static _Thread_local uint64_t pw_sim_tls_time;
+
+uint64_t pw_sim__launch_time(pw_sim__backend_t* b) {
+  uint64_t now = atomic_load_explicit(&b->now, memory_order_relaxed);
+  if (b->dispatch_latency_ns > 0 && pw_sim_tls_delivering > 0 && pw_sim_tls_backend == b &&
+      pw_sim_tls_time > now) {
+    return pw_sim_tls_time;
+  }
+  return now;
+}
+
+/* Runs one completion's callback: done_timed with [begin, end] when the
+ * launch gave one (|timed| false: no device time, e.g. cancelled). */
+static void pw_sim_call_done(pw_sim__backend_t* b, pw_backend_done_fn_t done,
+                             pw_backend_done_timed_fn_t done_timed, void* user,
+                             pw_status_t status, bool timed, uint64_t begin, uint64_t end) {
+  pw_sim__backend_t* saved_backend = pw_sim_tls_backend;
+  uint64_t saved_time = pw_sim_tls_time;
+  pw_sim_tls_backend = b;
+  pw_sim_tls_time = end;
+  ++pw_sim_tls_delivering;
+  if (done_timed != NULL) {
+    pw_backend_timing_t timing = {sizeof(timing), begin < end ? begin : end, end};
+    done_timed(user, status, timed ? &timing : NULL);
+  } else {
+    done(user, status);
+  }
+  --pw_sim_tls_delivering;
+  pw_sim_tls_backend = saved_backend;
+  pw_sim_tls_time = saved_time;
+}
+
+/* The launch's done_timed, when its struct_size covers it. */
+static pw_backend_done_timed_fn_t pw_sim_done_timed(const pw_backend_launch_t* l) {
+  return l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V2 ? l->done_timed : NULL;
+}
 
 /*---------------------------------------------------------------------------
  * Validation
@@ -47,8 +86,9 @@ static pw_status_t pw_sim_check_launch(pw_sim__backend_t* b, const pw_backend_la
                           "group_devices does not name the device there)",
                           name, l->device, l->mesh_index, l->group_size, e->group_size);
   }
-  if (l->done == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim launch of '%s': done is NULL", name);
+  if (l->done == NULL && pw_sim_done_timed(l) == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim launch of '%s': done (and done_timed) is NULL", name);
   }
   if (l->input_count != e->program.input_count || l->output_count != e->program.output_count ||
       (l->input_count > 0 && l->inputs == NULL) || (l->output_count > 0 && l->outputs == NULL)) {
@@ -113,11 +153,12 @@ pw_status_t pw_sim__unavailable(pw_sim__backend_t* b, uint32_t device, uint64_t 
                         (unsigned long long)fail_at);
 }
 
-void pw_sim__account(pw_sim__backend_t* b, uint32_t device, uint64_t time,
+void pw_sim__account(pw_sim__backend_t* b, uint32_t device, uint64_t begin, uint64_t time,
                      pw_sim_event_kind_t kind, uint64_t gang_id) {
   pw_sim__device_t* d = &b->devices[device];
   pw_sim__device_lock(d);
   if (kind != PW_SIM_EVENT_TRANSFER && time > d->done_until) d->done_until = time;
+  if (begin != PW_SIM_TIME_NEVER) pw_sim__busy(d, begin, time);
   d->chain = pw_sim__fold(d->chain, time, device, (uint32_t)kind, gang_id);
   d->events++;
   pw_sim__device_unlock(d);
@@ -142,20 +183,23 @@ void pw_sim__deliver(pw_sim__backend_t* b, pw_sim__part_t* part) {
     }
   }
   if (part->kind != PW_SIM_EVENT_DONE) atomic_fetch_add(&b->failed_events, 1);
-  pw_sim__account(b, part->device, part->time, part->kind, part->gang_id);
+  bool timed = part->kind != PW_SIM_EVENT_CANCELLED;
+  pw_sim__account(b, part->device, timed ? part->begin : PW_SIM_TIME_NEVER, part->time,
+                  part->kind, part->gang_id);
   if (b->trace != NULL) {
     pw_sim_event_t event = {part->time,    part->start,   part->device,
                             part->kind,    part->gang_id, part->executable->program.name};
     b->trace(b->trace_user, &event);
   }
+  if (part->ordered) pw_sim__stream_delivered(b, part);
   pw_status_t status = part->status;
   part->status = NULL;
   pw_backend_done_fn_t done = part->done;
+  pw_backend_done_timed_fn_t done_timed = part->done_timed;
   void* user = part->done_user;
+  uint64_t begin = part->begin, end = part->time;
   pw_sim__part_free(b, part);
-  ++pw_sim_tls_delivering;
-  done(user, status);
-  --pw_sim_tls_delivering;
+  pw_sim_call_done(b, done, done_timed, user, status, timed, begin, end);
 }
 
 bool pw_sim__in_done_callback(void) { return pw_sim_tls_delivering > 0; }
@@ -211,6 +255,7 @@ static pw_status_t pw_sim_launch_inline(pw_sim__backend_t* b, const pw_backend_l
   if (time > d->done_until) d->done_until = time;
   d->chain = pw_sim__fold(d->chain, time, l->device, (uint32_t)kind, l->gang_id);
   d->events++;
+  pw_sim__busy(d, start, time);
   pw_sim__device_unlock(d);
   pw_sim__raise(&b->latest, time);
   pw_status_t status = NULL;
@@ -225,9 +270,7 @@ static pw_status_t pw_sim_launch_inline(pw_sim__backend_t* b, const pw_backend_l
     pw_sim_event_t event = {time, start, l->device, kind, l->gang_id, e->program.name};
     b->trace(b->trace_user, &event);
   }
-  ++pw_sim_tls_delivering;
-  l->done(l->done_user, status);
-  --pw_sim_tls_delivering;
+  pw_sim_call_done(b, l->done, pw_sim_done_timed(l), l->done_user, status, true, start, time);
   return NULL;
 }
 
@@ -245,6 +288,7 @@ pw_status_t pw_sim__part_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
   }
   pw_sim__part_t* part = memory;
   part->done = l->done;
+  part->done_timed = pw_sim_done_timed(l);
   part->done_user = l->done_user;
   part->executable = l->executable;
   atomic_fetch_add(&l->executable->refs, 1);
@@ -254,6 +298,12 @@ pw_status_t pw_sim__part_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
   part->kind = PW_SIM_EVENT_DONE;
   if (l->input_count > 0) part->input0 = l->inputs[0];
   if (l->output_count > 0) part->output0 = l->outputs[0];
+  part->input_count = l->input_count;
+  part->output_count = l->output_count;
+  if (l->input_count > 0) memcpy(part->inputs, l->inputs, l->input_count * sizeof(l->inputs[0]));
+  if (l->output_count > 0) {
+    memcpy(part->outputs, l->outputs, l->output_count * sizeof(l->outputs[0]));
+  }
   *out = part;
   return NULL;
 }
@@ -274,6 +324,7 @@ static pw_status_t pw_sim_launch_queued(pw_sim__backend_t* b, const pw_backend_l
   pw_sim__device_lock(d);
   bool failed = pw_sim_decide(d, ready, e->cost_ns, &part->start, &part->time, &f);
   pw_sim__device_unlock(d);
+  part->begin = part->start;
   if (failed) {
     part->kind = PW_SIM_EVENT_FAILED;
     part->status = pw_sim__unavailable(b, l->device, f, e->program.name, l->gang_id, l->device);
@@ -293,10 +344,15 @@ pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* l) {
   pw_sim__backend_t* b = self;
   pw_status_t refused = pw_sim_check_launch(b, l);
   if (refused != NULL) {
-    pw_sim__collective_refused(b, l);
+    if (b->ordered) {
+      pw_sim__stream_refused(b, l);
+    } else {
+      pw_sim__collective_refused(b, l);
+    }
     return refused;
   }
-  uint64_t ready = atomic_load_explicit(&b->now, memory_order_relaxed);
+  uint64_t ready = pw_sim__launch_time(b) + b->dispatch_latency_ns;
+  if (b->ordered) return pw_sim__stream_launch(b, l, ready);
   for (uint32_t i = 0; i < l->input_count; ++i) {
     uint64_t r = atomic_load_explicit(&l->inputs[i]->ready_at, memory_order_relaxed);
     if (r > ready) ready = r;

@@ -203,7 +203,7 @@ static pw_status_t pw_sim_record(pw_sim__backend_t* b, uint32_t src_device,
     }
   }
   pw_sim__raise(&dst_memory->ready_at, end);
-  pw_sim__account(b, dst_device, end, PW_SIM_EVENT_TRANSFER, 0);
+  pw_sim__account(b, dst_device, PW_SIM_TIME_NEVER, end, PW_SIM_EVENT_TRANSFER, 0);
   atomic_fetch_add(&b->transfer_events, 1);
   if (b->trace != NULL) {
     pw_sim_event_t event = {end, start, dst_device, PW_SIM_EVENT_TRANSFER, 0, "transfer"};

@@ -8,14 +8,18 @@
  *   launch.c    launch: validation, timing, failures, data effects
  *   collective.c  collectives: gang rendezvous, tombstones
  *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping
+ *   stream.c    ordered devices (queue_depth, blocking_collectives): each
+ *               device's queue, holds, in-order release, deadlocks
  *   control.c   queries (stats, trace hash), failure injection
  *
  * Locks (never held while a done or trace callback runs, and never two at
- * once except queue_mutex inside step_mutex):
+ * once except queue_mutex inside step_mutex, and a device lock or
+ * queue_mutex inside stream_mutex):
  *   device lock    a spinlock per device: its timeline and trace chain
  *   groups_mutex   pending collectives and the aborted-gang ring
  *   queue_mutex    the event heap and the simulator thread's state
- *   step_mutex     serializes MANUAL stepping callers */
+ *   step_mutex     serializes MANUAL stepping callers
+ *   stream_mutex   ordered mode: every device's queue and its collectives */
 #ifndef PW_BACKENDS_SIM_SIM_INTERNAL_H_
 #define PW_BACKENDS_SIM_SIM_INTERNAL_H_
 
@@ -79,9 +83,10 @@ pw_status_t pw_sim__program_check(const pw_sim__program_t* program,
 typedef struct pw_sim__backend_t pw_sim__backend_t;
 typedef struct pw_sim__part_t pw_sim__part_t;
 typedef struct pw_sim__group_t pw_sim__group_t;
+typedef struct pw_sim__stream_t pw_sim__stream_t;
 
-/* One chip. Its timeline and trace chain are guarded by |lock|; |fail_at|
- * and |used_bytes| are read without it. One cache line. */
+/* One chip. Its timeline, trace chain and device time are guarded by
+ * |lock|; |fail_at| and |used_bytes| are read without it. */
 typedef struct pw_sim__device_t {
   alignas(64) atomic_uint lock;
   uint32_t slice;
@@ -91,6 +96,9 @@ typedef struct pw_sim__device_t {
   uint64_t events;
   _Atomic uint64_t fail_at;
   atomic_uint_fast64_t used_bytes;
+  uint64_t busy_ns;      /* device time of delivered ops */
+  uint64_t first_start;  /* UINT64_MAX until an op is delivered */
+  uint64_t last_end;
 } pw_sim__device_t;
 
 static inline void pw_sim__device_lock(pw_sim__device_t* d) {
@@ -134,6 +142,10 @@ struct pw_sim__backend_t {
   double dcn_bytes_per_s;
   uint64_t dcn_latency_ns;
   uint64_t launch_overhead_ns;
+  uint64_t dispatch_latency_ns;
+  uint32_t queue_depth;       /* 0: not queue-ordered */
+  bool blocking;              /* blocking_collectives */
+  bool ordered;               /* queue_depth > 0 || blocking: stream.c runs launches */
   pw_sim_trace_fn_t trace;
   void* trace_user;
 
@@ -171,6 +183,16 @@ struct pw_sim__backend_t {
   pthread_t thread;
   pthread_mutex_t step_mutex;
   bool mutexes_ready;
+
+  /* Ordered mode (stream.c), guarded by stream_mutex. */
+  pthread_mutex_t stream_mutex;
+  pw_sim__stream_t* streams;   /* one per device; NULL unless ordered */
+  pw_sim__group_t* ogroups;    /* pending collectives of ordered devices */
+  pw_sim__part_t* inline_head; /* INLINE: released parts to deliver, FIFO */
+  pw_sim__part_t* inline_tail;
+  bool inline_draining;        /* a thread is delivering inline_head */
+  uint32_t dirty_top;          /* devices to pump (UINT32_MAX: none) */
+  bool check_deadlock;         /* a device began waiting in a collective */
 };
 
 /* The backend behind a public handle, or NULL if it is not a sim. */
@@ -234,7 +256,8 @@ struct pw_backend_executable_s {
   pw_sim__program_t program;
   pw_mesh_shape_t mesh;
   uint32_t group_size;  /* devices of the mesh */
-  uint64_t cost_ns;
+  uint64_t cost_ns;     /* on one slice (a gang over several: collective_cost) */
+  double base_ns;       /* the cost without the collective term, unrounded */
   size_t input_bytes[PW_BACKEND_MAX_PARAMS];  /* per-device shard sizes */
   size_t output_bytes[PW_BACKEND_MAX_PARAMS];
 };
@@ -267,6 +290,11 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
 void pw_sim__unload(void* self, pw_backend_executable_t executable);
 /* Drops a reference; the last frees the executable. */
 void pw_sim__executable_release(pw_backend_executable_t executable);
+/* The cost of collective |e| over |devices| (|n| ordinals): cost_ns on
+ * one slice; the two-level ring of sim.h's COST over several. Fails only
+ * for lack of memory (a count per slice spanned). */
+pw_status_t pw_sim__collective_cost(const pw_sim__backend_t* backend, pw_backend_executable_t e,
+                                    const uint32_t* devices, uint32_t n, uint64_t* out_cost);
 
 /*---------------------------------------------------------------------------
  * Launch and collectives (launch.c)
@@ -277,10 +305,12 @@ void pw_sim__executable_release(pw_backend_executable_t executable);
 struct pw_sim__part_t {
   pw_sim__part_t* next;           /* free/cancel lists */
   pw_backend_done_fn_t done;
+  pw_backend_done_timed_fn_t done_timed; /* called instead of done when set */
   void* done_user;
   pw_backend_executable_t executable; /* holds a reference */
   uint64_t gang_id;
-  uint64_t start;
+  uint64_t start;                 /* when its device began it (collective: arrived) */
+  uint64_t begin;                 /* device time charged from (collective: rendezvous) */
   uint64_t time;                  /* completion time, once decided */
   uint64_t seq;                   /* queue tie-break */
   uint32_t device;
@@ -289,6 +319,16 @@ struct pw_sim__part_t {
   pw_status_t status;             /* owned until delivered */
   pw_backend_memory_t input0;     /* all_reduce_sum data */
   pw_backend_memory_t output0;
+  /* Ordered mode (stream.c). */
+  pw_sim__part_t* qnext;          /* its device's queue, in queue order */
+  pw_sim__group_t* group;         /* the collective it arrived in */
+  uint64_t issue;                 /* launch time + dispatch latency */
+  bool ordered;                   /* released through stream.c */
+  bool decided;                   /* time (and kind, status) known */
+  uint32_t input_count;
+  uint32_t output_count;
+  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
 };
 
 /* A collective in progress: the parts of one gang that have arrived.
@@ -304,8 +344,14 @@ struct pw_sim__group_t {
   uint32_t arrived;               /* members seen, refused ones included */
   uint64_t max_arrival;
   pw_sim__kind_t kind;
-  uint64_t cost_ns;
+  uint64_t cost_ns;               /* priced for its devices' slices */
+  uint64_t exe_cost_ns;           /* the executable's one-slice cost (members must agree) */
   pw_status_t failure;            /* set once failed (owned) */
+  /* Deadlock search (stream.c). */
+  pw_sim__group_t* parent;
+  uint32_t color;
+  uint32_t cursor;
+  uint32_t via_device;
   uint32_t* devices;              /* |expected| ordinals, mesh order */
   pw_sim__part_t** parts;         /* |expected| slots, mesh order */
 };
@@ -335,6 +381,13 @@ pw_status_t pw_sim__launch_collective(pw_sim__backend_t* backend,
  * fails (ABORTED) instead of waiting for it. */
 void pw_sim__collective_refused(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
 
+/* A new group for |launch|'s gang, priced for its devices; and its free. */
+pw_status_t pw_sim__group_new(pw_sim__backend_t* backend, const pw_backend_launch_t* launch,
+                              pw_sim__group_t** out_group);
+void pw_sim__group_free(pw_sim__backend_t* backend, pw_sim__group_t* group);
+/* all_reduce_sum's data effect over a complete group. */
+void pw_sim__all_reduce(pw_sim__group_t* group);
+
 /* Fails every pending collective whose group contains |device| (marked
  * failed NOW at |fail_at|): its parts complete UNAVAILABLE. */
 void pw_sim__groups_device_failed(pw_sim__backend_t* backend, uint32_t device,
@@ -343,15 +396,61 @@ void pw_sim__groups_device_failed(pw_sim__backend_t* backend, uint32_t device,
 void pw_sim__groups_shutdown(pw_sim__backend_t* backend);
 
 /* Folds a decided completion of |part| into its device (timeline, trace
- * chain, counters) — at delivery time. */
-void pw_sim__account(pw_sim__backend_t* backend, uint32_t device, uint64_t time,
-                     pw_sim_event_kind_t kind, uint64_t gang_id);
+ * chain, counters, device time from |begin|; PW_SIM_TIME_NEVER: none) —
+ * at delivery time. */
+void pw_sim__account(pw_sim__backend_t* backend, uint32_t device, uint64_t begin,
+                     uint64_t time, pw_sim_event_kind_t kind, uint64_t gang_id);
+/* Adds [begin, end) to |d|'s device time; its lock held. */
+static inline void pw_sim__busy(pw_sim__device_t* d, uint64_t begin, uint64_t end) {
+  if (begin > end) begin = end;
+  d->busy_ns += end - begin;
+  if (begin < d->first_start) d->first_start = begin;
+  if (end > d->last_end) d->last_end = end;
+}
+/* The host time a launch is issued at: the host clock, or (with a
+ * dispatch latency) the completion whose done callback is launching. */
+uint64_t pw_sim__launch_time(pw_sim__backend_t* backend);
 /* Runs the trace callback (if any) then |done|, then frees |part|. */
 void pw_sim__deliver(pw_sim__backend_t* backend, pw_sim__part_t* part);
 /* True while the calling thread runs a done callback of a sim backend. */
 bool pw_sim__in_done_callback(void);
 /* Frees a part that was never delivered (its status too). */
 void pw_sim__part_free(pw_sim__backend_t* backend, pw_sim__part_t* part);
+
+/*---------------------------------------------------------------------------
+ * Ordered devices (stream.c)
+ *-------------------------------------------------------------------------*/
+
+/* A device's queue of accepted launches, in queue order. */
+struct pw_sim__stream_t {
+  pw_sim__part_t* head;     /* oldest not yet released */
+  pw_sim__part_t* tail;
+  pw_sim__part_t* next;     /* first not yet decided */
+  pw_sim__part_t* waiting;  /* the collective it is blocked in (blocking) */
+  uint64_t last_seq;        /* highest queue_seq seen */
+  uint32_t outstanding;     /* accepted, done not yet called */
+  uint32_t dirty_next;      /* the dirty stack (UINT32_MAX: end) */
+  bool dirty;
+  bool in_heap;             /* a released part not yet delivered (queued modes) */
+};
+
+pw_status_t pw_sim__streams_init(pw_sim__backend_t* backend);
+/* The launch path of ordered devices, after validation. */
+pw_status_t pw_sim__stream_launch(pw_sim__backend_t* backend, const pw_backend_launch_t* launch,
+                                  uint64_t issue);
+/* An ordered launch refused by validation (its gang fails, as
+ * pw_sim__collective_refused). */
+void pw_sim__stream_refused(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
+/* Called by delivery for an ordered part, before its done runs. */
+void pw_sim__stream_delivered(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* pw_sim__groups_device_failed for ordered devices. */
+void pw_sim__stream_device_failed(pw_sim__backend_t* backend, uint32_t device,
+                                  uint64_t fail_at);
+/* Destroy: every part not yet released completes CANCELLED; frees. */
+void pw_sim__streams_shutdown(pw_sim__backend_t* backend);
+/* One device's outstanding count and blocking gang (0: none). */
+void pw_sim__stream_state(pw_sim__backend_t* backend, uint32_t device, uint32_t* out_outstanding,
+                          uint64_t* out_waiting_gang);
 
 /*---------------------------------------------------------------------------
  * Event queue (queue.c)
