@@ -66,8 +66,10 @@
  * comes (a lost launch) is failed with DEADLINE_EXCEEDED by the runtime's
  * watchdog when a launch deadline is set (pw_runtime_options_t,
  * pw_submission_t), and at pw_client_destroy after its drain deadline; a
- * done that comes after that is logged and ignored, and the backend must
- * not write the launch's outputs any more (their memory may be reused).
+ * done that comes after that is logged and ignored. The runtime may reuse
+ * the memory of such a launch's outputs at once: a backend that cannot
+ * stop a launch that is only slow must be given deadlines longer than
+ * its slowest launch.
  *
  * Device time (optional, launch v2: done_timed). A backend that knows when
  * the device started and finished a launch (a stream event's timestamps,
