@@ -163,20 +163,26 @@ void pw_sim__all_reduce(pw_sim__group_t* g) {
   for (uint32_t m = 1; m < g->expected; ++m) memcpy(g->parts[m]->output0->data, out0, bytes);
 }
 
+uint64_t pw_sim__group_first_failure(pw_sim__backend_t* b, const pw_sim__group_t* g,
+                                     uint64_t end, uint32_t* out_device) {
+  uint64_t first_fail = PW_SIM_TIME_NEVER;
+  for (uint32_t m = 0; m < g->expected; ++m) {
+    const pw_sim__part_t* part = g->parts[m];
+    uint64_t f = atomic_load_explicit(&b->devices[part->device].fail_at, memory_order_relaxed);
+    if ((f <= part->start || f < end) && f < first_fail) {
+      first_fail = f;
+      *out_device = part->device;
+    }
+  }
+  return first_fail;
+}
+
 /* Every member arrived: decide the group (unlinked, owned by the caller)
  * and hand its parts to their done in mesh order; frees it. */
 static void pw_sim_group_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
   uint64_t end = g->max_arrival + g->cost_ns;
-  uint64_t first_fail = PW_SIM_TIME_NEVER;
   uint32_t failed_device = PW_SIM__NO_DEVICE;
-  for (uint32_t m = 0; m < g->expected; ++m) {
-    pw_sim__part_t* part = g->parts[m];
-    uint64_t f = atomic_load_explicit(&b->devices[part->device].fail_at, memory_order_relaxed);
-    if ((f <= part->start || f < end) && f < first_fail) {
-      first_fail = f;
-      failed_device = part->device;
-    }
-  }
+  uint64_t first_fail = pw_sim__group_first_failure(b, g, end, &failed_device);
   if (failed_device != PW_SIM__NO_DEVICE) {
     pw_status_t status = pw_sim__unavailable(b, PW_SIM__NO_DEVICE, first_fail,
                                              g->parts[0]->executable->program.name, g->gang_id,

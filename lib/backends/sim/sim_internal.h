@@ -387,6 +387,12 @@ pw_status_t pw_sim__group_new(pw_sim__backend_t* backend, const pw_backend_launc
 void pw_sim__group_free(pw_sim__backend_t* backend, pw_sim__group_t* group);
 /* all_reduce_sum's data effect over a complete group. */
 void pw_sim__all_reduce(pw_sim__group_t* group);
+/* When the first of |g|'s devices fails that fails the group ending at
+ * |end| (a device failed before its part started, or before the end),
+ * and which one (|*out_device|, left as it is when none does:
+ * PW_SIM_TIME_NEVER). */
+uint64_t pw_sim__group_first_failure(pw_sim__backend_t* b, const pw_sim__group_t* g,
+                                     uint64_t end, uint32_t* out_device);
 
 /* Fails every pending collective whose group contains |device| (marked
  * failed NOW at |fail_at|): its parts complete UNAVAILABLE. */

@@ -102,16 +102,8 @@ static void pw_sim_ogroup_fail(pw_sim__backend_t* b, pw_sim__group_t* g, pw_stat
 /* Every member arrived: decide the group (sim.h, VIRTUAL TIME). */
 static void pw_sim_ogroup_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
   uint64_t end = g->max_arrival + g->cost_ns;
-  uint64_t first_fail = PW_SIM_TIME_NEVER;
   uint32_t failed_device = PW_SIM__NO_DEVICE;
-  for (uint32_t m = 0; m < g->expected; ++m) {
-    pw_sim__part_t* part = g->parts[m];
-    uint64_t f = atomic_load_explicit(&b->devices[part->device].fail_at, memory_order_relaxed);
-    if ((f <= part->start || f < end) && f < first_fail) {
-      first_fail = f;
-      failed_device = part->device;
-    }
-  }
+  uint64_t first_fail = pw_sim__group_first_failure(b, g, end, &failed_device);
   if (failed_device != PW_SIM__NO_DEVICE) {
     pw_status_t status = pw_sim__unavailable(b, PW_SIM__NO_DEVICE, first_fail,
                                              g->parts[0]->executable->program.name, g->gang_id,
