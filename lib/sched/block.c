@@ -252,6 +252,9 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
       waits += d->param_inputs;
     }
     pw_op_cold_t* cold = &exec->op_cold[i];
+    /* A queued op also waits, to complete, for its producers in its own
+     * queues (queued.c). */
+    cold->queue_deps = (op->flags & PW_OP_QUEUED) ? p->static_deps - d->launch_deps : 0;
     if (op->slice->span_count > 1) {
       op->links = links;
       links += op->slice->span_count;

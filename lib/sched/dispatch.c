@@ -119,6 +119,10 @@ typedef struct pw_dispatch_frame_s {
   /* The device whose transfer part this thread is issuing copies for
    * (its guard held, so the part cannot complete meanwhile). */
   pw_device_t* issuing;
+  /* Queued ops whose last count came from a producer's completion: they
+   * complete from the drain loop, not inside it (no recursion down a
+   * chain). Linked through pw_op_cold_t.complete_next. */
+  pw_op_t* complete_head;
 } pw_dispatch_frame_t;
 
 static _Thread_local pw_dispatch_frame_t* pw_dispatch_current;
@@ -136,6 +140,7 @@ static void pw_dispatch_device_done(pw_device_t* d);
 static void pw_dispatch_device_finished(pw_device_t* d, bool direct);
 static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct);
 
+static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by);
 static void pw_dispatch_count_flush(pw_dispatch_frame_t* frame);
 static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame);
 
@@ -161,6 +166,10 @@ static void pw_dispatch_drain(pw_dispatch_frame_t* frame) {
      * queue more work. */
     if (frame->count_op != NULL) {
       pw_dispatch_count_flush(frame);
+    } else if (frame->complete_head != NULL) {
+      pw_op_t* op = frame->complete_head;
+      frame->complete_head = pw_op_cold(op)->complete_next;
+      pw_dispatch_op_complete(op, NULL);
     } else if (frame->done_exec != NULL) {
       pw_dispatch_done_flush(frame);
     } else {
@@ -183,7 +192,7 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
-  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL, NULL};
+  pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL, NULL, NULL};
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
@@ -436,7 +445,18 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
         pw_status_free(dep);
       }
     }
-    if (!in_queue) pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
+    if (!in_queue) {
+      pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
+    } else if (pw_atomic_fetch_sub_u32(&succ->devices_remaining, 1) == 1) {
+      /* It completed on its devices before this (out of queue order): it
+       * completes now, from this thread's drain loop. */
+      if (frame != NULL) {
+        pw_op_cold(succ)->complete_next = frame->complete_head;
+        frame->complete_head = succ;
+      } else {
+        pw_dispatch_op_complete(succ, NULL);
+      }
+    }
   }
   if (failure) {
     void* expected = NULL;
@@ -718,7 +738,7 @@ void pw__dispatch_device_advance(pw_device_t* d) { pw_dispatch_device_finished(d
 void pw__dispatch_op_complete(pw_op_t* op) { pw_dispatch_op_complete(op, NULL); }
 
 void pw__dispatch_in_frame(void (*fn)(void* arg), void* arg) {
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
   fn(arg);
@@ -927,7 +947,7 @@ PW_SCHED_INLINE void pw_dispatch_start(pw_execution_t* exec, bool own, bool appe
   uint32_t op_count = exec->op_count;
   /* Outermost dispatch frame for this thread: launches made ready below
    * (and anything completing inline) drain before submit returns. */
-  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL};
+  pw_dispatch_frame_t local = {NULL, NULL, NULL, 0, 0, NULL, NULL, NULL};
   pw_dispatch_frame_t* outer = pw_dispatch_current;
   if (outer == NULL) pw_dispatch_current = &local;
 

@@ -83,6 +83,13 @@ typedef struct pw_op_cold_s {
   /* Measured device time (charging policies only, which also re-arm it:
    * pw_dispatch_op_complete). */
   pw_atomic_u64_t device_ns;
+  /* A queued op: its producers in its own device queues, each of which
+   * counts once out of devices_remaining when it completes, so that it
+   * completes after them even when a backend completes out of queue order
+   * (queued.c); and its link on the frame's list of ops whose completion
+   * that made due (pw_dispatch_drain). */
+  uint32_t queue_deps;
+  struct pw_op_s* complete_next;
 } pw_op_cold_t;
 
 /* Set in pw_execution_t.refs while the block is one of an armed graph's own
@@ -144,10 +151,12 @@ static inline pw_op_cold_t* pw_op_cold(const pw_op_t* op) {
 }
 
 /* How many counts take |op|'s devices_remaining to 0: one per device;
- * two for a queued op (its launch, when the device's cursor moves past
- * it, and its completion: queued.c). */
+ * for a queued op two per device (its launch, when the device's cursor
+ * moves past it, and its completion) and one per producer in its own
+ * queues (queued.c). */
 static inline uint32_t pw_op_device_counts(const pw_op_t* op) {
-  return op->slice->device_count << ((op->flags & PW_OP_QUEUED) != 0);
+  if (__builtin_expect(!(op->flags & PW_OP_QUEUED), 1)) return op->slice->device_count;
+  return 2 * op->slice->device_count + op->exec->op_cold[op->index].queue_deps;
 }
 
 /* Whether plan op |p| is launched queue-ordered: a compute op on a slice
