@@ -9,3 +9,11 @@ add_library(pw_test_double_backend STATIC
 pw_target_warnings(pw_test_double_backend)
 target_include_directories(pw_test_double_backend PUBLIC ${PROJECT_SOURCE_DIR}/tests)
 target_link_libraries(pw_test_double_backend PUBLIC pathways_static Threads::Threads)
+
+# pw_test_queue_wrapper: a queue-ordered wrapper over any backend
+# (tests/support/queue_wrapper.h), for the tests and benchmarks of queued
+# launch; defined whenever the double is.
+add_library(pw_test_queue_wrapper STATIC ${PROJECT_SOURCE_DIR}/tests/support/queue_wrapper.c)
+pw_target_warnings(pw_test_queue_wrapper)
+target_include_directories(pw_test_queue_wrapper PUBLIC ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(pw_test_queue_wrapper PUBLIC pathways_static Threads::Threads)
