@@ -112,9 +112,9 @@ static void* pw_qw_worker(void* arg) {
     if (d->queued == 0) break;
     pw_qw_entry_t* e = &d->ring[d->head];
     uint64_t seq = e->launch.queue_seq;
-    bool fail = seq != 0 && seq == d->fail_seq;
-    e->lost = seq != 0 && seq == d->lose_seq;
-    pw_status_code_t code = d->fail_code;
+    bool fail = seq != 0 && (seq == d->fail_seq || (o->fail_every && seq % o->fail_every == 0));
+    e->lost = seq != 0 && (seq == d->lose_seq || (o->lose_every && seq % o->lose_every == 0));
+    pw_status_code_t code = seq == d->fail_seq ? d->fail_code : PW_STATUS_DATA_LOSS;
     pthread_mutex_unlock(&d->lock);
     pw_qw_sleep_until(e->launched_ns + o->launch_delay_ns);
     uint64_t start = (uint64_t)pw_clock_now();

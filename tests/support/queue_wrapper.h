@@ -29,6 +29,10 @@ typedef struct pw_queue_wrapper_options_t {
   uint64_t done_delay_ns;    /* device to host */
   uint64_t kernel_ns;        /* spun per launch after the inner launch */
   bool ordered;              /* false: queue_info reports no capability */
+  /* Every launch whose queue_seq is a multiple of |fail_every| fails
+   * (DATA_LOSS), of |lose_every| is lost (done never comes); 0: none. */
+  uint32_t fail_every;
+  uint32_t lose_every;
 } pw_queue_wrapper_options_t;
 
 typedef struct pw_queue_wrapper_s pw_queue_wrapper_t;
