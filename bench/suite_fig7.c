@@ -304,7 +304,7 @@ static int pw_bench_fig7_main(int argc, char** argv) {
   fprintf(stderr, "%-15s %10s %8s %12s %12s %12s %9s\n", "submission", "span_ms", "util",
           "stage_min", "stage_p50", "stage_lag_us", "wall_ms");
   for (int mode = 0; mode < 3; ++mode) {
-    pw_fig7_result_t r;
+    pw_fig7_result_t r = {0};
     if (pw_fig7_run(&cfg, mode, &r) != 0) return 1;
     fprintf(stderr, "%-15s %10.3f %8.4f %12.4f %12.4f %12.2f %9.2f\n", modes[mode],
             r.span_ns / 1e6, r.util, r.stage_util_min, r.stage_util_median, r.stage_lag_ns / 1e3,

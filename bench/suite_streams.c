@@ -335,7 +335,7 @@ static int pw_streams_pair(pw_streams_rt_t rts[2], const pw_graph_t g[2], uint32
                            uint32_t reps, pw_streams_body_t body, pw_streams_run_t out[2]) {
   pw_streams_run_t* runs = calloc((size_t)reps * 2, sizeof(*runs));
   if (runs == NULL) return -1;
-  pw_streams_run_t warm;
+  pw_streams_run_t warm = {0};
   int rc = body(&rts[0], g[0], n, &warm);
   if (rc == 0) rc = body(&rts[1], g[1], n, &warm);
   for (uint32_t k = 0; rc == 0 && k < reps; ++k) {
@@ -422,7 +422,7 @@ static int pw_streams_chain_pair(const char* bench, const pw_streams_cfg_t* cfg,
                                  pw_streams_log_t* log, uint32_t ops, uint32_t reps) {
   pw_streams_rt_t rts[2];
   pw_graph_t g[2];
-  pw_streams_run_t m[2];
+  pw_streams_run_t m[2] = {{0}};
   int rc = pw_streams_open_pair(cfg, log, rts);
   for (int i = 0; rc == 0 && i < 2; ++i) rc = pw_streams_chain(&rts[i], ops, &g[i]);
   if (rc == 0) rc = pw_streams_pair(rts, g, ops, reps, pw_streams_run_chain, m);
@@ -442,7 +442,7 @@ static int pw_streams_chain_pair(const char* bench, const pw_streams_cfg_t* cfg,
 static int pw_streams_fill_pair(const pw_streams_cfg_t* cfg, uint32_t count, uint32_t reps) {
   pw_streams_rt_t rts[2];
   pw_graph_t g[2];
-  pw_streams_run_t m[2];
+  pw_streams_run_t m[2] = {{0}};
   int rc = pw_streams_open_pair(cfg, NULL, rts);
   for (int i = 0; rc == 0 && i < 2; ++i) rc = pw_streams_chain(&rts[i], 1, &g[i]);
   if (rc == 0) rc = pw_streams_pair(rts, g, count, reps, pw_streams_run_fill, m);
