@@ -288,10 +288,13 @@ static int pw_bench_fig7_main(int argc, char** argv) {
   long long kernel_us = pw_bench_opt_int(argc, argv, "kernel-us", 200);
   long long latency_us = pw_bench_opt_int(argc, argv, "dispatch-latency-us", 50);
   long long depth = pw_bench_opt_int(argc, argv, "queued", 32);
-  if (stages < 2 || devices < 1 || micro < 1 || kernel_us < 1 || latency_us < 0 || depth < 1 ||
-      depth > PW_BACKEND_MAX_QUEUE_DEPTH || stages * devices > PW_SIM_MAX_DEVICES) {
+  if (stages < 2 || devices < 1 || micro < 1 || micro > 100000 || kernel_us < 1 ||
+      kernel_us > 1000000000 || latency_us < 0 || latency_us > 1000000000 || depth < 1 ||
+      depth > PW_BACKEND_MAX_QUEUE_DEPTH || stages > PW_SIM_MAX_DEVICES ||
+      devices > PW_SIM_MAX_DEVICES || stages * devices > PW_SIM_MAX_DEVICES) {
     fprintf(stderr, "usage: pw-bench fig7 [--stages 16 (>= 2)] [--devices 4] "
-                    "[--microbatches 64] [--kernel-us 200 (>= 1)] [--dispatch-latency-us 50] "
+                    "[--microbatches 64 (<= 100000)] [--kernel-us 200 (>= 1)] "
+                    "[--dispatch-latency-us 50] "
                     "[--queued 32 (1..%u)]\n", (unsigned)PW_BACKEND_MAX_QUEUE_DEPTH);
     return 2;
   }

@@ -171,7 +171,8 @@ static int pw_streams_open(const pw_streams_cfg_t* cfg, bool queued, pw_streams_
   PW_STREAMS_TRY(pw_client_create(r->rt, NULL, &r->c), "client");
   PW_STREAMS_TRY(pw_vslice_create(r->c, &slice.mesh, 0, &r->vs), "vslice");
   const char* text = cfg->kind == PW_STREAMS_CPU
-                         ? "kernel bench.spin\ninput f32[16] replicated\noutput f32[16] replicated\n"
+                         ? "kernel bench.spin\ninput f32[16] replicated\n"
+                           "output f32[16] replicated\n"
                          : "noop\ninput f32[16] replicated\noutput f32[16] replicated\n";
   PW_STREAMS_TRY(pw_executable_compile(r->c, r->vs, text, strlen(text), NULL, &r->exe), "compile");
   int64_t n = 16;
@@ -278,7 +279,12 @@ static int pw_streams_run_fill(pw_streams_rt_t* r, pw_graph_t g, uint32_t count,
   float x[16] = {1};
   pw_buffer_t* bufs = calloc((size_t)count * 2, sizeof(pw_buffer_t));
   pw_event_t** done = calloc(count, sizeof(pw_event_t*));
-  if (bufs == NULL || done == NULL) return -1;
+  if (bufs == NULL || done == NULL) {
+    fprintf(stderr, "pw-bench streams: out of memory for %u submissions\n", count);
+    free(bufs);
+    free(done);
+    return -1;
+  }
   for (uint32_t k = 0; k < count; ++k) {
     PW_STREAMS_TRY(pw_buffer_from_host(r->c, r->vs, &r->spec, x, sizeof(x), &bufs[2 * k]),
                    "from_host");
@@ -295,7 +301,9 @@ static int pw_streams_run_fill(pw_streams_rt_t* r, pw_graph_t g, uint32_t count,
     pw_event_release(done[k]);
   }
   out->wall_ns = (double)(pw_clock_now() - t0);
-  for (uint32_t k = 0; k < 2 * count; ++k) PW_STREAMS_TRY(pw_buffer_release(r->c, bufs[k]), "release");
+  for (uint32_t k = 0; k < 2 * count; ++k) {
+    PW_STREAMS_TRY(pw_buffer_release(r->c, bufs[k]), "release");
+  }
   free(bufs);
   free(done);
   pw_streams_device(r, count, out);
@@ -394,7 +402,8 @@ static void pw_streams_report_chain(const char* bench, const pw_streams_cfg_t* c
     pw_bench_json_num(&j, PW_STREAMS_KEY("wall_ns"), m[i].wall_ns);
     pw_bench_json_num(&j, PW_STREAMS_KEY("x_kernel"), m[i].wall_ns / nominal);
     pw_bench_json_num(&j, PW_STREAMS_KEY("x_measured"), m[i].wall_ns / m[i].busy_ns);
-    pw_bench_json_num(&j, PW_STREAMS_KEY("x_model"), m[i].wall_ns / (i ? model_off_ns : model_on_ns));
+    pw_bench_json_num(&j, PW_STREAMS_KEY("x_model"),
+                      m[i].wall_ns / (i ? model_off_ns : model_on_ns));
     pw_bench_json_num(&j, PW_STREAMS_KEY("gap_p50_ns"), m[i].gap_p50_ns);
     pw_bench_json_num(&j, PW_STREAMS_KEY("idle_mean_ns"),
                       ops > 1 ? (m[i].span_ns - m[i].busy_ns) / (ops - 1) : 0.0);
@@ -478,12 +487,14 @@ static int pw_streams_fill_pair(const pw_streams_cfg_t* cfg, uint32_t count, uin
   return rc;
 }
 
-/* A non-negative count or duration option; -1 (and a message) if bad. */
+/* A count or duration option in [min, 10,000,000]; -1 (and a message
+ * naming it) if out of range. */
 static long long pw_streams_opt(int argc, char** argv, const char* name, long long fallback,
                                 long long min) {
   long long v = pw_bench_opt_int(argc, argv, name, fallback);
-  if (v < min) {
-    fprintf(stderr, "pw-bench streams: --%s must be >= %lld (got %lld)\n", name, min, v);
+  if (v < min || v > 10000000) {
+    fprintf(stderr, "pw-bench streams: --%s must be in [%lld, 10000000] (got %lld)\n", name,
+            min, v);
     return -1;
   }
   return v;
@@ -553,18 +564,23 @@ static int pw_streams_latency_main(int argc, char** argv) {
                   "%lld us completion delay; x_model = wall / (N x kernel + one round trip) "
                   "queued, / (N x (kernel + round trip)) off; median of %lld interleaved reps\n",
           kernel_us, delay_us, delay_us, reps);
-  pw_streams_header();
-  const char* p = chains;
-  while (*p != '\0') {
-    char* end = NULL;
-    long n = strtol(p, &end, 10);
-    if (end == p || n < 1 || (*end != ',' && *end != '\0')) {
-      fprintf(stderr, "pw-bench streams-latency: --chains is a list of counts >= 1 like "
-                      "1,10,100, not '%s'\n", chains);
-      return 2;
-    }
-    if (pw_streams_chain_pair("streams-latency", &cfg, NULL, (uint32_t)n, (uint32_t)reps) != 0) return 1;
-    p = *end == ',' ? end + 1 : end;
+  for (int run = 0; run < 2; ++run) { /* 0: check the whole list, 1: run it */
+    if (run == 1) pw_streams_header();
+    const char* p = chains;
+    do {
+      char* end = NULL;
+      long n = strtol(p, &end, 10);
+      if (end == p || n < 1 || n > 1000000 || (*end != ',' && *end != '\0')) {
+        fprintf(stderr, "pw-bench streams-latency: --chains is a list of counts in [1, 1000000] "
+                        "like 1,10,100, not '%s'\n", chains);
+        return 2;
+      }
+      if (run == 1 &&
+          pw_streams_chain_pair("streams-latency", &cfg, NULL, (uint32_t)n, (uint32_t)reps) != 0) {
+        return 1;
+      }
+      p = *end == ',' ? end + 1 : end;
+    } while (*p != '\0');
   }
   return 0;
 }
