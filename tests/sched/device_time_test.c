@@ -6,9 +6,11 @@
  * and each client's charged device_ns must equal the virtual busy time of
  * its ops as the sim's trace reports it. Also: an op admitted before the
  * host steps the simulation is charged its virtual time, not the host's
- * wait; and the queue-ordered sim (queue_depth > 0) charges the same. A
- * launch without done_timed (the sim sees a v1 descriptor) shows what the
- * host clock would charge instead. */
+ * wait; the queue-ordered sim (queue_depth > 0) charges the same; an op
+ * failed by a chip failure is charged up to the failure. A launch without
+ * done_timed (the sim sees a v1 descriptor) shows what the host clock
+ * would charge instead. A disabled case shows the fair-share pass
+ * wrapping (64-bit) on long-running fleets. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <stdatomic.h>
@@ -32,9 +34,14 @@ enum {
 };
 
 static const uint64_t kCostNs[kClients] = {kShortNs, kLongNs};
+/* The programs of the env being set up (kCostNs unless a test says). */
+static const uint64_t* g_cost_ns = kCostNs;
+/* A chip failure scheduled in the env being set up, if any. */
+static const pw_sim_failure_t* g_failure;
 
 /* What the sim's trace saw of each client's ops (op name "client<c>"):
- * virtual busy time [start, end) summed over devices, and completions. */
+ * virtual busy time [start, end) summed over devices (a failed op: up to
+ * the failure), and completions. */
 typedef struct busy_t {
   atomic_ullong ns[kClients];
   atomic_ullong events[kClients];
@@ -44,7 +51,8 @@ static busy_t g_busy;
 
 static void trace_busy(void* user, const pw_sim_event_t* event) {
   (void)user;
-  if (event->kind != PW_SIM_EVENT_DONE || strncmp(event->op, "client", 6) != 0) return;
+  bool ran = event->kind == PW_SIM_EVENT_DONE || event->kind == PW_SIM_EVENT_FAILED;
+  if (!ran || strncmp(event->op, "client", 6) != 0) return;
   int c = event->op[6] - '0';
   if (c < 0 || c >= kClients) return;
   atomic_fetch_add(&g_busy.ns[c], event->time - event->start);
@@ -85,6 +93,8 @@ static void env_init(env_t* e, uint32_t queue_depth, uint32_t window, bool hide_
   so.mode = PW_SIM_MODE_MANUAL;
   so.queue_depth = queue_depth;
   so.trace = trace_busy;
+  so.failures = g_failure;
+  so.failure_count = g_failure != NULL ? 1 : 0;
   OK(pw_sim_backend_create(&so, &e->sim));
   pw_backend_t given = e->sim;
   if (hide_timing) {
@@ -111,7 +121,7 @@ static void env_init(env_t* e, uint32_t queue_depth, uint32_t window, bool hide_
     OK(pw_vslice_create(e->clients[c], &mesh, 0, &e->vs[c]));
     char program[64];
     snprintf(program, sizeof(program), "op client%d\ntime %lluns\n", c,
-             (unsigned long long)kCostNs[c]);
+             (unsigned long long)g_cost_ns[c]);
     OK(pw_executable_compile(e->clients[c], e->vs[c], program, strlen(program), NULL,
                              &e->exe[c]));
     OK(pw_graph_create(e->clients[c], &e->graph[c]));
@@ -317,4 +327,65 @@ Test(device_time, op_admitted_before_the_step_is_charged_its_virtual_time) {
   uint64_t host_queued = admitted_before_step(4, 2, true);
   cr_assert_geq(host_queued, (uint64_t)kHostWaitNs, "queued, without done_timed: %llu ns",
                 (unsigned long long)host_queued);
+}
+
+/* A chip that fails inside an op: the sim reports that device's time up
+ * to the failure, and that is what is charged. */
+Test(device_time, failed_op_is_charged_until_the_failure) {
+  enum { kFailAtNs = 30 * 1000 };
+  const pw_sim_failure_t failure = {PW_SIM_FAIL_CHIP, 1, kFailAtNs};
+  for (uint32_t depth = 0; depth <= 4; depth += 4) {
+    g_failure = &failure;
+    env_t e;
+    env_init(&e, depth, 1, false);
+    g_failure = NULL;
+    submit(&e, 0, 1);
+    OK(pw_sim_backend_run_all(e.sim, NULL));
+    FAILS(pw_event_wait(e.last[0], pw_deadline_from_timeout(5000000000LL)),
+          PW_STATUS_UNAVAILABLE, "device 1");
+    pw_event_release(e.last[0]);
+    e.last[0] = NULL;
+    uint64_t charged = stats_of(&e, 0).device_ns;
+    cr_assert_eq(charged, (uint64_t)kShortNs + kFailAtNs,
+                 "depth %u: charged %llu ns; device 0 ran 100 us, device 1 30 us until it "
+                 "failed",
+                 depth, (unsigned long long)charged);
+    cr_assert_eq(charged, atomic_load(&g_busy.ns[0]));
+    env_deinit(&e);
+  }
+}
+
+/* The fair-share pass is device ns x 1024 / weight in 64 bits: it wraps
+ * after 2^64 / 1024 ns, about 208 device-days per unit of weight (a
+ * client using a 256-chip slice all the time: under 20 hours; 4,096
+ * chips: 73 minutes). A client whose pass wraps looks as if it had
+ * received nothing and runs alone until it has "caught up" again. Ops of
+ * 1e6 s of virtual time on 2 devices get there in 10 ops: 2e15 ns x 1024
+ * = 2.048e18 per op, and 10 of them pass 2^64. Equal weights and equal
+ * ops must alternate, give or take the op in flight.
+ * DISABLED until lib/sched/policies.c compares passes modulo 2^64 (the
+ * fix is in the report of the branch that added this test); enable it
+ * with the fix. */
+Test(device_time, fair_share_pass_survives_wrapping, .disabled = true) {
+  static const uint64_t huge[kClients] = {1000000000000000ull, 1000000000000000ull};
+  enum { kOps = 40, kSnap = 30 };
+  g_cost_ns = huge;
+  env_t e;
+  env_init(&e, 0, 1, false);
+  for (int c = 0; c < kClients; ++c) submit(&e, c, kOps);
+  /* kSnap ops in all, alternating (a wrapped pass runs ~9 in a row). */
+  OK(pw_sim_backend_run_until(e.sim, huge[0] * kSnap, NULL));
+  uint64_t ops[kClients];
+  for (int c = 0; c < kClients; ++c) ops[c] = stats_of(&e, c).ops_completed;
+  cr_assert_eq(ops[0] + ops[1], kSnap, "the device ran back to back");
+  cr_assert(ops[0] <= ops[1] + 1 && ops[1] <= ops[0] + 1,
+            "equal weights and ops: %llu ops for one client, %llu for the other (its pass "
+            "wrapped?)",
+            (unsigned long long)ops[0], (unsigned long long)ops[1]);
+  env_drain(&e);
+  for (int c = 0; c < kClients; ++c) {
+    cr_assert_eq(stats_of(&e, c).device_ns, huge[c] * kOps * kDevices);
+  }
+  env_deinit(&e);
+  g_cost_ns = kCostNs;
 }
