@@ -355,18 +355,14 @@ Test(device_time, failed_op_is_charged_until_the_failure) {
   }
 }
 
-/* The fair-share pass is device ns x 1024 / weight in 64 bits: it wraps
- * after 2^64 / 1024 ns, about 208 device-days per unit of weight (a
- * client using a 256-chip slice all the time: under 20 hours; 4,096
- * chips: 73 minutes). A client whose pass wraps looks as if it had
- * received nothing and runs alone until it has "caught up" again. Ops of
- * 1e6 s of virtual time on 2 devices get there in 10 ops: 2e15 ns x 1024
- * = 2.048e18 per op, and 10 of them pass 2^64. Equal weights and equal
- * ops must alternate, give or take the op in flight.
- * DISABLED until lib/sched/policies.c compares passes modulo 2^64 (the
- * fix is in the report of the branch that added this test); enable it
- * with the fix. */
-Test(device_time, fair_share_pass_survives_wrapping, .disabled = true) {
+/* The fair-share pass, device ns x 1024 / weight, would wrap in 64 bits
+ * after about 208 device-days per unit of weight (a 4,096-chip slice in
+ * use all the time: 73 minutes), and a wrapped client looks as if it had
+ * received nothing; it is 128 bits (lib/sched/policies.c). Ops of 1e6 s
+ * of virtual time on 2 devices pass 2^64 in 10 ops (2.048e18 each):
+ * equal weights and equal ops must still alternate, give or take the op
+ * in flight. */
+Test(device_time, fair_share_pass_survives_wrapping) {
   static const uint64_t huge[kClients] = {1000000000000000ull, 1000000000000000ull};
   enum { kOps = 40, kSnap = 30 };
   g_cost_ns = huge;
