@@ -136,6 +136,10 @@ struct pw_runtime_s {
   _Alignas(PW_CACHE_LINE) pw_sched_policy_t sched_policy;
   uint32_t sched_window;       /* 0: ops enter at submit (no policy) */
   bool sched_charge;           /* measure device time per op */
+  /* Some run had a launch deadline (set before its ops can launch, never
+   * cleared): until then launches leave their tokens' deadlines alone
+   * (lib/sched/watchdog.c). */
+  pw_atomic_u32_t deadlines_used;
   bool no_gang_order;          /* debug: ignore slice sequences */
   /* Compilation cache (lib/cache, pw_runtime_set_compile_cache), borrowed;
    * NULL: compile directly. Zero from calloc at create. */

@@ -553,6 +553,9 @@ void pw__watchdog_arm(pw_completion_token_t* t, uint64_t ns);
 /* The deadline of a launch of |op| made now, in its token |t| (none when
  * neither the run nor the runtime sets one). */
 static inline void pw_token_set_deadline(pw_completion_token_t* t, pw_op_t* op) {
+  if (__builtin_expect(!pw_atomic_load_u32_relaxed(&op->slice->runtime->deadlines_used), 1)) {
+    return; /* every token's deadline is still 0 */
+  }
   uint64_t ns = op->exec->launch_deadline_ns;
   if (__builtin_expect(ns == 0, 1)) {
     pw_atomic_store_u64_relaxed(&t->deadline, 0);

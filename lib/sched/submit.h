@@ -212,6 +212,11 @@ PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, u
   exec->stripe = stripe;
   exec->launch_deadline_ns =
       s->launch_deadline_ns != 0 ? s->launch_deadline_ns : client->runtime->launch_deadline_ns;
+  /* Before any op of the run can launch (the appends publish them). */
+  if (__builtin_expect(exec->launch_deadline_ns != 0, 0) &&
+      !pw_atomic_load_u32_relaxed(&client->runtime->deadlines_used)) {
+    pw_atomic_store_u32_release(&client->runtime->deadlines_used, 1);
+  }
   if (s->own != NULL) {
     /* A armed block: no submitter reference (only this thread can reuse
      * or free the block, so it stays valid through this call even if the
