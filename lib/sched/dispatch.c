@@ -408,31 +408,18 @@ static void pw_dispatch_done_flush(pw_dispatch_frame_t* frame) {
   }
 }
 
-/* Every device of |op| is done. |by|: the device that finished last, if
- * its cursor still names |op| (pw_dispatch_device_done), else NULL. */
-static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
+/* The successors of queued |op| (pw_dispatch_op_complete): a queued
+ * successor was launched behind it in the same device queues, not at its
+ * completion (queued.c), and counts it out of its devices_remaining; a
+ * failure reaches it as its own status, since it may have launched
+ * already (every device of its gang then launches it too, whatever this
+ * says). Others (transfers) as for any op. */
+static void pw_dispatch_queued_successors(pw_op_t* op, pw_status_t failure,
+                                          const pw_slice_t* quiet_slice,
+                                          pw_dispatch_frame_t* frame) {
   pw_execution_t* exec = op->exec;
-  pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
-  /* The ready events' callbacks are the user's: this thread holds back no
-   * other execution's count while they run (one may wait for it). */
-  pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (op->external_outputs != 0 && frame != NULL && frame->done_exec != NULL &&
-      frame->done_exec != exec) {
-    pw_dispatch_done_flush(frame);
-  }
-  for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
-    pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
-    pw__event_complete_runtime(ready, pw_status_clone(failure));
-  }
-  /* Successors on |by|'s slice, when it has no other device, are made
-   * ready quietly: |by| is the only device that can wait at them. */
-  pw_slice_t* quiet_slice = by != NULL && by->slice->device_count == 1 ? by->slice : NULL;
   for (uint32_t s = 0; s < op->successor_count; ++s) {
     pw_op_t* succ = &exec->ops[op->successors[s]];
-    /* A queued successor of a queued op was launched behind it in the
-     * same device queues, not at its completion (queued.c): a failure
-     * reaches it as its own, since it may have launched already (every
-     * device of its gang then launches it too, whatever this says). */
     bool in_queue = (op->flags & succ->flags & PW_OP_QUEUED) != 0;
     if (failure) {
       pw_status_t dep = pw_status_make(pw_status_code(failure),
@@ -456,6 +443,41 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
       } else {
         pw_dispatch_op_complete(succ, NULL);
       }
+    }
+  }
+}
+
+/* Every device of |op| is done. |by|: the device that finished last, if
+ * its cursor still names |op| (pw_dispatch_device_done), else NULL. */
+static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
+  pw_execution_t* exec = op->exec;
+  pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
+  /* The ready events' callbacks are the user's: this thread holds back no
+   * other execution's count while they run (one may wait for it). */
+  pw_dispatch_frame_t* frame = pw_dispatch_current;
+  if (op->external_outputs != 0 && frame != NULL && frame->done_exec != NULL &&
+      frame->done_exec != exec) {
+    pw_dispatch_done_flush(frame);
+  }
+  for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
+    pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
+    pw__event_complete_runtime(ready, pw_status_clone(failure));
+  }
+  /* Successors on |by|'s slice, when it has no other device, are made
+   * ready quietly: |by| is the only device that can wait at them. */
+  pw_slice_t* quiet_slice = by != NULL && by->slice->device_count == 1 ? by->slice : NULL;
+  if (__builtin_expect(op->flags & PW_OP_QUEUED, 0)) {
+    pw_dispatch_queued_successors(op, failure, quiet_slice, frame);
+  } else {
+    for (uint32_t s = 0; s < op->successor_count; ++s) {
+      pw_op_t* succ = &exec->ops[op->successors[s]];
+      if (failure) {
+        pw_dispatch_fail_dep(succ, pw_status_make(pw_status_code(failure),
+                                                  "input node %u (\"%s\") failed: %s",
+                                                  op->plan->node, op->plan->name,
+                                                  pw_status_message(failure)));
+      }
+      pw_dispatch_producer_done(succ, succ->slice == quiet_slice);
     }
   }
   if (failure) {
@@ -657,8 +679,8 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
                                                : (uint64_t)(pw_clock_now() - d->launch_ns);
     pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns);
     d->launch_ns = 0;
+    d->reported_ns = UINT64_MAX; /* (read only when charging) */
   }
-  d->reported_ns = UINT64_MAX;
   if (status != NULL) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
       status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
