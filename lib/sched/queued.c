@@ -88,13 +88,13 @@ pw_status_t pw__queued_slice_init(pw_slice_t* slice) {
       pw__queued_slice_deinit(slice);
       return pw_status_annotate(status, "queue tokens of device %u", i);
     }
+    d->queue_depth = depth; /* (what deinit frees) */
     for (uint32_t k = 0; k < 2 * depth; ++k) {
       pw_completion_token_t* t = &d->queue_tokens[k];
       t->device = d;
       t->queued = true;
       pw_atomic_init_u32(&t->state, 1); /* generation 0, completed */
     }
-    d->queue_depth = depth;
     pw_atomic_init_u32(&d->queue_outstanding, 0);
     pw_atomic_init_u64(&d->queue_free_ns, 0);
   }
@@ -107,9 +107,8 @@ void pw__queued_slice_deinit(pw_slice_t* slice) {
   for (uint32_t i = 0; i < slice->device_count; ++i) {
     pw_device_t* d = &slice->devices[i];
     if (d->queue_tokens == NULL) continue;
-    /* (d->queue_depth is 0 if allocation failed on a later device.) */
     pw_allocator_free(rt->allocator, d->queue_tokens,
-                      2 * (size_t)slice->queue_depth * sizeof(pw_completion_token_t));
+                      2 * (size_t)d->queue_depth * sizeof(pw_completion_token_t));
     d->queue_tokens = NULL;
     d->queue_depth = 0;
   }

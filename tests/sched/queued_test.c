@@ -9,6 +9,7 @@
 #include "cts/double_backend.h"
 #include "pathways/pathways.h"
 #include "support/queue_wrapper.h"
+#include "support/test_allocators.h"
 
 #define PW_NS_PER_MS INT64_C(1000000)
 #define PW_NS_PER_S INT64_C(1000000000)
@@ -259,4 +260,50 @@ Test(queued, destroy_fails_a_lost_launch_after_the_drain_deadline) {
   pw_status_free(st);
   pw_event_release(done);
   ok(pw_runtime_destroy(t.rt), "runtime destroy");
+}
+
+/* Creating a runtime whose slices are queue-ordered (their queue tokens)
+ * fails cleanly at every allocation: RESOURCE_EXHAUSTED, nothing leaked
+ * (the wrapper's own memory is not the allocator's). */
+static bool qt_create_body(pw_allocator_t allocator, bool expect_failure, void* user) {
+  (void)user;
+  pw_double_options_t o;
+  pw_double_options_init(&o);
+  o.device_count = 4;
+  o.allocator = allocator;
+  pw_backend_t inner, backend;
+  pw_status_t st = pw_double_backend_create(&o, &inner);
+  if (st == NULL) {
+    st = pw_queue_wrapper_create(&(pw_queue_wrapper_options_t){.depth = 16, .ordered = true},
+                                 inner, &backend);
+  }
+  pw_runtime_t* rt = NULL;
+  if (st == NULL) {
+    pw_slice_desc_t slices[2] = {
+        {.mesh = pw_mesh_shape_make(1, (const uint32_t[]){2}), .first_device = 0},
+        {.mesh = pw_mesh_shape_make(1, (const uint32_t[]){2}), .first_device = 2}};
+    pw_runtime_options_t ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.struct_size = sizeof(ro);
+    ro.allocator = allocator;
+    ro.backends = &backend;
+    ro.backend_count = 1;
+    ro.slices = slices;
+    ro.slice_count = 2;
+    st = pw_runtime_create(&ro, &rt);
+  }
+  if (st == NULL) {
+    pw_status_t d = pw_runtime_destroy(rt);
+    pw_status_free(d);
+    return !expect_failure && d == NULL;
+  }
+  bool good = expect_failure && pw_status_code(st) == PW_STATUS_RESOURCE_EXHAUSTED;
+  pw_status_free(st);
+  return good;
+}
+
+Test(queued, runtime_create_over_queued_slices_sweeps_allocation_failures) {
+  char why[256] = "";
+  int swept = pw_test_allocator_sweep(qt_create_body, NULL, why);
+  cr_assert(swept > 0, "%s", why);
 }
