@@ -208,19 +208,25 @@ static void pw_sim_group_complete(pw_sim__backend_t* b, pw_sim__group_t* g) {
   pw_sim__group_free(b, g);
 }
 
+pw_status_t pw_sim__refusal_status(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
+  pw_backend_executable_t e = l->executable;
+  if (e == NULL || e->magic != PW_SIM__EXECUTABLE_MAGIC || e->backend != b ||
+      !pw_sim__is_collective(e->program.kind)) {
+    return NULL;
+  }
+  return pw_status_make(PW_STATUS_ABORTED,
+                        "sim collective '%s' (gang %llu): the part for device %u was refused "
+                        "at launch",
+                        e->program.name, (unsigned long long)l->gang_id, l->device);
+}
+
 void pw_sim__collective_refused(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
   if (l == NULL || l->struct_size < PW_BACKEND_LAUNCH_SIZE_V1) {
     return;
   }
+  pw_status_t status = pw_sim__refusal_status(b, l);
+  if (status == NULL) return;
   pw_backend_executable_t e = l->executable;
-  if (e == NULL || e->magic != PW_SIM__EXECUTABLE_MAGIC || e->backend != b ||
-      !pw_sim__is_collective(e->program.kind)) {
-    return;
-  }
-  pw_status_t status = pw_status_make(PW_STATUS_ABORTED,
-                                      "sim collective '%s' (gang %llu): the part for device %u "
-                                      "was refused at launch",
-                                      e->program.name, (unsigned long long)l->gang_id, l->device);
   pthread_mutex_lock(&b->groups_mutex);
   pw_sim__group_t** link = NULL;
   pw_sim__group_t* g = pw_sim_group_find(b, l->gang_id, &link);

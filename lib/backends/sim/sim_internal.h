@@ -391,6 +391,9 @@ void pw_sim__all_reduce(pw_sim__group_t* group);
  * |end| (a device failed before its part started, or before the end),
  * and which one (|*out_device|, left as it is when none does:
  * PW_SIM_TIME_NEVER). */
+/* The ABORTED status of a refused part of collective launch |l| (one of
+ * this backend's collective executables), else NULL: nothing to fail. */
+pw_status_t pw_sim__refusal_status(pw_sim__backend_t* b, const pw_backend_launch_t* l);
 uint64_t pw_sim__group_first_failure(pw_sim__backend_t* b, const pw_sim__group_t* g,
                                      uint64_t end, uint32_t* out_device);
 

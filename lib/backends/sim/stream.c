@@ -390,15 +390,9 @@ static void pw_sim_drain_inline(pw_sim__backend_t* b) {
 
 /* A refused launch of a collective fails its gang; stream_mutex held. */
 static void pw_sim_refused_locked(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
+  pw_status_t status = pw_sim__refusal_status(b, l);
+  if (status == NULL) return;
   pw_backend_executable_t e = l->executable;
-  if (e == NULL || e->magic != PW_SIM__EXECUTABLE_MAGIC || e->backend != b ||
-      !pw_sim__is_collective(e->program.kind)) {
-    return;
-  }
-  pw_status_t status = pw_status_make(PW_STATUS_ABORTED,
-                                      "sim collective '%s' (gang %llu): the part for device %u "
-                                      "was refused at launch",
-                                      e->program.name, (unsigned long long)l->gang_id, l->device);
   pw_sim__group_t** link = NULL;
   pw_sim__group_t* g = pw_sim_ogroup_find(b, l->gang_id, &link);
   if (g == NULL) {
