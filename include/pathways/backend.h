@@ -71,6 +71,34 @@
  * stop a launch that is only slow must be given deadlines longer than
  * its slowest launch.
  *
+ * Host launch (optional, v4: launch_host). Without it the runtime makes
+ * one launch call per device of a gang op, so the controller's work per
+ * gang op grows with the devices. A backend whose devices hang off hosts
+ * with an executor of their own (a process per host, a remote agent; the
+ * host is device_info's) takes all of one host's devices of a gang op in
+ * one launch_host call and does the per-device work there. The runtime
+ * then groups each slice's devices into lanes: maximal runs of devices
+ * consecutive in mesh order that report the same host (a lane of one
+ * device launches through launch). A lane is one unit of dispatch: one
+ * cursor, one launch_host per op, one done for all its devices, so the
+ * controller's work per gang op is per lane. For launch_host:
+ *   - the descriptor names the lane's devices by their mesh positions
+ *     mesh_start .. mesh_start + device_count - 1 (their ordinals are
+ *     group_devices[mesh_start ..]) and, per input and output, an array
+ *     of their shards in that order (the runtime's own shard arrays: no
+ *     per-device copy is made);
+ *   - everything the async contract, gangs and queue-ordered launch say
+ *     of one launch holds for the lane as one launch: refused (an error
+ *     returned) means no device of the lane runs it and done never comes;
+ *     accepted means done (or done_timed) is called exactly once, when
+ *     every device of the lane finished its part, with NULL or the first
+ *     failure (naming the device is the backend's part); on a queued
+ *     slice every device of the lane has taken the same launches, so one
+ *     queue_seq numbers the launch in each of their queues;
+ *   - done_timed's timing spans the lane: the earliest start to the
+ *     latest end of its devices (charged once per device).
+ * Transfers still copy per device (the transport's business).
+ *
  * Device time (optional, launch v2: done_timed). A backend that knows when
  * the device started and finished a launch (a stream event's timestamps,
  * a simulator's virtual clock) calls done_timed instead of done, with
@@ -181,6 +209,40 @@ typedef struct pw_backend_launch_t {
 #define PW_BACKEND_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_launch_t, done_user)
 #define PW_BACKEND_LAUNCH_SIZE_V2 PW_STRUCT_SIZE(pw_backend_launch_t, done_timed)
 
+/* All of one host's devices of one gang op (launch_host, see "Host
+ * launch" above). Pointers are valid until |done| runs (queue-ordered
+ * launch: during the launch call only). */
+typedef struct pw_backend_host_launch_t {
+  size_t struct_size;
+  pw_backend_executable_t executable;
+  uint32_t host;          /* the host every device here reports */
+  /* The lane: mesh indices mesh_start .. mesh_start + device_count - 1
+   * of the gang, backend ordinals group_devices[mesh_start + i]. */
+  uint32_t mesh_start;
+  uint32_t device_count;
+  /* Backend ordinals of every device of the gang, in mesh order;
+   * collectives rendezvous among every part (host launches and single
+   * launches alike) that shares |gang_id|. */
+  const uint32_t* group_devices;
+  uint32_t group_size;
+  uint64_t gang_id;
+  /* inputs[k][i]: the shard of input k on the lane's i-th device (mesh
+   * index mesh_start + i); outputs likewise. */
+  const pw_backend_memory_t* const* inputs;
+  uint32_t input_count;
+  const pw_backend_memory_t* const* outputs;
+  uint32_t output_count;
+  /* Queue-ordered launch: the launch's position in each of the lane's
+   * device queues (the same in all of them); 0 when not queued. */
+  uint64_t queue_seq;
+  /* Called once for the whole lane, one of the two (as for launch). */
+  pw_backend_done_fn_t done;
+  pw_backend_done_timed_fn_t done_timed;
+  void* done_user;
+} pw_backend_host_launch_t;
+
+#define PW_BACKEND_HOST_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_host_launch_t, done_user)
+
 /* What queue_info reports of one device. */
 enum {
   /* The device runs its launches in queue_seq order, each after the
@@ -274,11 +336,19 @@ typedef struct pw_backend_vtable_t {
   pw_status_t (*queue_info)(void* self, uint32_t device, pw_backend_queue_info_t* out_info);
 
   /* -- v4 methods start here -- */
+
+  /* Optional: launches one host's devices of a gang op in one call (see
+   * "Host launch" above). NULL or beyond struct_size: one launch per
+   * device, as before. */
+  pw_status_t (*launch_host)(void* self, const pw_backend_host_launch_t* launch);
+
+  /* -- v5 methods start here -- */
 } pw_backend_vtable_t;
 
 #define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
 #define PW_BACKEND_VTABLE_SIZE_V2 PW_STRUCT_SIZE(pw_backend_vtable_t, record_copy)
 #define PW_BACKEND_VTABLE_SIZE_V3 PW_STRUCT_SIZE(pw_backend_vtable_t, queue_info)
+#define PW_BACKEND_VTABLE_SIZE_V4 PW_STRUCT_SIZE(pw_backend_vtable_t, launch_host)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

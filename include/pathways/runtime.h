@@ -94,11 +94,17 @@ typedef struct pw_runtime_options_t {
    * completed before it fails them (DEADLINE_EXCEEDED, logged) and
    * finishes; 0: 30 s. UINT64_MAX: wait without limit. */
   uint64_t drain_deadline_ns;
+  /* -- v4 fields start here -- */
+  /* Host launch (include/pathways/backend.h) is used on every slice whose
+   * backend offers launch_host and whose devices share hosts; true turns
+   * it off (one launch per device: to compare). */
+  bool disable_host_launch;
 } pw_runtime_options_t;
 
 #define PW_RUNTIME_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_runtime_options_t, slice_count)
 #define PW_RUNTIME_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_runtime_options_t, transport)
 #define PW_RUNTIME_OPTIONS_SIZE_V3 PW_STRUCT_SIZE(pw_runtime_options_t, drain_deadline_ns)
+#define PW_RUNTIME_OPTIONS_SIZE_V4 PW_STRUCT_SIZE(pw_runtime_options_t, disable_host_launch)
 
 /* Creates a runtime. Validates the topology: backends (vtable size, name),
  * meshes, device ranges inside each backend, no device in two slices. On

@@ -164,6 +164,7 @@ struct pw_runtime_s {
   pthread_mutex_t watchdog_lock;
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
+  bool no_host_launch;   /* lanes of one device each (lib/sched/lanes.c) */
 };
 
 #endif /* PW_CORE_RUNTIME_H_ */

@@ -140,6 +140,10 @@ static void pw_runtime_configure_scheduling(pw_runtime_t* rt,
     rt->launch_deadline_ns = options->launch_deadline_ns;
     if (options->drain_deadline_ns != 0) rt->drain_deadline_ns = options->drain_deadline_ns;
   }
+  /* v4: host launch. */
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, disable_host_launch)) {
+    rt->no_host_launch = options->disable_host_launch;
+  }
 }
 
 /* The physical slices of |options| (rt->slices allocated), each with its
