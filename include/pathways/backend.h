@@ -82,6 +82,10 @@
  * device launches through launch). A lane is one unit of dispatch: one
  * cursor, one launch_host per op, one done for all its devices, so the
  * controller's work per gang op is per lane. For launch_host:
+ *   - a backend that offers launch_host accepts any run of devices
+ *     consecutive in the gang's mesh order that report one host (the
+ *     runtime's are maximal; a test may split them), and refuses one
+ *     that is not (INVALID_ARGUMENT) before any of it runs;
  *   - the descriptor names the lane's devices by their mesh positions
  *     mesh_start .. mesh_start + device_count - 1 (their ordinals are
  *     group_devices[mesh_start ..]) and, per input and output, an array
