@@ -37,7 +37,14 @@ typedef struct pw_slice_s {
    * (the least they report), 0 when one of them does not or the runtime
    * turned it off (lib/sched/queued.c). */
   uint32_t queue_depth;
-  struct pw_device_s* devices;       /* device_count, mesh order */
+  /* Host launch (lib/sched/lanes.c): the backend's launch_host when the
+   * slice's devices are grouped into lanes of one host, else NULL; and
+   * the units of dispatch: lane_count entries of |devices| (each a lane
+   * of consecutive devices of one host, or one device). For a composite,
+   * the sum over its parts. */
+  pw_status_t (*launch_host)(void* self, const pw_backend_host_launch_t* launch);
+  uint32_t lane_count;
+  struct pw_device_s* devices;       /* lane_count units of dispatch, mesh order */
   uint32_t* group_devices;    /* backend ordinals in mesh order */
   /* Slice sequence. Appenders exchange |tail|; append_lock is taken only
    * by spanning appends and, with a scheduler window, by admissions
@@ -164,7 +171,7 @@ struct pw_runtime_s {
   pthread_mutex_t watchdog_lock;
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
-  bool no_host_launch;   /* lanes of one device each (lib/sched/lanes.c) */
+  bool no_host_launch; /* host launch turned off: one launch per device */
 };
 
 #endif /* PW_CORE_RUNTIME_H_ */

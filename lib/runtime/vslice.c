@@ -58,6 +58,8 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
   c->backend_index = parts[0]->backend_index;
   c->backend = parts[0]->backend;
   c->launch = parts[0]->launch;
+  c->launch_host = parts[0]->launch_host;
+  for (uint32_t p = 0; p < count; ++p) c->lane_count += parts[p]->lane_count;
   /* Queued when every part is (each device follows its own part's
    * queue), at the least depth. */
   c->queue_depth = parts[0]->queue_depth;

@@ -29,7 +29,7 @@
 static uint32_t pw_dispatch_claim_idle(pw_slice_t* slice, void* idle, void* arrive,
                                        pw_op_t* first, bool ready) {
   uint32_t claimed = 0;
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
+  for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw_device_t* d = &slice->devices[i];
     void* expected = idle;
     if (pw_atomic_load_ptr_relaxed(&d->cursor) == idle &&
@@ -76,7 +76,7 @@ static void pw_dispatch_append_part(pw_slice_t* slice, uint32_t p, pw_execution_
   bool ready = pw_atomic_load_u32_acquire(&first->inputs_ready) != 0;
   void* arrive = pw_cursor(first, ready ? PW_CURSOR_RUNNING : PW_CURSOR_WAITING);
   uint32_t claimed = pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
-  if (prev != NULL && claimed < slice->device_count) {
+  if (prev != NULL && claimed < slice->lane_count) {
     pw_atomic_exchange_ptr(pw_op_link(prev, slice), first);
     (void)pw_dispatch_claim_idle(slice, idle, arrive, first, ready);
   }

@@ -46,15 +46,20 @@ typedef struct pw_token_chunk_s {
   pw_completion_token_t tokens[];
 } pw_token_chunk_t;
 
-/* Dispatch state of one physical device. The device follows its slice's
- * sequence with |cursor| (a tagged op pointer, see lib/sched/dispatch.c).
- * The launch argument arrays are embedded: a device runs one op at a time,
- * so they stay valid from launch until the backend calls done. */
+/* Dispatch state of one unit of dispatch of a physical slice: a device,
+ * or with host launch a lane of |lane_size| devices of one host, mesh
+ * indices mesh_index .. mesh_index + lane_size - 1 (backend ordinals
+ * backend_device ..; lib/sched/lanes.c). Below, "device" means the unit.
+ * The device follows its slice's sequence with |cursor| (a tagged op
+ * pointer, see lib/sched/dispatch.c). The launch argument arrays are
+ * embedded: a device runs one op at a time, so they stay valid from
+ * launch until the backend calls done. */
 typedef struct pw_device_s {
   pw_atomic_ptr_t cursor;
   struct pw_slice_s* slice;
   uint32_t mesh_index;
   uint32_t backend_device;
+  uint32_t lane_size;      /* 1: a device, launched with launch */
   /* Trampoline: the device is queued as a work item (launch or done). */
   struct pw_device_s* work_next;
   uint32_t work_kind;
@@ -97,6 +102,11 @@ typedef struct pw_device_s {
    * without reported device time: a launch is charged from the later of
    * its launch and this). */
   pw_atomic_u64_t queue_free_ns;
+  /* A lane's launch_host descriptor and its per-input and per-output
+   * shard-array pointers (into the buffers' own arrays, lanes.c). */
+  pw_backend_host_launch_t host_launch;
+  const pw_backend_memory_t* lane_inputs[PW_BACKEND_MAX_PARAMS];
+  const pw_backend_memory_t* lane_outputs[PW_BACKEND_MAX_PARAMS];
 } pw_device_t;
 
 /* A client's queue and accounting on one slice. One cache line or more

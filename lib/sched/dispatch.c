@@ -273,6 +273,17 @@ void pw__dispatch_launch_init(pw_device_t* d) {
     pw_atomic_init_u32(&d->tokens[k].state, 1); /* generation 0, completed */
   }
   l->done_user = NULL; /* a token per launch: pw_dispatch_device_launch */
+  /* A lane's (its host set by lanes.c). */
+  pw_backend_host_launch_t* h = &d->host_launch;
+  uint32_t host = h->host;
+  memset(h, 0, sizeof(*h));
+  h->struct_size = sizeof(*h);
+  h->host = host;
+  h->device_count = d->lane_size;
+  h->inputs = d->lane_inputs;
+  h->outputs = d->lane_outputs;
+  h->done = pw_dispatch_backend_done;
+  h->done_timed = pw__dispatch_backend_done;
 }
 
 /* Records |status| (owned) as |op|'s dependency failure if it is the
@@ -324,7 +335,7 @@ static void pw_dispatch_inputs_ready(pw_op_t* op) {
   void* arriving = pw_cursor(op, PW_CURSOR_ARRIVING);
   for (uint32_t p = 0; p < slice->span_count; ++p) {
     pw_slice_t* part = slice->span[p];
-    for (uint32_t i = 0; i < part->device_count; ++i) {
+    for (uint32_t i = 0; i < part->lane_count; ++i) {
       pw_device_t* d = &part->devices[i];
       void* cursor = pw_atomic_load_ptr_relaxed(&d->cursor);
       /* A device still arriving gets the launch handed over: its thread
@@ -465,7 +476,7 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   }
   /* Successors on |by|'s slice, when it has no other device, are made
    * ready quietly: |by| is the only device that can wait at them. */
-  pw_slice_t* quiet_slice = by != NULL && by->slice->device_count == 1 ? by->slice : NULL;
+  pw_slice_t* quiet_slice = by != NULL && by->slice->lane_count == 1 ? by->slice : NULL;
   if (__builtin_expect(op->flags & PW_OP_QUEUED, 0)) {
     pw_dispatch_queued_successors(op, failure, quiet_slice, frame);
   } else {
@@ -599,17 +610,13 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     pw__dispatch_transfer_launch(d, op);
     return;
   }
-  pw_fill_launch(d, op);
-  pw_backend_launch_t* l = &d->launch;
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
   /* The launch's completion token, armed (plain stores: the backend gets
    * it through the call). */
   pw_completion_token_t* t = &d->tokens[d->launch_seq++ % PW_DEVICE_TOKENS];
   pw_token_set_deadline(t, op);
   void* user = pw_token_arm(t);
-  l->done_user = user;
-  pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
-                                             : pw__backend_launch(slice->backend, l);
+  pw_status_t status = pw_device_launch_op(d, op, user, 0);
   if (status == NULL) return; /* |d| now belongs to the backend until done */
   /* Failed: done must not run. If it did, |d| may have moved on already:
    * this is a second completion, and |d| is not touched. */
@@ -677,15 +684,13 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
     /* What the backend reported of the device's time, else the host's. */
     uint64_t ns = d->reported_ns != UINT64_MAX ? d->reported_ns
                                                : (uint64_t)(pw_clock_now() - d->launch_ns);
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns);
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns * d->lane_size);
     d->launch_ns = 0;
     d->reported_ns = UINT64_MAX; /* (read only when charging) */
   }
   if (status != NULL) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
-      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
-                                  op->plan->node, op->plan->name, op->slice->name,
-                                  pw_op_mesh_index(op, d));
+      status = pw_device_annotate(status, op, d);
     }
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
@@ -706,7 +711,7 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
      * device waiting there (quietly, if |d| is its slice's only device),
      * and |d| arrives on the fast path. |next| stays alive: |d| has not
      * passed it, so its execution cannot complete. */
-    uint32_t gang = op->slice->device_count; /* |op| may be gone after its completion */
+    uint32_t gang = op->slice->lane_count; /* |op| may be gone after its completion */
     bool counted_alone = gang == 1 && !(op->flags & PW_OP_QUEUED);
     if (counted_alone || pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) {
       pw_dispatch_op_complete(op, d);
@@ -748,7 +753,7 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
    * (pw_dispatch_op_complete). */
   if (op->flags & PW_OP_QUEUED) {
     if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw_dispatch_op_complete(op, NULL);
-  } else if (op->slice->device_count == 1) {
+  } else if (op->slice->lane_count == 1) {
     pw_dispatch_op_complete(op, NULL);
   } else {
     pw_dispatch_count_out(op);

@@ -9,6 +9,7 @@
 #ifndef PW_SCHED_DISPATCH_INTERNAL_H_
 #define PW_SCHED_DISPATCH_INTERNAL_H_
 
+#include "plugin/backend_call.h"
 #include "sched/device.h"
 #include "sched/sched.h"
 
@@ -150,13 +151,14 @@ static inline pw_op_cold_t* pw_op_cold(const pw_op_t* op) {
   return &op->exec->op_cold[op->index];
 }
 
-/* How many counts take |op|'s devices_remaining to 0: one per device;
- * for a queued op two per device (its launch, when the device's cursor
+/* How many counts take |op|'s devices_remaining to 0: one per device
+ * (unit of dispatch: a device or a lane, lanes.c); for a queued op two
+ * per device (its launch, when the device's cursor
  * moves past it, and its completion) and one per producer in its own
  * queues (queued.c). */
 static inline uint32_t pw_op_device_counts(const pw_op_t* op) {
-  if (__builtin_expect(!(op->flags & PW_OP_QUEUED), 1)) return op->slice->device_count;
-  return 2 * op->slice->device_count + op->exec->op_cold[op->index].queue_deps;
+  if (__builtin_expect(!(op->flags & PW_OP_QUEUED), 1)) return op->slice->lane_count;
+  return 2 * op->slice->lane_count + op->exec->op_cold[op->index].queue_deps;
 }
 
 /* Whether plan op |p| is launched queue-ordered: a compute op on a slice
@@ -532,6 +534,45 @@ static inline void pw_fill_launch(pw_device_t* d, pw_op_t* op) {
   l->output_count = op->output_count;
 }
 
+
+/* ---- lanes.c: host launch ------------------------------------------------- */
+
+/* |slice|'s lanes: sets lane_count and launch_host, and when lanes are
+ * used, |*out_hosts| to every device's host (allocated; NULL otherwise). */
+pw_status_t pw__lanes_hosts(pw_slice_t* slice, uint32_t** out_hosts);
+/* Sets each unit's devices (and frees |hosts|), before launch init. */
+void pw__lanes_layout(pw_slice_t* slice, uint32_t* hosts);
+/* Hands the backend |op|'s launch on lane |d| with completion |user|. */
+pw_status_t pw__lane_launch(pw_device_t* d, pw_op_t* op, void* user, uint64_t queue_seq);
+
+/* Hands the backend |op|'s launch on |d| with completion |user| and
+ * queue position |queue_seq| (0: not queued): one launch, or a lane's
+ * launch_host. */
+static inline pw_status_t pw_device_launch_op(pw_device_t* d, pw_op_t* op, void* user,
+                                              uint64_t queue_seq) {
+  if (__builtin_expect(d->lane_size > 1, 0)) return pw__lane_launch(d, op, user, queue_seq);
+  pw_fill_launch(d, op);
+  pw_backend_launch_t* l = &d->launch;
+  l->queue_seq = queue_seq;
+  l->done_user = user;
+  pw_slice_t* slice = op->slice;
+  return slice->launch != NULL ? slice->launch(slice->backend->self, l)
+                               : pw__backend_launch(slice->backend, l);
+}
+
+/* Annotates a failure of |op| on |d| with the node, slice and device (or
+ * the lane's devices). */
+static inline pw_status_t pw_device_annotate(pw_status_t status, const pw_op_t* op,
+                                             const pw_device_t* d) {
+  uint32_t m = pw_op_mesh_index(op, d);
+  if (d->lane_size == 1) {
+    return pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u", op->plan->node,
+                              op->plan->name, op->slice->name, m);
+  }
+  return pw_status_annotate(status, "node %u (\"%s\") on slice '%s' devices %u-%u (host %u)",
+                            op->plan->node, op->plan->name, op->slice->name, m,
+                            m + d->lane_size - 1, d->host_launch.host);
+}
 
 /* ---- queued.c: queue-ordered launch -------------------------------------- */
 

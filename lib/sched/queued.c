@@ -54,7 +54,7 @@ static uint32_t pw_queued_depth(pw_slice_t* slice) {
     pw_backend_queue_info_t info;
     memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
-    uint32_t device = slice->devices[i].backend_device;
+    uint32_t device = slice->group_devices[i];
     pw_status_t status = b->vtable->queue_info(b->self, device, &info);
     if (status != NULL) {
       char text[160];
@@ -78,7 +78,7 @@ pw_status_t pw__queued_slice_init(pw_slice_t* slice) {
   if (rt->no_queued_launch || rt->no_gang_order) return NULL;
   uint32_t depth = pw_queued_depth(slice);
   if (depth == 0) return NULL;
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
+  for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw_device_t* d = &slice->devices[i];
     pw_status_t status = pw_allocator_calloc_array(rt->allocator, 2 * (size_t)depth,
                                                    sizeof(pw_completion_token_t),
@@ -104,7 +104,7 @@ pw_status_t pw__queued_slice_init(pw_slice_t* slice) {
 
 void pw__queued_slice_deinit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
+  for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw_device_t* d = &slice->devices[i];
     if (d->queue_tokens == NULL) continue;
     pw_allocator_free(rt->allocator, d->queue_tokens,
@@ -151,19 +151,15 @@ void pw__queued_launch(pw_device_t* d, pw_op_t* op) {
     pw__dispatch_device_advance(d);
     return;
   }
-  pw_fill_launch(d, op);
-  pw_backend_launch_t* l = &d->launch;
   pw_completion_token_t* t = pw_queued_token(d);
   pw_atomic_store_ptr_relaxed(&t->op, op);
   if (slice->runtime->sched_charge) {
     pw_atomic_store_u64_relaxed(&t->launched_ns, (uint64_t)pw_clock_now());
   }
   pw_token_set_deadline(t, op);
-  l->queue_seq = ++d->queue_seq;
+  uint64_t queue_seq = ++d->queue_seq;
   void* user = pw_token_arm(t);
-  l->done_user = user;
-  pw_status_t status = slice->launch != NULL ? slice->launch(slice->backend->self, l)
-                                             : pw__backend_launch(slice->backend, l);
+  pw_status_t status = pw_device_launch_op(d, op, user, queue_seq);
   /* Refused: completes now (unless done came first: then it is reported
    * as a second completion). */
   if (status != NULL) pw__dispatch_backend_done(user, status, NULL);
@@ -189,9 +185,7 @@ static void pw_queued_done_in_frame(void* arg) {
   uint64_t device_ns = c->device_ns;
   if (status != NULL) {
     if (pw_atomic_load_ptr_relaxed(&op->dep_status) == NULL) {
-      status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u",
-                                  op->plan->node, op->plan->name, op->slice->name,
-                                  pw_op_mesh_index(op, d));
+      status = pw_device_annotate(status, op, d);
     }
     void* expected = NULL;
     if (!pw_atomic_cas_ptr(&op->status, &expected, status)) pw_status_free(status);
@@ -205,7 +199,7 @@ static void pw_queued_done_in_frame(void* arg) {
       uint64_t from = launched_ns > free_at ? launched_ns : free_at;
       device_ns = now > from ? now - from : 0;
     }
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns);
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns * d->lane_size);
   }
   /* Counted at once, never held back (see pw_dispatch_device_finished). */
   if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw__dispatch_op_complete(op);

@@ -12,23 +12,31 @@
 
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
-  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(rt->allocator, slice->device_count,
-                                               sizeof(pw_device_t), 64,
-                                               (void**)&slice->devices));
-  pw_status_t status = pw_allocator_calloc_array(rt->allocator, slice->device_count,
-                                                 sizeof(uint32_t), 0,
-                                                 (void**)&slice->group_devices);
+  /* Units of dispatch: one per device, or lanes of one host (lanes.c). */
+  uint32_t* hosts = NULL;
+  PW_RETURN_IF_ERROR(pw__lanes_hosts(slice, &hosts));
+  pw_status_t status = pw_allocator_calloc_array(rt->allocator, slice->lane_count,
+                                                 sizeof(pw_device_t), 64,
+                                                 (void**)&slice->devices);
+  if (status == NULL) {
+    status = pw_allocator_calloc_array(rt->allocator, slice->device_count, sizeof(uint32_t), 0,
+                                       (void**)&slice->group_devices);
+    if (status != NULL) {
+      pw_allocator_free(rt->allocator, slice->devices, slice->lane_count * sizeof(pw_device_t));
+      slice->devices = NULL;
+    }
+  }
   if (status != NULL) {
-    pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
-    slice->devices = NULL;
+    pw_allocator_free(rt->allocator, hosts, slice->device_count * sizeof(uint32_t));
     return status;
   }
   for (uint32_t i = 0; i < slice->device_count; ++i) {
+    slice->group_devices[i] = slice->first_device + i;
+  }
+  pw__lanes_layout(slice, hosts); /* each unit's devices (frees |hosts|) */
+  for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw_device_t* d = &slice->devices[i];
     d->slice = slice;
-    d->mesh_index = i;
-    d->backend_device = slice->first_device + i;
-    slice->group_devices[i] = d->backend_device;
     /* Idle "after the beginning": the first append wakes it. */
     pw_atomic_init_ptr(&d->cursor, pw_cursor(NULL, PW_CURSOR_IDLE));
     pw__dispatch_launch_init(d);
@@ -101,14 +109,14 @@ void pw__dispatch_client_release_tails(pw_client_t* client) {
 void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   pw_runtime_t* rt = slice->runtime;
   pw__dispatch_slice_drop_tail(slice);
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
+  for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw__dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
   }
   pw__queued_slice_deinit(slice);
   pthread_mutex_destroy(&slice->append_lock);
   pw_allocator_free(rt->allocator, slice->group_devices,
                     slice->device_count * sizeof(uint32_t));
-  pw_allocator_free(rt->allocator, slice->devices, slice->device_count * sizeof(pw_device_t));
+  pw_allocator_free(rt->allocator, slice->devices, slice->lane_count * sizeof(pw_device_t));
   slice->devices = NULL;
   slice->group_devices = NULL;
 }

@@ -157,27 +157,66 @@ static pw_completion_token_t* pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_
   return tokens;
 }
 
-void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
+/* Issues the copies of mesh index |m| (device |device|) of transfer |op|
+ * into |dst|, one token each from |tokens|; returns the token after the
+ * last used. */
+static pw_completion_token_t* pw_dispatch_copy_into(pw_runtime_t* rt, pw_device_t* d, pw_op_t* op,
+                                                    uint32_t m, uint32_t device,
+                                                    pw_completion_token_t* tokens) {
   const pw_plan_op_t* p = op->plan;
   pw_buffer_obj_t* src = op->inputs[0];
   pw_buffer_obj_t* dst = op->outputs[0];
+  bool strided = rt->transport_copy_strided != NULL;
+  for (uint32_t c = p->copy_start[m]; c < p->copy_start[m + 1]; ++c) {
+    const pw_plan_copy_t* run = &p->copies[c];
+    pw_transport_copy_t copy;
+    memset(&copy, 0, sizeof(copy));
+    copy.struct_size = sizeof(copy);
+    copy.src.backend = src->slice->backend;
+    copy.src.device = src->slice->group_devices[run->src_index];
+    copy.src.memory = src->shards[run->src_index];
+    copy.src.offset = run->src_offset;
+    copy.dst.backend = op->slice->backend;
+    copy.dst.device = device;
+    copy.dst.memory = dst->shards[m];
+    copy.dst.offset = run->dst_offset;
+    copy.size = run->size;
+    copy.done = pw_dispatch_copy_done;
+    copy.tag = pw_op_gang_id(op);
+    if (run->stride_count == 0 || !strided) {
+      tokens = pw_dispatch_copy_rows(rt, d, &copy, run, tokens);
+      continue;
+    }
+    copy.stride_count = run->stride_count;
+    memcpy(copy.strides, run->strides, sizeof(copy.strides));
+    copy.done_user = pw_token_arm(tokens++);
+    pw_dispatch_copy_issue(d, &copy, rt->transport_copy_strided(rt->transport.self, &copy));
+  }
+  return tokens;
+}
+
+/* |d|'s part of transfer |op|: the copies into the shard of each of its
+ * devices (one, or a lane's, lanes.c), as one part. */
+void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
+  const pw_plan_op_t* p = op->plan;
+  pw_buffer_obj_t* dst = op->outputs[0];
   pw_runtime_t* rt = op->slice->runtime;
-  uint32_t m = pw_op_mesh_index(op, d);
-  if (dst->shards[m] == NULL) {
-    pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device,
-                                              dst->shard_bytes, &dst->shards[m]);
+  uint32_t m0 = pw_op_mesh_index(op, d), n = d->lane_size;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (dst->shards[m0 + i] != NULL) continue;
+    pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device + i,
+                                              dst->shard_bytes, &dst->shards[m0 + i]);
     if (status != NULL) {
       d->done_status = status;
       pw__dispatch_device_done(d);
       return;
     }
   }
-  uint32_t first = p->copy_start[m], last = p->copy_start[m + 1];
-  bool strided = rt->transport_copy_strided != NULL;
+  uint32_t first = p->copy_start[m0], last = p->copy_start[m0 + n];
   /* Copies this part issues: one per record, or (a transport without
    * copy_strided) one per row; each has its completion token. */
   uint64_t issued = last - first;
-  if (!strided) {
+  if (rt->transport_copy_strided == NULL) {
     issued = 0;
     for (uint32_t c = first; c < last; ++c) {
       uint64_t rows = 1;
@@ -189,7 +228,7 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
           PW_STATUS_RESOURCE_EXHAUSTED,
           "transfer to mesh index %u needs %llu row copies and transport '%s' has no "
           "copy_strided",
-          m, (unsigned long long)issued, pw__transport_name(&rt->transport));
+          m0, (unsigned long long)issued, pw__transport_name(&rt->transport));
       pw__dispatch_device_done(d);
       return;
     }
@@ -206,32 +245,9 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
    * is issued. */
   pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
   pw__dispatch_set_issuing(d); /* a drain is running */
-  for (uint32_t c = first; c < last; ++c) {
-    const pw_plan_copy_t* run = &p->copies[c];
-    pw_transport_copy_t copy;
-    memset(&copy, 0, sizeof(copy));
-    copy.struct_size = sizeof(copy);
-    copy.src.backend = src->slice->backend;
-    copy.src.device = src->slice->group_devices[run->src_index];
-    copy.src.memory = src->shards[run->src_index];
-    copy.src.offset = run->src_offset;
-    copy.dst.backend = op->slice->backend;
-    copy.dst.device = d->backend_device;
-    copy.dst.memory = dst->shards[m];
-    copy.dst.offset = run->dst_offset;
-    copy.size = run->size;
-    copy.done = pw_dispatch_copy_done;
-    copy.tag = pw_op_gang_id(op);
-    if (run->stride_count == 0 || !strided) {
-      tokens = pw_dispatch_copy_rows(rt, d, &copy, run, tokens);
-      continue;
-    }
-    copy.stride_count = run->stride_count;
-    memcpy(copy.strides, run->strides, sizeof(copy.strides));
-    copy.done_user = pw_token_arm(tokens++);
-    pw_dispatch_copy_issue(d, &copy, rt->transport_copy_strided(rt->transport.self, &copy));
+  for (uint32_t i = 0; i < n; ++i) {
+    tokens = pw_dispatch_copy_into(rt, d, op, m0 + i, d->backend_device + i, tokens);
   }
   pw__dispatch_set_issuing(NULL);
   pw_dispatch_copy_finished(d, NULL); /* the guard */
 }
-

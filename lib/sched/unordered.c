@@ -41,6 +41,7 @@ void pw__unordered_launch(pw_op_t* op) {
     slot->slice = slice->span[i / per];
     slot->mesh_index = i % per;
     slot->backend_device = slot->slice->devices[i % per].backend_device;
+    slot->lane_size = 1; /* (no lanes without gang order: lanes.c) */
     pw__dispatch_launch_init(slot);
     slot->running = op;
     pw__dispatch_push_launch(slot);

@@ -46,7 +46,7 @@ static void pw_watchdog_each_token(pw_runtime_t* rt,
                                    void (*fn)(pw_completion_token_t* t, void* ctx), void* ctx) {
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
-    for (uint32_t i = 0; i < slice->device_count; ++i) {
+    for (uint32_t i = 0; i < slice->lane_count; ++i) {
       pw_device_t* d = &slice->devices[i];
       for (uint32_t k = 0; k < PW_DEVICE_TOKENS; ++k) fn(&d->tokens[k], ctx);
       for (uint32_t k = 0; k < 2 * d->queue_depth; ++k) fn(&d->queue_tokens[k], ctx);
