@@ -7,9 +7,11 @@
  *   program.c   program text, executable bytes, compile/load, cost
  *   launch.c    launch: validation, timing, failures, data effects
  *   collective.c  collectives: gang rendezvous, tombstones
- *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping
+ *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping,
+ *               the free list of parts
  *   stream.c    ordered devices (queue_depth, blocking_collectives): each
- *               device's queue, holds, in-order release, deadlocks
+ *               device's queue, holds, in-order release, deadlocks, and
+ *               INLINE's direct launch on an empty queue
  *   control.c   queries (stats, trace hash), failure injection
  *
  * Locks (never held while a done or trace callback runs, and never two at
@@ -19,7 +21,9 @@
  *   groups_mutex   pending collectives and the aborted-gang ring
  *   queue_mutex    the event heap and the simulator thread's state
  *   step_mutex     serializes MANUAL stepping callers
- *   stream_mutex   ordered mode: every device's queue and its collectives */
+ *   stream_mutex   ordered mode: every device's queue and its collectives
+ *   parts_lock     a spinlock, innermost (nothing is taken inside it): the
+ *                  free list of parts */
 #ifndef PW_BACKENDS_SIM_SIM_INTERNAL_H_
 #define PW_BACKENDS_SIM_SIM_INTERNAL_H_
 
