@@ -28,17 +28,24 @@
  * event count are checked after the runs. Build with the release preset
  * for figures worth quoting.
  *
- * --queued DEPTH makes the sim devices queue-ordered (queue_depth) and
- * --dispatch-latency NS sets the sim's dispatch latency; either runs the
- * sim in MANUAL mode, so the host acts at the virtual time of the
- * completion it reacts to: the timed loop then submits everything and
- * steps the simulation to the end (run_all), and ns_per_launch covers
- * both. device_utilisation (every mode) is the devices' busy virtual time
- * over devices x the virtual span (pw_sim_stats_t v2); it shows what
- * the runtime's dispatch protocol costs the devices: with one launch at a
- * time each op waits for the host's reaction (+ the latency), with a
- * runtime that launches ahead into queued devices they run back to
- * back. */
+ * --queued DEPTH makes the sim devices queue-ordered (queue_depth): the
+ * runtime launches through its queued path and the sim keeps each
+ * device's launches in queue order. It runs INLINE, like the default, so
+ * the two compare the host's cost per launch like for like.
+ * --dispatch-latency NS sets the sim's dispatch latency, which only
+ * means something when the host acts at the virtual time of the
+ * completion it reacts to: it runs the sim in MANUAL mode, where the
+ * timed loop submits everything and steps the simulation to the end
+ * (run_all), and ns_per_launch covers both. --mode inline|manual
+ * overrides the choice (manual with --queued and no latency isolates the
+ * cost of MANUAL delivery). device_utilisation (every mode) is the
+ * devices' busy virtual time over devices x the virtual span
+ * (pw_sim_stats_t v2). INLINE's host is infinitely fast in virtual time
+ * (no op ever waits for it), so there it is 1 by construction, queued or
+ * not; it shows what the dispatch protocol costs the devices only with a
+ * dispatch latency: with one launch at a time each op waits for the
+ * host's reaction plus the latency, with a runtime that launches ahead
+ * into queued devices they run back to back. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -204,6 +211,7 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   long long queued = pw_bench_opt_int(argc, argv, "queued", 0);
   long long latency = pw_bench_opt_int(argc, argv, "dispatch-latency", 0);
   const char* backend = "sim";
+  const char* mode = pw_bench_opt_value(argc, argv, "mode");
   for (int i = 0; i + 1 < argc; ++i) {
     if (strcmp(argv[i], "--backend") == 0) backend = argv[i + 1];
     if (strncmp(argv[i], "--backend=", 10) == 0) backend = argv[i] + 10;
@@ -223,7 +231,16 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   }
   b.queued = (uint32_t)queued;
   b.latency = (uint64_t)latency;
-  b.manual = queued > 0 || latency > 0;
+  b.manual = latency > 0;
+  if (mode != NULL && strcmp(mode, "inline") != 0 && strcmp(mode, "manual") != 0) {
+    fprintf(stderr, "pw-bench sim-spmd: --mode is inline or manual, not '%s'\n", mode);
+    return 2;
+  }
+  if (mode != NULL) b.manual = strcmp(mode, "manual") == 0;
+  if (b.noop && b.manual) {
+    fprintf(stderr, "pw-bench sim-spmd: --mode manual is for --backend sim only\n");
+    return 2;
+  }
   if (b.slices == 0 || b.devices == 0 || steps == 0 || reps == 0 || span < 1 ||
       b.slices % (uint32_t)span != 0 ||
       (uint64_t)b.slices * b.devices > PW_SIM_MAX_DEVICES) {
@@ -301,6 +318,7 @@ static int pw_bench_sim_spmd_main(int argc, char** argv) {
   pw_bench_json_int(&j, "virtual_clock_ns", (long long)stats.clock);
   pw_bench_json_int(&j, "queued", b.queued);
   pw_bench_json_int(&j, "dispatch_latency_ns", (long long)b.latency);
+  pw_bench_json_str(&j, "delivery", b.noop ? "noop" : b.manual ? "manual" : "inline");
   pw_bench_json_num(&j, "device_utilisation", utilisation);
   pw_bench_json_end(&j);
   free(ns);

@@ -168,7 +168,7 @@ void pw_sim__account(pw_sim__backend_t* b, uint32_t device, uint64_t begin, uint
 void pw_sim__part_free(pw_sim__backend_t* b, pw_sim__part_t* part) {
   pw_status_free(part->status);
   if (part->executable != NULL) pw_sim__executable_release(part->executable);
-  pw_allocator_free(b->allocator, part, sizeof(*part));
+  pw_sim__part_recycle(b, part);
 }
 
 void pw_sim__deliver(pw_sim__backend_t* b, pw_sim__part_t* part) {
@@ -203,6 +203,12 @@ void pw_sim__deliver(pw_sim__backend_t* b, pw_sim__part_t* part) {
 }
 
 bool pw_sim__in_done_callback(void) { return pw_sim_tls_delivering > 0; }
+
+void pw_sim__call_done(pw_sim__backend_t* b, pw_backend_done_fn_t done,
+                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                       bool timed, uint64_t begin, uint64_t end) {
+  pw_sim_call_done(b, done, done_timed, user, status, timed, begin, end);
+}
 
 /* Hands a decided part to its done: now (INLINE) or through the queue. */
 void pw_sim__complete(pw_sim__backend_t* b, pw_sim__part_t* part) {
@@ -278,9 +284,8 @@ pw_status_t pw_sim__part_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
                                    pw_sim__part_t** out) {
   *out = NULL;
   if (b->mode != PW_SIM_MODE_INLINE) PW_RETURN_IF_ERROR(pw_sim__queue_reserve(b));
-  void* memory = NULL;
-  pw_status_t status = pw_allocator_calloc(b->allocator, sizeof(pw_sim__part_t),
-                                           alignof(pw_sim__part_t), &memory);
+  pw_sim__part_t* memory = NULL;
+  pw_status_t status = pw_sim__part_alloc(b, &memory);
   if (status != NULL) {
     if (b->mode != PW_SIM_MODE_INLINE) pw_sim__queue_unreserve(b);
     return pw_status_annotate(status, "sim launch of '%s' on device %u",

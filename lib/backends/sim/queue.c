@@ -97,6 +97,77 @@ uint64_t pw_sim__queue_length(pw_sim__backend_t* b) {
   return n;
 }
 
+/*---------------------------------------------------------------------------
+ * Parts to reuse: every queued, collective or ordered launch keeps a part
+ * until delivery; a list of freed ones spares the allocator (and its
+ * failure) on that path. The list is capped so a burst does not pin its
+ * peak for the backend's life.
+ *-------------------------------------------------------------------------*/
+
+#define PW_SIM_FREE_PARTS_MAX 4096u
+
+static void pw_sim_parts_lock(pw_sim__backend_t* b) {
+  for (;;) {
+    if (atomic_exchange_explicit(&b->parts_lock, 1u, memory_order_acquire) == 0u) return;
+    while (atomic_load_explicit(&b->parts_lock, memory_order_relaxed) != 0u) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+}
+
+static void pw_sim_parts_unlock(pw_sim__backend_t* b) {
+  atomic_store_explicit(&b->parts_lock, 0u, memory_order_release);
+}
+
+pw_status_t pw_sim__part_alloc(pw_sim__backend_t* b, pw_sim__part_t** out) {
+  *out = NULL;
+  pw_sim_parts_lock(b);
+  pw_sim__part_t* part = b->free_parts;
+  if (part != NULL) {
+    b->free_parts = part->next;
+    b->free_count--;
+  }
+  pw_sim_parts_unlock(b);
+  if (part != NULL) {
+    memset(part, 0, sizeof(*part));
+    *out = part;
+    return NULL;
+  }
+  void* memory = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(b->allocator, sizeof(pw_sim__part_t),
+                                         alignof(pw_sim__part_t), &memory));
+  *out = memory;
+  return NULL;
+}
+
+void pw_sim__part_recycle(pw_sim__backend_t* b, pw_sim__part_t* part) {
+  pw_sim_parts_lock(b);
+  bool keep = !b->parts_closed && b->free_count < PW_SIM_FREE_PARTS_MAX;
+  if (keep) {
+    part->next = b->free_parts;
+    b->free_parts = part;
+    b->free_count++;
+  }
+  pw_sim_parts_unlock(b);
+  if (!keep) pw_allocator_free(b->allocator, part, sizeof(*part));
+}
+
+void pw_sim__parts_shutdown(pw_sim__backend_t* b) {
+  pw_sim_parts_lock(b);
+  pw_sim__part_t* list = b->free_parts;
+  b->free_parts = NULL;
+  b->free_count = 0;
+  b->parts_closed = true;
+  pw_sim_parts_unlock(b);
+  while (list != NULL) {
+    pw_sim__part_t* next = list->next;
+    pw_allocator_free(b->allocator, list, sizeof(*list));
+    list = next;
+  }
+}
+
 bool pw_sim__queue_is_sim_thread(pw_sim__backend_t* b) {
   return b->thread_started && pthread_equal(pthread_self(), b->thread);
 }

@@ -7,9 +7,11 @@
  *   program.c   program text, executable bytes, compile/load, cost
  *   launch.c    launch: validation, timing, failures, data effects
  *   collective.c  collectives: gang rendezvous, tombstones
- *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping
+ *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping,
+ *               the free list of parts
  *   stream.c    ordered devices (queue_depth, blocking_collectives): each
- *               device's queue, holds, in-order release, deadlocks
+ *               device's queue, holds, in-order release, deadlocks, and
+ *               INLINE's direct launch on an empty queue
  *   control.c   queries (stats, trace hash), failure injection
  *
  * Locks (never held while a done or trace callback runs, and never two at
@@ -19,7 +21,9 @@
  *   groups_mutex   pending collectives and the aborted-gang ring
  *   queue_mutex    the event heap and the simulator thread's state
  *   step_mutex     serializes MANUAL stepping callers
- *   stream_mutex   ordered mode: every device's queue and its collectives */
+ *   stream_mutex   ordered mode: every device's queue and its collectives
+ *   parts_lock     a spinlock, innermost (nothing is taken inside it): the
+ *                  free list of parts */
 #ifndef PW_BACKENDS_SIM_SIM_INTERNAL_H_
 #define PW_BACKENDS_SIM_SIM_INTERNAL_H_
 
@@ -99,6 +103,12 @@ typedef struct pw_sim__device_t {
   uint64_t busy_ns;      /* device time of delivered ops */
   uint64_t first_start;  /* UINT64_MAX until an op is delivered */
   uint64_t last_end;
+  /* Ordered devices (stream.c), also under |lock|. */
+  uint64_t last_seq;     /* highest queue_seq seen */
+  uint32_t slow_parts;   /* INLINE: parts in the stream machinery, done not returned */
+  /* INLINE direct launch (stream.c): 2 decided, 1 its done running, 0
+   * none. Set and cleared under |lock|; 2 -> 1 is a plain atomic store. */
+  atomic_uint direct;
 } pw_sim__device_t;
 
 static inline void pw_sim__device_lock(pw_sim__device_t* d) {
@@ -193,6 +203,12 @@ struct pw_sim__backend_t {
   bool inline_draining;        /* a thread is delivering inline_head */
   uint32_t dirty_top;          /* devices to pump (UINT32_MAX: none) */
   bool check_deadlock;         /* a device began waiting in a collective */
+
+  /* Parts to reuse (queue.c), guarded by the spinlock |parts_lock|. */
+  atomic_uint parts_lock;
+  pw_sim__part_t* free_parts;
+  uint32_t free_count;
+  bool parts_closed;           /* destroy drained the list: free at once */
 };
 
 /* The backend behind a public handle, or NULL if it is not a sim. */
@@ -423,6 +439,11 @@ uint64_t pw_sim__launch_time(pw_sim__backend_t* backend);
 void pw_sim__deliver(pw_sim__backend_t* backend, pw_sim__part_t* part);
 /* True while the calling thread runs a done callback of a sim backend. */
 bool pw_sim__in_done_callback(void);
+/* Runs a done (done_timed with [begin, end] when given and |timed|) as
+ * delivery does, so a launch made from it sees the completion's time. */
+void pw_sim__call_done(pw_sim__backend_t* backend, pw_backend_done_fn_t done,
+                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                       bool timed, uint64_t begin, uint64_t end);
 /* Frees a part that was never delivered (its status too). */
 void pw_sim__part_free(pw_sim__backend_t* backend, pw_sim__part_t* part);
 
@@ -436,7 +457,6 @@ struct pw_sim__stream_t {
   pw_sim__part_t* tail;
   pw_sim__part_t* next;     /* first not yet decided */
   pw_sim__part_t* waiting;  /* the collective it is blocked in (blocking) */
-  uint64_t last_seq;        /* highest queue_seq seen */
   uint32_t outstanding;     /* accepted, done not yet called */
   uint32_t dirty_next;      /* the dirty stack (UINT32_MAX: end) */
   bool dirty;
@@ -477,6 +497,12 @@ void pw_sim__queue_unreserve(pw_sim__backend_t* backend);
 void pw_sim__queue_push(pw_sim__backend_t* backend, pw_sim__part_t* part);
 /* Queued plus being delivered. */
 uint64_t pw_sim__queue_length(pw_sim__backend_t* backend);
+/* Zeroed memory for a part: a reused one, else the allocator's. */
+pw_status_t pw_sim__part_alloc(pw_sim__backend_t* backend, pw_sim__part_t** out_part);
+/* Returns |part|'s memory (its status and executable already dropped). */
+void pw_sim__part_recycle(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* Frees the reuse list; later parts go straight to the allocator. */
+void pw_sim__parts_shutdown(pw_sim__backend_t* backend);
 /* True when the calling thread is the simulator thread of |backend|. */
 bool pw_sim__queue_is_sim_thread(pw_sim__backend_t* backend);
 

@@ -255,9 +255,23 @@ static void pw_sim_pump(pw_sim__backend_t* b, uint32_t device) {
   }
 }
 
+/* True while a direct launch of |device| has not returned from its done
+ * (INLINE): its later parts wait, so done keeps queue order. */
+static bool pw_sim_direct_active(pw_sim__backend_t* b, uint32_t device) {
+  pw_sim__device_t* d = &b->devices[device];
+  pw_sim__device_lock(d);
+  bool active = atomic_load_explicit(&d->direct, memory_order_relaxed) != 0u;
+  pw_sim__device_unlock(d);
+  return active;
+}
+
 /* Hands |device|'s decided head parts on, in queue order. */
 static void pw_sim_release(pw_sim__backend_t* b, uint32_t device) {
   pw_sim__stream_t* s = &b->streams[device];
+  if (b->mode == PW_SIM_MODE_INLINE && s->head != NULL && s->head->decided &&
+      pw_sim_direct_active(b, device)) {
+    return;
+  }
   while (s->head != NULL && s->head->decided) {
     if (b->mode != PW_SIM_MODE_INLINE && s->in_heap) return;
     pw_sim__part_t* part = s->head;
@@ -381,7 +395,11 @@ static void pw_sim_drain_inline(pw_sim__backend_t* b) {
     if (b->inline_head == NULL) b->inline_tail = NULL;
     part->next = NULL;
     pthread_mutex_unlock(&b->stream_mutex);
+    pw_sim__device_t* d = &b->devices[part->device];
     pw_sim__deliver(b, part);
+    pw_sim__device_lock(d);
+    d->slow_parts--;
+    pw_sim__device_unlock(d);
     pthread_mutex_lock(&b->stream_mutex);
   }
   b->inline_draining = false;
@@ -422,8 +440,94 @@ void pw_sim__stream_refused(pw_sim__backend_t* b, const pw_backend_launch_t* l) 
   pw_sim_drain_inline(b);
 }
 
+/*---------------------------------------------------------------------------
+ * INLINE direct launch: a compute (or copy) launch on a device that has
+ * nothing in the stream machinery (every earlier launch of it delivered)
+ * is decided when it arrives and completed at once, as the unordered
+ * INLINE path does: no part, no stream_mutex. Its virtual times, trace
+ * event and chain fold are the ones the queue would give it (it would be
+ * the device's head, decided at once and released first). It is taken
+ * only outside done callbacks, so a launch made from a done still queues
+ * behind it and its done runs after this one returns; launches that
+ * arrive (from other threads) while it runs go through the queue, whose
+ * release of the device waits until this done has returned.
+ *-------------------------------------------------------------------------*/
+
+/* Kicks |device|'s queue after a direct launch held it. */
+static void pw_sim_direct_kick(pw_sim__backend_t* b, uint32_t device) {
+  pthread_mutex_lock(&b->stream_mutex);
+  pw_sim_dirty(b, device);
+  pw_sim_process(b);
+  pthread_mutex_unlock(&b->stream_mutex);
+  pw_sim_drain_inline(b);
+}
+
+/* True if it took |l| (and ran its done). */
+static bool pw_sim_launch_direct(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+                                 uint64_t issue) {
+  pw_backend_executable_t e = l->executable;
+  if (b->mode != PW_SIM_MODE_INLINE || pw_sim__is_collective(e->program.kind) ||
+      pw_sim__in_done_callback()) {
+    return false;
+  }
+  bool v2 = l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V2;
+  uint64_t seq = v2 ? l->queue_seq : 0;
+  uint64_t ready = issue;
+  for (uint32_t i = 0; i < l->input_count; ++i) {
+    uint64_t r = atomic_load_explicit(&l->inputs[i]->ready_at, memory_order_relaxed);
+    if (r > ready) ready = r;
+  }
+  pw_sim__device_t* d = &b->devices[l->device];
+  pw_sim__device_lock(d);
+  if (d->slow_parts != 0 || atomic_load_explicit(&d->direct, memory_order_relaxed) != 0u ||
+      (seq != 0 && seq <= d->last_seq)) {
+    pw_sim__device_unlock(d);
+    return false; /* the queue decides (or refuses) it */
+  }
+  if (seq > d->last_seq) d->last_seq = seq;
+  atomic_store_explicit(&d->direct, 2u, memory_order_relaxed);
+  uint64_t start = d->busy_until > ready ? d->busy_until : ready;
+  uint64_t end = start + e->cost_ns;
+  uint64_t f = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
+  bool failed = f <= start || f < end;
+  uint64_t time = failed ? (f > start ? f : start) : end;
+  pw_sim_event_kind_t kind = failed ? PW_SIM_EVENT_FAILED : PW_SIM_EVENT_DONE;
+  d->busy_until = time;
+  if (time > d->done_until) d->done_until = time;
+  d->chain = pw_sim__fold(d->chain, time, l->device, (uint32_t)kind, l->gang_id);
+  d->events++;
+  pw_sim__busy(d, start, time);
+  pw_sim__device_unlock(d);
+  pw_sim__raise(&b->latest, time);
+  pw_status_t status = NULL;
+  if (failed) {
+    atomic_fetch_add(&b->failed_events, 1);
+    status = pw_sim__unavailable(b, l->device, f, e->program.name, l->gang_id, l->device);
+  } else {
+    if (e->program.kind == PW_SIM__COPY && l->inputs[0]->data != NULL &&
+        l->outputs[0]->data != NULL && e->input_bytes[0] > 0) {
+      memcpy(l->outputs[0]->data, l->inputs[0]->data, e->input_bytes[0]);
+    }
+    for (uint32_t o = 0; o < l->output_count; ++o) pw_sim__raise(&l->outputs[o]->ready_at, time);
+  }
+  if (b->trace != NULL) {
+    pw_sim_event_t event = {time, start, l->device, kind, l->gang_id, e->program.name};
+    b->trace(b->trace_user, &event);
+  }
+  atomic_store_explicit(&d->direct, 1u, memory_order_relaxed); /* no longer outstanding */
+  pw_sim__call_done(b, l->done, v2 ? l->done_timed : NULL, l->done_user, status, true, start,
+                    time);
+  pw_sim__device_lock(d);
+  atomic_store_explicit(&d->direct, 0u, memory_order_relaxed);
+  bool held = d->slow_parts != 0;
+  pw_sim__device_unlock(d);
+  if (held) pw_sim_direct_kick(b, l->device);
+  return true;
+}
+
 pw_status_t pw_sim__stream_launch(pw_sim__backend_t* b, const pw_backend_launch_t* l,
                                   uint64_t issue) {
+  if (pw_sim_launch_direct(b, l, issue)) return NULL;
   pw_sim__part_t* part = NULL;
   pw_status_t status = pw_sim__part_new(b, l, &part);
   if (status != NULL) {
@@ -436,22 +540,33 @@ pw_status_t pw_sim__stream_launch(pw_sim__backend_t* b, const pw_backend_launch_
   const char* name = l->executable->program.name;
   pthread_mutex_lock(&b->stream_mutex);
   pw_sim__stream_t* s = &b->streams[l->device];
-  if (seq != 0 && seq <= s->last_seq) {
+  pw_sim__device_t* d = &b->devices[l->device];
+  pw_sim__device_lock(d);
+  uint64_t last_seq = d->last_seq;
+  /* A direct launch counts until its done is called, as a part does. */
+  uint32_t outstanding =
+      s->outstanding + (atomic_load_explicit(&d->direct, memory_order_relaxed) == 2u);
+  bool seq_ok = seq == 0 || seq > last_seq;
+  bool room = b->queue_depth == 0 || outstanding < b->queue_depth;
+  if (seq > last_seq) d->last_seq = seq;
+  bool inline_mode = b->mode == PW_SIM_MODE_INLINE;
+  if (seq_ok && room && inline_mode) d->slow_parts++;
+  pw_sim__device_unlock(d);
+  if (!seq_ok) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "sim launch of '%s' (gang %llu) on device %u: queue_seq %llu comes "
                             "after %llu (a device's launches must come in increasing queue_seq)",
                             name, (unsigned long long)l->gang_id, l->device,
-                            (unsigned long long)seq, (unsigned long long)s->last_seq);
-  } else if (b->queue_depth > 0 && s->outstanding >= b->queue_depth) {
+                            (unsigned long long)seq, (unsigned long long)last_seq);
+  } else if (!room) {
     char device[64];
     pw_sim__device_name(b, l->device, device, sizeof(device));
     status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
                             "sim %s: queue full (depth %u, %u launches outstanding); launch of "
                             "'%s' (gang %llu, queue_seq %llu) refused",
-                            device, b->queue_depth, s->outstanding, name,
+                            device, b->queue_depth, outstanding, name,
                             (unsigned long long)l->gang_id, (unsigned long long)seq);
   }
-  if (seq > s->last_seq) s->last_seq = seq;
   pw_sim__group_t* g = NULL;
   if (status == NULL && pw_sim__is_collective(l->executable->program.kind)) {
     pw_sim__group_t** link = NULL;
@@ -465,6 +580,11 @@ pw_status_t pw_sim__stream_launch(pw_sim__backend_t* b, const pw_backend_launch_
     }
   }
   if (status != NULL) {
+    if (seq_ok && room && inline_mode) {
+      pw_sim__device_lock(d);
+      d->slow_parts--;
+      pw_sim__device_unlock(d);
+    }
     pw_sim_refused_locked(b, l);
     pw_sim_process(b);
     pthread_mutex_unlock(&b->stream_mutex);
@@ -530,7 +650,10 @@ void pw_sim__stream_device_failed(pw_sim__backend_t* b, uint32_t device, uint64_
 }
 
 void pw_sim__streams_shutdown(pw_sim__backend_t* b) {
-  if (b->streams == NULL) return;
+  if (b->streams == NULL) {
+    pw_sim__parts_shutdown(b);
+    return;
+  }
   pw_sim__part_t* list = NULL;
   pw_sim__part_t** tail = &list;
   pthread_mutex_lock(&b->stream_mutex);
@@ -567,6 +690,7 @@ void pw_sim__streams_shutdown(pw_sim__backend_t* b) {
     if (b->mode != PW_SIM_MODE_INLINE) pw_sim__queue_unreserve(b);
     pw_sim__deliver(b, part);
   }
+  pw_sim__parts_shutdown(b);
 }
 
 void pw_sim__stream_state(pw_sim__backend_t* b, uint32_t device, uint32_t* out_outstanding,

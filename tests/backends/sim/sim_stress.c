@@ -1,7 +1,9 @@
 /* Stress for the sim backend, a plain executable so that it also runs
  * under ThreadSanitizer: several threads launch compute ops and
  * collectives over shared chips in INLINE and THREADED mode while another
- * thread fails and repairs chips; then a runtime over a THREADED sim fleet
+ * thread fails and repairs chips (INLINE also with queue-ordered chips,
+ * whose compute launches take the direct path while other threads'
+ * collectives queue on the same chips); then a runtime over a THREADED sim fleet
  * takes submissions from two threads. Every accepted launch must complete
  * exactly once; nothing may hang.
  *
@@ -89,7 +91,7 @@ static void* pw_stress_failer(void* arg) {
   return NULL;
 }
 
-static void pw_stress_backend(pw_sim_mode_t mode, long rounds) {
+static void pw_stress_backend(pw_sim_mode_t mode, uint32_t depth, long rounds) {
   pw_stress_t s;
   memset(&s, 0, sizeof(s));
   s.rounds = rounds;
@@ -98,6 +100,7 @@ static void pw_stress_backend(pw_sim_mode_t mode, long rounds) {
   o.slice_count = 2;
   o.devices_per_slice = kDevices / 2;
   o.mode = mode;
+  o.queue_depth = depth;
   PW_SIM_OK(pw_sim_backend_create(&o, &s.backend));
   s.compute = pw_sim_test_load(s.backend, "op c\ntime 2us\n", 1);
   s.collective = pw_sim_test_load(s.backend, "op k\nkind collective\ntime 1us\n", 4);
@@ -196,8 +199,9 @@ static void pw_stress_runtime(long rounds) {
 int main(int argc, char** argv) {
   long rounds = argc > 1 ? strtol(argv[1], NULL, 10) : 200;
   if (rounds < 1) rounds = 1;
-  pw_stress_backend(PW_SIM_MODE_INLINE, rounds);
-  pw_stress_backend(PW_SIM_MODE_THREADED, rounds);
+  pw_stress_backend(PW_SIM_MODE_INLINE, 0, rounds);
+  pw_stress_backend(PW_SIM_MODE_INLINE, 64, rounds);
+  pw_stress_backend(PW_SIM_MODE_THREADED, 0, rounds);
   pw_stress_runtime(rounds);
   printf("stress_sim_backend: %ld rounds OK\n", rounds);
   return 0;
