@@ -100,7 +100,9 @@
  *     slice every device of the lane has taken the same launches, so one
  *     queue_seq numbers the launch in each of their queues;
  *   - done_timed's timing spans the lane: the earliest start to the
- *     latest end of its devices (charged once per device).
+ *     latest end of its devices, and (timing v2) busy_ns the sum of
+ *     their own device times; without busy_ns the span is charged once
+ *     per device.
  * Transfers still copy per device (the transport's business).
  *
  * Device time (optional, launch v2: done_timed). A backend that knows when
@@ -171,9 +173,15 @@ typedef struct pw_backend_timing_t {
   size_t struct_size;
   uint64_t start_ns;
   uint64_t end_ns;
+  /* -- v2 fields start here -- */
+  /* The device time of every device the completion covers, summed (a
+   * host launch: each device's own time, as a failed one stops early);
+   * 0: unknown, (end_ns - start_ns) per device is charged. */
+  uint64_t busy_ns;
 } pw_backend_timing_t;
 
 #define PW_BACKEND_TIMING_SIZE_V1 PW_STRUCT_SIZE(pw_backend_timing_t, end_ns)
+#define PW_BACKEND_TIMING_SIZE_V2 PW_STRUCT_SIZE(pw_backend_timing_t, busy_ns)
 
 /* done, with the device time of the launch (|timing| NULL: unknown, as
  * done). The runtime reads |timing| during the call only. */

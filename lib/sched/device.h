@@ -85,8 +85,9 @@ typedef struct pw_device_s {
   pw_completion_token_t tokens[PW_DEVICE_TOKENS];
   pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
-  /* Device time a backend reported for |running| (done_timed), else
-   * UINT64_MAX: the host's launch-to-done time is charged. */
+  /* Device time a backend reported for |running| (done_timed), over the
+   * unit's devices, else UINT64_MAX: the host's launch-to-done time is
+   * charged, once per device. */
   uint64_t reported_ns;
   /* Queue-ordered launch (lib/sched/queued.c; queue_depth 0: off). The
    * device's launches outstanding, plus one while a launch waits for a

@@ -566,7 +566,10 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
   uint64_t reported = UINT64_MAX;
   if (timing != NULL && timing->struct_size >= PW_BACKEND_TIMING_SIZE_V1 &&
       timing->end_ns >= timing->start_ns) {
-    reported = timing->end_ns - timing->start_ns;
+    /* Device time over the unit's devices: summed by the backend, else
+     * the span on each (lanes.c). */
+    bool summed = timing->struct_size >= PW_BACKEND_TIMING_SIZE_V2 && timing->busy_ns != 0;
+    reported = summed ? timing->busy_ns : (timing->end_ns - timing->start_ns) * d->lane_size;
   }
   if (t->queued) {
     pw__dispatch_queued_done(d, queued_op, launched_ns, status, reported);
@@ -682,9 +685,10 @@ static void pw_dispatch_device_finished(pw_device_t* d, bool direct) {
   d->done_status = NULL;
   if (op->slice->runtime->sched_charge && d->launch_ns != 0) {
     /* What the backend reported of the device's time, else the host's. */
-    uint64_t ns = d->reported_ns != UINT64_MAX ? d->reported_ns
-                                               : (uint64_t)(pw_clock_now() - d->launch_ns);
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns * d->lane_size);
+    uint64_t ns = d->reported_ns != UINT64_MAX
+                      ? d->reported_ns
+                      : (uint64_t)(pw_clock_now() - d->launch_ns) * d->lane_size;
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, ns);
     d->launch_ns = 0;
     d->reported_ns = UINT64_MAX; /* (read only when charging) */
   }

@@ -494,8 +494,8 @@ void pw__dispatch_backend_done(void* user, pw_status_t status, const pw_backend_
  * done came first (then |status| is freed): the watchdog's. */
 void pw__dispatch_expire(void* user, pw_status_t status);
 /* A queued launch of |op| on |d| (launched at |launched_ns| when
- * charging) completed, its token claimed (|device_ns| reported, or
- * UINT64_MAX): counts it out of |op| and frees its queue slot, inside a
+ * charging) completed, its token claimed (|device_ns| reported over the
+ * unit's devices, or UINT64_MAX): counts it out of |op| and frees its queue slot, inside a
  * dispatch frame. */
 void pw__dispatch_queued_done(pw_device_t* d, pw_op_t* op, uint64_t launched_ns,
                               pw_status_t status, uint64_t device_ns);

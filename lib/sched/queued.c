@@ -197,9 +197,9 @@ static void pw_queued_done_in_frame(void* arg) {
     uint64_t free_at = pw_atomic_exchange_u64(&d->queue_free_ns, now);
     if (device_ns == UINT64_MAX) {
       uint64_t from = launched_ns > free_at ? launched_ns : free_at;
-      device_ns = now > from ? now - from : 0;
+      device_ns = (now > from ? now - from : 0) * d->lane_size;
     }
-    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns * d->lane_size);
+    pw_atomic_fetch_add_u64(&pw_op_cold(op)->device_ns, device_ns);
   }
   /* Counted at once, never held back (see pw_dispatch_device_finished). */
   if (pw_atomic_fetch_sub_u32(&op->devices_remaining, 1) == 1) pw__dispatch_op_complete(op);

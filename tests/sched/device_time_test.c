@@ -101,6 +101,7 @@ static void env_init(env_t* e, uint32_t queue_depth, uint32_t window, bool hide_
     g_v1_vtable = *e->sim.vtable;
     g_sim_launch = e->sim.vtable->launch;
     g_v1_vtable.launch = launch_as_v1;
+    g_v1_vtable.launch_host = NULL; /* (one launch per device, each v1) */
     given.vtable = &g_v1_vtable;
   }
   pw_slice_desc_t slice = {"shared", {1, {kDevices}}, 0, 0, 0};

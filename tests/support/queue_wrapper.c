@@ -138,7 +138,7 @@ static void* pw_qw_worker(void* arg) {
     st->last_end_ns = end;
     st->busy_ns += end - start;
     e->status = status;
-    e->timing = (pw_backend_timing_t){sizeof(pw_backend_timing_t), start, end};
+    e->timing = (pw_backend_timing_t){sizeof(pw_backend_timing_t), start, end, 0};
     e->due_ns = end + o->done_delay_ns;
     d->head = (d->head + 1) % depth;
     d->queued--;

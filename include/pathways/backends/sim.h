@@ -14,9 +14,32 @@
  * FLEET
  * -----
  * |slice_count| slices of |devices_per_slice| chips; chip c of slice s is
- * backend device ordinal s * devices_per_slice + c, and reports host s in
- * device_info (one host per slice). Slices matter to the sim for slice
- * failures and for the cost of transfers between devices.
+ * backend device ordinal s * devices_per_slice + c. Slices matter to the
+ * sim for slice failures and for the cost of transfers between devices.
+ *
+ * HOSTS
+ * -----
+ * Each slice's chips hang off devices_per_slice / devices_per_host hosts
+ * (options v3; default one host per slice): device d reports host
+ * d / devices_per_host in device_info, and hosts never straddle slices.
+ * launch_host (vtable v4, see pathways/backend.h "Host launch") takes a
+ * lane, a run of one host's devices of a gang op consecutive in mesh
+ * order, in one call: it validates the whole lane first (every device on
+ * |host|, and everything launch checks of each device's part; on an
+ * ordered device also the queue_seq and the depth) and refuses it with
+ * INVALID_ARGUMENT (RESOURCE_EXHAUSTED for a full queue) before any
+ * device runs anything. Then each device's part runs exactly as a launch
+ * of it would (same virtual times, collectives meeting with single
+ * launches of the gang, failures, queues, trace hash), and done (or
+ * done_timed, when set) is called once when all have completed, with
+ * NULL or the first failure and the span from the earliest start to the
+ * latest end. With a dispatch latency the launches made from that done
+ * are issued at the lane's end. A part refused after validation (no
+ * memory for it in queued modes or collectives, or an ordered device's
+ * queue changed during the call) refuses the lane as a whole: the parts
+ * already accepted complete unseen (a collective's ABORTED), and done
+ * never comes. pw_sim_stats_t v3 counts the accepted calls
+ * (host_launches).
  *
  * VIRTUAL TIME
  * ------------
@@ -333,11 +356,18 @@ typedef struct pw_sim_backend_options_t {
   /* The host/controller's dispatch latency: no launch starts before its
    * launch time + this, in virtual ns. Default 0. */
   pw_sim_time_t dispatch_latency_ns;
+  /* -- v3 fields start here (see HOSTS above) -- */
+  /* Chips per host: host h is the devices_per_host consecutive ordinals
+   * from h * devices_per_host. Must divide devices_per_slice (hosts never
+   * straddle slices); 0 (the default): devices_per_slice, one host per
+   * slice. */
+  uint32_t devices_per_host;
 } pw_sim_backend_options_t;
 
 #define PW_SIM_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_backend_options_t, trace_user)
 #define PW_SIM_BACKEND_OPTIONS_SIZE_V2 \
   PW_STRUCT_SIZE(pw_sim_backend_options_t, dispatch_latency_ns)
+#define PW_SIM_BACKEND_OPTIONS_SIZE_V3 PW_STRUCT_SIZE(pw_sim_backend_options_t, devices_per_host)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_sim_backend_options_init(pw_sim_backend_options_t* out_options);
@@ -412,10 +442,13 @@ typedef struct pw_sim_stats_t {
   pw_sim_time_t busy_ns;    /* sum of the devices' busy_ns */
   pw_sim_time_t span_start; /* earliest start of a delivered op (0 if none) */
   pw_sim_time_t span_end;   /* latest end of a delivered op (0 if none) */
+  /* -- v3 fields start here -- */
+  uint64_t host_launches;   /* launch_host calls accepted (HOSTS above) */
 } pw_sim_stats_t;
 
 #define PW_SIM_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_sim_stats_t, queued)
 #define PW_SIM_STATS_SIZE_V2 PW_STRUCT_SIZE(pw_sim_stats_t, span_end)
+#define PW_SIM_STATS_SIZE_V3 PW_STRUCT_SIZE(pw_sim_stats_t, host_launches)
 
 /* Snapshot of the counters, in O(devices). Consistent when nothing is in
  * flight. INVALID_ARGUMENT for a backend that is not a sim. */

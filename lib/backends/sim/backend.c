@@ -66,7 +66,7 @@ static pw_status_t pw_sim_device_info(void* self, uint32_t device,
                           "sim device_info: out_info->struct_size %zu is below v1 (%zu)",
                           out_info->struct_size, v1);
   }
-  out_info->host = b->devices[device].slice;
+  out_info->host = device / b->per_host;
   out_info->memory_bytes = b->capacity;
   memset(out_info->kind, 0, sizeof(out_info->kind));
   snprintf(out_info->kind, sizeof(out_info->kind), "sim-chip");
@@ -140,6 +140,7 @@ static pw_status_t pw_sim_read_options(const pw_sim_backend_options_t* options,
   if (options->logger.fn == NULL) out->logger = defaults_logger;
   if (out->slice_count == 0) out->slice_count = PW_SIM_DEFAULT_SLICES;
   if (out->devices_per_slice == 0) out->devices_per_slice = PW_SIM_DEFAULT_PER_SLICE;
+  if (out->devices_per_host == 0) out->devices_per_host = out->devices_per_slice;
   if (out->device_memory_bytes == 0) out->device_memory_bytes = PW_SIM_DEFAULT_MEMORY;
   if (out->failure_window_ns == 0) out->failure_window_ns = PW_SIM_DEFAULT_WINDOW;
   if ((uint64_t)out->slice_count * out->devices_per_slice > PW_SIM_MAX_DEVICES) {
@@ -147,6 +148,12 @@ static pw_status_t pw_sim_read_options(const pw_sim_backend_options_t* options,
                           "pw_sim_backend_create: %u slices x %u devices exceed the %u devices "
                           "one sim backend models",
                           out->slice_count, out->devices_per_slice, PW_SIM_MAX_DEVICES);
+  }
+  if (out->devices_per_slice % out->devices_per_host != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_sim_backend_create: options.devices_per_host %u does not divide "
+                          "devices_per_slice %u (hosts never straddle slices)",
+                          out->devices_per_host, out->devices_per_slice);
   }
   if ((unsigned)out->mode > PW_SIM_MODE_MANUAL || (unsigned)out->memory > PW_SIM_MEMORY_VIRTUAL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -200,6 +207,7 @@ static pw_status_t pw_sim_read_options(const pw_sim_backend_options_t* options,
 
 static void pw_sim_free(pw_sim__backend_t* b) {
   pw_allocator_t allocator = b->allocator;
+  pw_sim__lanes_free(b);
   if (b->mutexes_ready) {
     pthread_mutex_destroy(&b->groups_mutex);
     pthread_mutex_destroy(&b->queue_mutex);
@@ -261,6 +269,7 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
   b->virtual_memory = o.memory == PW_SIM_MEMORY_VIRTUAL;
   b->slice_count = o.slice_count;
   b->per_slice = o.devices_per_slice;
+  b->per_host = o.devices_per_host;
   b->device_count = o.slice_count * o.devices_per_slice;
   b->capacity = o.device_memory_bytes;
   b->chip_flops_per_s = o.chip_flops_per_s;
@@ -282,6 +291,8 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
   atomic_init(&b->transfer_events, 0);
   atomic_init(&b->live_memories, 0);
   atomic_init(&b->live_executables, 0);
+  atomic_init(&b->host_launches, 0);
+  atomic_init(&b->lanes_lock, 0);
   pthread_mutex_init(&b->groups_mutex, NULL);
   pthread_mutex_init(&b->queue_mutex, NULL);
   pthread_mutex_init(&b->step_mutex, NULL);
@@ -312,8 +323,9 @@ pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
     return pw_status_annotate(status, "pw_sim_backend_create");
   }
   pw_log(&b->logger, PW_LOG_DEBUG, PW_SIM_LOG,
-         "created: %u slices x %u chips, mode %d, %s memory of %llu bytes per chip",
-         b->slice_count, b->per_slice, (int)b->mode, b->virtual_memory ? "virtual" : "host",
+         "created: %u slices x %u chips (%u per host), mode %d, %s memory of %llu bytes per "
+         "chip",
+         b->slice_count, b->per_slice, b->per_host, (int)b->mode, b->virtual_memory ? "virtual" : "host",
          (unsigned long long)b->capacity);
   out_backend->vtable = &pw_sim_vtable;
   out_backend->self = b;
@@ -360,4 +372,5 @@ static const pw_backend_vtable_t pw_sim_vtable = {
     .host_pointer = pw_sim__host_pointer,
     .record_copy = pw_sim__record_copy,
     .queue_info = pw_sim_queue_info,
+    .launch_host = pw_sim__launch_host,
 };

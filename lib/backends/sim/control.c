@@ -151,6 +151,7 @@ pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats
   stats.failed = atomic_load(&b->failed_events);
   stats.transfers = atomic_load(&b->transfer_events);
   stats.queued = pw_sim__queue_length(b);
+  stats.host_launches = atomic_load(&b->host_launches);
   pw_struct_fill(out_stats, &stats, sizeof(stats));
   return NULL;
 }

@@ -32,16 +32,22 @@ uint64_t pw_sim__launch_time(pw_sim__backend_t* b) {
 
 /* Runs one completion's callback: done_timed with [begin, end] when the
  * launch gave one (|timed| false: no device time, e.g. cancelled). */
-static void pw_sim_call_done(pw_sim__backend_t* b, pw_backend_done_fn_t done,
-                             pw_backend_done_timed_fn_t done_timed, void* user,
-                             pw_status_t status, bool timed, uint64_t begin, uint64_t end) {
+void pw_sim__call_done(pw_sim__backend_t* b, pw_backend_done_fn_t done,
+                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                       bool timed, uint64_t begin, uint64_t end) {
+  pw_sim__call_done_busy(b, done, done_timed, user, status, timed, begin, end, 0);
+}
+
+void pw_sim__call_done_busy(pw_sim__backend_t* b, pw_backend_done_fn_t done,
+                            pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                            bool timed, uint64_t begin, uint64_t end, uint64_t busy) {
   pw_sim__backend_t* saved_backend = pw_sim_tls_backend;
   uint64_t saved_time = pw_sim_tls_time;
   pw_sim_tls_backend = b;
   pw_sim_tls_time = end;
   ++pw_sim_tls_delivering;
   if (done_timed != NULL) {
-    pw_backend_timing_t timing = {sizeof(timing), begin < end ? begin : end, end};
+    pw_backend_timing_t timing = {sizeof(timing), begin < end ? begin : end, end, busy};
     done_timed(user, status, timed ? &timing : NULL);
   } else {
     done(user, status);
@@ -60,7 +66,7 @@ static pw_backend_done_timed_fn_t pw_sim_done_timed(const pw_backend_launch_t* l
  * Validation
  *-------------------------------------------------------------------------*/
 
-static pw_status_t pw_sim_check_launch(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
+pw_status_t pw_sim__check_launch(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
   if (l == NULL || l->struct_size < PW_SIM_LAUNCH_SIZE_V1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "sim launch: descriptor is NULL or its struct_size is below v1");
@@ -199,16 +205,10 @@ void pw_sim__deliver(pw_sim__backend_t* b, pw_sim__part_t* part) {
   void* user = part->done_user;
   uint64_t begin = part->begin, end = part->time;
   pw_sim__part_free(b, part);
-  pw_sim_call_done(b, done, done_timed, user, status, timed, begin, end);
+  pw_sim__call_done(b, done, done_timed, user, status, timed, begin, end);
 }
 
 bool pw_sim__in_done_callback(void) { return pw_sim_tls_delivering > 0; }
-
-void pw_sim__call_done(pw_sim__backend_t* b, pw_backend_done_fn_t done,
-                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
-                       bool timed, uint64_t begin, uint64_t end) {
-  pw_sim_call_done(b, done, done_timed, user, status, timed, begin, end);
-}
 
 /* Hands a decided part to its done: now (INLINE) or through the queue. */
 void pw_sim__complete(pw_sim__backend_t* b, pw_sim__part_t* part) {
@@ -276,7 +276,7 @@ static pw_status_t pw_sim_launch_inline(pw_sim__backend_t* b, const pw_backend_l
     pw_sim_event_t event = {time, start, l->device, kind, l->gang_id, e->program.name};
     b->trace(b->trace_user, &event);
   }
-  pw_sim_call_done(b, l->done, pw_sim_done_timed(l), l->done_user, status, true, start, time);
+  pw_sim__call_done(b, l->done, pw_sim_done_timed(l), l->done_user, status, true, start, time);
   return NULL;
 }
 
@@ -345,17 +345,7 @@ static pw_status_t pw_sim_launch_queued(pw_sim__backend_t* b, const pw_backend_l
  * Entry point
  *-------------------------------------------------------------------------*/
 
-pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* l) {
-  pw_sim__backend_t* b = self;
-  pw_status_t refused = pw_sim_check_launch(b, l);
-  if (refused != NULL) {
-    if (b->ordered) {
-      pw_sim__stream_refused(b, l);
-    } else {
-      pw_sim__collective_refused(b, l);
-    }
-    return refused;
-  }
+pw_status_t pw_sim__launch_checked(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
   uint64_t ready = pw_sim__launch_time(b) + b->dispatch_latency_ns;
   if (b->ordered) return pw_sim__stream_launch(b, l, ready);
   for (uint32_t i = 0; i < l->input_count; ++i) {
@@ -367,4 +357,22 @@ pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* l) {
   }
   if (b->mode == PW_SIM_MODE_INLINE) return pw_sim_launch_inline(b, l, ready);
   return pw_sim_launch_queued(b, l, ready);
+}
+
+void pw_sim__launch_refused(pw_sim__backend_t* b, const pw_backend_launch_t* l) {
+  if (b->ordered) {
+    pw_sim__stream_refused(b, l);
+  } else {
+    pw_sim__collective_refused(b, l);
+  }
+}
+
+pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* l) {
+  pw_sim__backend_t* b = self;
+  pw_status_t refused = pw_sim__check_launch(b, l);
+  if (refused != NULL) {
+    pw_sim__launch_refused(b, l);
+    return refused;
+  }
+  return pw_sim__launch_checked(b, l);
 }

@@ -6,6 +6,8 @@
  *   memory.c    device memory, host copies, transfer accounting
  *   program.c   program text, executable bytes, compile/load, cost
  *   launch.c    launch: validation, timing, failures, data effects
+ *   host.c      launch_host: a lane (one host's devices of a gang op) in
+ *               one call, its validation and its one completion
  *   collective.c  collectives: gang rendezvous, tombstones
  *   queue.c     the event queue (MANUAL/THREADED), delivery, stepping,
  *               the free list of parts
@@ -23,7 +25,8 @@
  *   step_mutex     serializes MANUAL stepping callers
  *   stream_mutex   ordered mode: every device's queue and its collectives
  *   parts_lock     a spinlock, innermost (nothing is taken inside it): the
- *                  free list of parts */
+ *                  free list of parts
+ *   lanes_lock     a spinlock: the free list of lane records (host.c) */
 #ifndef PW_BACKENDS_SIM_SIM_INTERNAL_H_
 #define PW_BACKENDS_SIM_SIM_INTERNAL_H_
 
@@ -88,6 +91,7 @@ typedef struct pw_sim__backend_t pw_sim__backend_t;
 typedef struct pw_sim__part_t pw_sim__part_t;
 typedef struct pw_sim__group_t pw_sim__group_t;
 typedef struct pw_sim__stream_t pw_sim__stream_t;
+typedef struct pw_sim__lane_t pw_sim__lane_t;
 
 /* One chip. Its timeline, trace chain and device time are guarded by
  * |lock|; |fail_at| and |used_bytes| are read without it. */
@@ -143,6 +147,7 @@ struct pw_sim__backend_t {
   uint32_t device_count;
   uint32_t slice_count;
   uint32_t per_slice;
+  uint32_t per_host;          /* devices_per_host: host = ordinal / per_host */
   uint64_t capacity;
   /* Rates, copied from the options. */
   double chip_flops_per_s;
@@ -169,6 +174,12 @@ struct pw_sim__backend_t {
   atomic_uint_fast64_t transfer_events;
   atomic_uint_fast64_t live_memories;
   atomic_uint_fast64_t live_executables;
+  atomic_uint_fast64_t host_launches;  /* launch_host calls accepted */
+
+  /* Lane records of launch_host (host.c): a free list, grown on demand. */
+  atomic_uint lanes_lock;
+  pw_sim__lane_t* lanes_free;
+  uint64_t lanes_allocated;
 
   /* Pending collectives (launch.c). */
   pthread_mutex_t groups_mutex;
@@ -373,6 +384,30 @@ struct pw_sim__group_t {
 };
 
 pw_status_t pw_sim__launch(void* self, const pw_backend_launch_t* launch);
+/* launch's validation (INVALID_ARGUMENT naming the culprit; nothing
+ * runs), its path after validation (may still refuse: no memory for a
+ * part or a group, an ordered device's queue_seq or depth), and what a
+ * refusal does to the launch's gang (pw_sim__collective_refused or
+ * pw_sim__stream_refused). */
+pw_status_t pw_sim__check_launch(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
+pw_status_t pw_sim__launch_checked(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
+void pw_sim__launch_refused(pw_sim__backend_t* backend, const pw_backend_launch_t* launch);
+/* Runs one completion's callback (done_timed with [begin, end] when set;
+ * |timed| false: NULL timing), as a done callback of |backend| finishing
+ * at |end| (the launch time of what it launches, with a latency). */
+void pw_sim__call_done(pw_sim__backend_t* backend, pw_backend_done_fn_t done,
+                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                       bool timed, uint64_t begin, uint64_t end);
+/* The same, with |busy| (timing v2 busy_ns: the device time summed over
+ * the devices a lane's completion covers; 0 for one device). */
+void pw_sim__call_done_busy(pw_sim__backend_t* backend, pw_backend_done_fn_t done,
+                            pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
+                            bool timed, uint64_t begin, uint64_t end, uint64_t busy);
+
+/* host.c: the vtable's launch_host, and the lane records' free (destroy,
+ * nothing in flight). */
+pw_status_t pw_sim__launch_host(void* self, const pw_backend_host_launch_t* launch);
+void pw_sim__lanes_free(pw_sim__backend_t* backend);
 
 #define PW_SIM__NO_DEVICE UINT32_MAX
 
@@ -439,11 +474,6 @@ uint64_t pw_sim__launch_time(pw_sim__backend_t* backend);
 void pw_sim__deliver(pw_sim__backend_t* backend, pw_sim__part_t* part);
 /* True while the calling thread runs a done callback of a sim backend. */
 bool pw_sim__in_done_callback(void);
-/* Runs a done (done_timed with [begin, end] when given and |timed|) as
- * delivery does, so a launch made from it sees the completion's time. */
-void pw_sim__call_done(pw_sim__backend_t* backend, pw_backend_done_fn_t done,
-                       pw_backend_done_timed_fn_t done_timed, void* user, pw_status_t status,
-                       bool timed, uint64_t begin, uint64_t end);
 /* Frees a part that was never delivered (its status too). */
 void pw_sim__part_free(pw_sim__backend_t* backend, pw_sim__part_t* part);
 

@@ -3,8 +3,10 @@
  * collectives over shared chips in INLINE and THREADED mode while another
  * thread fails and repairs chips (INLINE also with queue-ordered chips,
  * whose compute launches take the direct path while other threads'
- * collectives queue on the same chips); then a runtime over a THREADED sim fleet
- * takes submissions from two threads. Every accepted launch must complete
+ * collectives queue on the same chips); then a runtime over a THREADED sim
+ * fleet takes submissions from two threads; host launches (one thread per
+ * host, each its lane of every gang) in INLINE and THREADED mode. Every
+ * accepted launch must complete
  * exactly once; nothing may hang.
  *
  * Usage: stress_sim_backend [rounds] */
@@ -142,6 +144,96 @@ static void pw_stress_backend(pw_sim_mode_t mode, uint32_t depth, long rounds) {
   for (uint32_t i = 0; i < kThreads; ++i) free(threads[i].launches);
 }
 
+/* --- Host launches: one thread per host launches its lane of each gang
+ * (a collective over all 8 chips) while chips fail and repair. --- */
+
+typedef struct pw_stress_lane_t {
+  pw_backend_host_launch_t h;
+  pw_sim_done_t done;
+} pw_stress_lane_t;
+
+typedef struct pw_stress_host_t {
+  pw_stress_t* s;
+  uint32_t host;
+  pw_stress_lane_t* lanes; /* rounds */
+  long accepted;
+} pw_stress_host_t;
+
+static const uint32_t pw_stress_group[kDevices] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+static void* pw_stress_host_launcher(void* arg) {
+  pw_stress_host_t* t = arg;
+  pw_stress_t* s = t->s;
+  for (long r = 0; r < s->rounds; ++r) {
+    pw_stress_lane_t* l = &t->lanes[r];
+    atomic_init(&l->done.calls, 0);
+    atomic_init(&l->done.code, -1);
+    l->h = (pw_backend_host_launch_t){.struct_size = sizeof(l->h),
+                                      .executable = s->collective,
+                                      .host = t->host,
+                                      .mesh_start = t->host * 2,
+                                      .device_count = 2,
+                                      .group_devices = pw_stress_group,
+                                      .group_size = kDevices,
+                                      .gang_id = 1000 + (uint64_t)r,
+                                      .done = pw_sim_test_done,
+                                      .done_user = &l->done};
+    pw_status_t status = s->backend.vtable->launch_host(s->backend.self, &l->h);
+    if (status == NULL) t->accepted++;
+    pw_status_free(status);
+  }
+  return NULL;
+}
+
+static void pw_stress_host_launch(pw_sim_mode_t mode, long rounds) {
+  pw_stress_t s;
+  memset(&s, 0, sizeof(s));
+  s.rounds = rounds;
+  pw_sim_backend_options_t o;
+  pw_sim_backend_options_init(&o);
+  o.slice_count = 2;
+  o.devices_per_slice = kDevices / 2;
+  o.devices_per_host = 2;
+  o.mode = mode;
+  PW_SIM_OK(pw_sim_backend_create(&o, &s.backend));
+  s.collective = pw_sim_test_load(s.backend, "op k\nkind collective\ntime 1us\n", kDevices);
+  enum { kHosts = kDevices / 2 };
+  pw_stress_host_t hosts[kHosts];
+  pthread_t ids[kHosts];
+  pthread_t failer;
+  pthread_create(&failer, NULL, pw_stress_failer, &s);
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    hosts[h] = (pw_stress_host_t){&s, h, calloc((size_t)rounds, sizeof(pw_stress_lane_t)), 0};
+    PW_STRESS_CHECK(hosts[h].lanes != NULL, "out of memory");
+    pthread_create(&ids[h], NULL, pw_stress_host_launcher, &hosts[h]);
+  }
+  for (uint32_t h = 0; h < kHosts; ++h) pthread_join(ids[h], NULL);
+  atomic_store(&s.stop, 1);
+  pthread_join(failer, NULL);
+  if (mode == PW_SIM_MODE_THREADED) {
+    PW_STRESS_CHECK(pw_sim_backend_wait_idle(s.backend, 60ull * 1000 * 1000 * 1000),
+                    "THREADED backend never idle");
+  }
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    long done = 0;
+    for (long r = 0; r < rounds; ++r) {
+      uint32_t calls = atomic_load(&hosts[h].lanes[r].done.calls);
+      PW_STRESS_CHECK(calls <= 1, "lane %ld of host %u completed %u times", r, h, calls);
+      done += calls;
+    }
+    PW_STRESS_CHECK(done == hosts[h].accepted, "host %u: %ld lanes accepted, %ld completed", h,
+                    hosts[h].accepted, done);
+  }
+  pw_sim_stats_t stats = {.struct_size = sizeof(stats)};
+  PW_SIM_OK(pw_sim_backend_stats(s.backend, &stats));
+  PW_STRESS_CHECK(stats.host_launches == (uint64_t)(hosts[0].accepted + hosts[1].accepted +
+                                                    hosts[2].accepted + hosts[3].accepted),
+                  "host_launches %llu", (unsigned long long)stats.host_launches);
+  s.backend.vtable->unload(s.backend.self, s.collective);
+  s.backend.vtable->destroy(s.backend.self);
+  for (uint32_t h = 0; h < kHosts; ++h) free(hosts[h].lanes);
+}
+
 /* --- A runtime over a THREADED sim fleet, two submitting threads. --- */
 
 typedef struct pw_stress_submitter_t {
@@ -202,6 +294,8 @@ int main(int argc, char** argv) {
   pw_stress_backend(PW_SIM_MODE_INLINE, 0, rounds);
   pw_stress_backend(PW_SIM_MODE_INLINE, 64, rounds);
   pw_stress_backend(PW_SIM_MODE_THREADED, 0, rounds);
+  pw_stress_host_launch(PW_SIM_MODE_INLINE, rounds);
+  pw_stress_host_launch(PW_SIM_MODE_THREADED, rounds);
   pw_stress_runtime(rounds);
   printf("stress_sim_backend: %ld rounds OK\n", rounds);
   return 0;

@@ -280,7 +280,7 @@ Test(sim_stream, dispatch_latency_stacks_for_stage_by_stage_dispatch) {
     c.b = pw_make(1, 1, PW_SIM_MODE_INLINE, depth, false, 50000);
     c.e = pw_sim_test_load(c.b, "op tick\ntime 10us\n", 1);
     c.left = 3;
-    pw_chain_done(&c, NULL, &(pw_backend_timing_t){sizeof(pw_backend_timing_t), 0, 0});
+    pw_chain_done(&c, NULL, &(pw_backend_timing_t){sizeof(pw_backend_timing_t), 0, 0, 0});
     /* recs[0] is the seed call; the chain is recs[1..3]. */
     for (int i = 1; i < 4; ++i) {
       cr_assert_eq(c.recs[i].start, 50000 + (uint64_t)(i - 1) * 60000, "depth %u op %d", depth,
