@@ -7,6 +7,7 @@
 
 #include "cts/cts.h"
 #include "cts/double_backend.h"
+#include "support/queue_wrapper.h"
 
 static size_t pw_cts_double_copy(const pw_mesh_shape_t* mesh, uint32_t elements, char* buffer,
                                  size_t capacity) {
@@ -177,3 +178,38 @@ PW_CTS_INSTANTIATE(cts_double_noop, &pw_cts_double_noop)
 PW_CTS_INSTANTIATE(cts_double_inline_hosts, &pw_cts_double_inline_hosts)
 PW_CTS_INSTANTIATE(cts_double_threaded_hosts, &pw_cts_double_threaded_hosts)
 PW_CTS_INSTANTIATE(cts_double_noop_hosts, &pw_cts_double_noop_hosts)
+
+/* The host cases over the queue wrapper (tests/support/queue_wrapper.h):
+ * the double with hosts and launch_host, made queue-ordered (depth 4), so
+ * host_launch_queued runs (no device failure to inject through it: the
+ * failed-device case is not run). Only the host cases: the wrapper checks less at
+ * launch than the double (it queues first), which the other cases see. */
+static pw_status_t pw_cts_double_queued_create(const pw_cts_fixture_t* fixture,
+                                               pw_allocator_t allocator,
+                                               pw_backend_t* out_backend) {
+  (void)allocator; /* the wrapper allocates with malloc: takes_allocator false */
+  pw_double_options_t options = *(const pw_double_options_t*)fixture->user;
+  pw_backend_t inner;
+  PW_RETURN_IF_ERROR(pw_double_backend_create(&options, &inner));
+  pw_queue_wrapper_options_t q = {.depth = 4, .ordered = true};
+  return pw_queue_wrapper_create(&q, inner, out_backend);
+}
+
+static const pw_cts_fixture_t pw_cts_double_queued_hosts = {
+    .name = "double-queued-hosts",
+    .create = pw_cts_double_queued_create,
+    .takes_allocator = false,
+    .copy_program = pw_cts_double_copy,
+    .all_reduce_program = pw_cts_double_all_reduce,
+    .bad_programs = pw_cts_double_bad_programs,
+    .user = (void*)&pw_cts_threaded_hosts_options,
+};
+
+TestSuite(cts_double_queued_hosts, .fini = pw_test_check_leaks);
+#define PW_CTS_QUEUED_HOST_CASES(X, suite, fixture) \
+  X(suite, fixture, host_launch_copy)               \
+  X(suite, fixture, host_launch_done_once)          \
+  X(suite, fixture, host_launch_refusals)           \
+  X(suite, fixture, host_launch_collective)         \
+  X(suite, fixture, host_launch_queued)
+PW_CTS_QUEUED_HOST_CASES(PW_CTS_DEFINE_TEST, cts_double_queued_hosts, &pw_cts_double_queued_hosts)

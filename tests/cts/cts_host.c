@@ -526,6 +526,8 @@ void pw_cts_case_host_launch_queued(const pw_cts_fixture_t* f) {
       made++;
     }
   }
+  /* completed (not calls) is what orders |tracker.order|'s entries. */
+  pw_cts_tracker_wait(&tracker, made, "queued host launch chain");
   pw_cts_host_expect_ok(&tracker, 0, (uint32_t)made, "queued host launch chain");
   for (size_t i = 0; i < made; ++i) {
     if (atomic_load(&tracker.slots[i].timed)) {
