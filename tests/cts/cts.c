@@ -1,7 +1,7 @@
 /* CTS driver and shared helpers: running a case for a fixture, status
  * assertions, backend creation, compile/load helpers, completion tracking
  * and gang launches. The cases live in cts_basic.c, cts_memory.c,
- * cts_launch.c, cts_collective.c and cts_queue.c. */
+ * cts_launch.c, cts_collective.c, cts_queue.c and cts_host.c. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "cts/cts.h"
 

@@ -90,7 +90,13 @@ struct pw_cts_fixture_t {
   X(suite, fixture, queued_order)                  \
   X(suite, fixture, queued_depth)                  \
   X(suite, fixture, queued_failure_mid_queue)      \
-  X(suite, fixture, queued_deadline)
+  X(suite, fixture, queued_deadline)               \
+  X(suite, fixture, host_launch_copy)              \
+  X(suite, fixture, host_launch_done_once)         \
+  X(suite, fixture, host_launch_refusals)          \
+  X(suite, fixture, host_launch_collective)        \
+  X(suite, fixture, host_launch_queued)            \
+  X(suite, fixture, host_launch_failed_device)
 
 typedef void (*pw_cts_case_fn_t)(const pw_cts_fixture_t* fixture);
 

@@ -114,7 +114,8 @@ static const pw_cts_fixture_t pw_cts_sim_threaded = {
 static const char* const pw_cts_sim_virtual_unsupported[] = {
     "memory_round_trip", "memory_out_of_range",  "launch_copy",
     "launch_concurrent", "launch_from_done",     "collective_all_reduce",
-    "collective_many_gangs", NULL,
+    "collective_many_gangs", "host_launch_copy",     "host_launch_collective",
+    "host_launch_queued",    NULL,
 };
 
 static const pw_cts_fixture_t pw_cts_sim_virtual = {

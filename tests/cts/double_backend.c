@@ -36,7 +36,7 @@ static pw_status_t pw_double_device_info(void* self, uint32_t device,
   pw_backend_device_info_t info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  info.host = 0;
+  info.host = pw_double_host_of(d, device);
   info.memory_bytes = d->options.no_op ? 0 : d->options.memory_bytes;
   snprintf(info.kind, sizeof(info.kind), "%s", d->options.no_op ? "double-noop" : "double");
   if (size < sizeof(size_t) || size > sizeof(info)) size = sizeof(info);
@@ -250,6 +250,15 @@ static const pw_backend_vtable_t pw_double_vtable = {
     PW_DOUBLE_VTABLE_METHODS,
 };
 
+/* options.host_launch: the same, offering launch_host (v4). */
+static const pw_backend_vtable_t pw_double_vtable_host = {
+    .struct_size = PW_BACKEND_VTABLE_SIZE_V4,
+    .name = PW_DOUBLE_BACKEND_NAME,
+    .version = PW_DOUBLE_BACKEND_VERSION,
+    PW_DOUBLE_VTABLE_METHODS,
+    .launch_host = pw_double_launch_host,
+};
+
 static const pw_backend_vtable_t pw_double_vtable_short = {
     .struct_size = offsetof(pw_backend_vtable_t, launch),
     .name = PW_DOUBLE_BACKEND_NAME "-short",
@@ -301,6 +310,7 @@ static const pw_backend_vtable_t* pw_double_vtable_of(pw_double_vtable_variant_t
 
 pw_double_backend_t* pw_double_backend_from(const pw_backend_t* backend) {
   if (backend == NULL || backend->self == NULL) return NULL;
+  if (backend->vtable == &pw_double_vtable_host) return pw_double_self(backend->self);
   for (int v = PW_DOUBLE_VTABLE_NORMAL; v <= PW_DOUBLE_VTABLE_FUTURE; ++v) {
     if (backend->vtable == pw_double_vtable_of((pw_double_vtable_variant_t)v)) {
       return pw_double_self(backend->self);
@@ -328,6 +338,9 @@ static void pw_double_free(pw_double_backend_t* d) {
     }
     pw_allocator_free(d->allocator, d->devices,
                       d->options.device_count * sizeof(pw_double_device_t));
+  }
+  if (d->hosts != NULL) {
+    pw_allocator_free(d->allocator, d->hosts, d->host_count * sizeof(pw_double_host_t));
   }
   if (d->workers != NULL) {
     pw_allocator_free(d->allocator, d->workers,
@@ -390,6 +403,10 @@ pw_status_t pw_double_backend_create_variant(const pw_double_options_t* options,
   }
   memset(out_backend, 0, sizeof(*out_backend));
   const pw_backend_vtable_t* vtable = pw_double_vtable_of(variant);
+  if (variant == PW_DOUBLE_VTABLE_NORMAL && options != NULL &&
+      options->struct_size >= sizeof(*options) && options->host_launch) {
+    vtable = &pw_double_vtable_host;
+  }
   if (vtable == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "double create: unknown variant %d",
                           (int)variant);
@@ -419,6 +436,11 @@ pw_status_t pw_double_backend_create_variant(const pw_double_options_t* options,
   for (uint32_t i = 0; i < resolved.device_count; ++i) {
     pthread_mutex_init(&d->devices[i].order_mutex, NULL);
   }
+  uint32_t per_host = resolved.devices_per_host;
+  d->host_count = per_host == 0 ? 1 : (resolved.device_count + per_host - 1) / per_host;
+  status = pw_allocator_calloc_array(d->allocator, d->host_count, sizeof(pw_double_host_t),
+                                     _Alignof(pw_double_host_t), (void**)&d->hosts);
+  if (status != NULL) d->host_count = 0;
   for (uint32_t i = 0; i < resolved.device_count && status == NULL && !resolved.no_op; ++i) {
     status = pw_allocator_calloc_array(d->allocator, resolved.order_capacity,
                                        sizeof(uint64_t), 0, (void**)&d->devices[i].order);
@@ -464,6 +486,9 @@ uint64_t pw_double_backend_total_launches(pw_double_backend_t* d) {
   for (uint32_t i = 0; d != NULL && i < d->options.device_count; ++i) {
     total += atomic_load(&d->devices[i].launches);
   }
+  for (uint32_t i = 0; d != NULL && i < d->host_count; ++i) {
+    total += atomic_load(&d->hosts[i].parts); /* no-op host launches' parts */
+  }
   return total;
 }
 
@@ -488,6 +513,11 @@ void pw_double_backend_reset_counters(pw_double_backend_t* d) {
     pthread_mutex_lock(&dev->order_mutex);
     dev->order_count = 0;
     pthread_mutex_unlock(&dev->order_mutex);
+  }
+  for (uint32_t i = 0; d != NULL && i < d->host_count; ++i) {
+    atomic_store(&d->hosts[i].launches, 0);
+    atomic_store(&d->hosts[i].rejected, 0);
+    atomic_store(&d->hosts[i].parts, 0);
   }
 }
 

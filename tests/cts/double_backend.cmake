@@ -5,7 +5,7 @@
 set(PW_DOUBLE_DIR ${CMAKE_CURRENT_LIST_DIR})
 add_library(pw_test_double_backend STATIC
   ${PW_DOUBLE_DIR}/double_backend.c ${PW_DOUBLE_DIR}/double_exec.c
-  ${PW_DOUBLE_DIR}/double_program.c)
+  ${PW_DOUBLE_DIR}/double_program.c ${PW_DOUBLE_DIR}/double_host.c)
 pw_target_warnings(pw_test_double_backend)
 target_include_directories(pw_test_double_backend PUBLIC ${PROJECT_SOURCE_DIR}/tests)
 target_link_libraries(pw_test_double_backend PUBLIC pathways_static Threads::Threads)

@@ -54,6 +54,23 @@
  * gang can no longer complete (a gang device failed, another part was
  * rejected) completes with UNAVAILABLE/ABORTED instead of waiting forever.
  *
+ * HOST LAUNCH (options.host_launch) takes a run of devices consecutive in
+ * the gang's mesh order that all report the descriptor's host. It checks
+ * the whole descriptor first (struct size, done, the run's bounds in the
+ * gang, the input/output arrays, each device's host, and each device's part
+ * as launch checks it) and returns INVALID_ARGUMENT naming the field or the
+ * device, with nothing run; then it runs each device's part as launch would
+ * (same completion mode, collectives rendezvous with single launches of
+ * the gang) and calls done once, after the last part, with NULL or the
+ * first failure. A FAILED device in the run refuses it (UNAVAILABLE) or
+ * fails it at completion, per failed_device_mode. fail_launch counts a host
+ * launch as one launch: the injected failure refuses or fails the whole
+ * host launch. The double keeps no device clock, so done_timed (when done
+ * is NULL) gets no timing; it ignores queue_seq, as launch does (the queue
+ * wrapper of tests/support makes it queue-ordered). No-op mode checks only
+ * what the contract makes it refuse (no memory or per-part checks) and
+ * counts per host, not per device.
+ *
  * THREADING: every function here may be called from any thread, concurrently
  * with the vtable methods, except where noted. */
 #ifndef PW_TESTS_CTS_DOUBLE_BACKEND_H_
@@ -109,6 +126,13 @@ typedef struct pw_double_options_t {
    * this models hardware whose devices each run one program at a time;
    * launches reaching two devices in different orders then deadlock. */
   bool blocking_collectives;
+  /* Hosts: device_info reports host = device / devices_per_host (0: every
+   * device on host 0, as one host). */
+  uint32_t devices_per_host;
+  /* Offers launch_host (backend.h, "Host launch") in the vtable; off, the
+   * vtable has none and the runtime launches per device. See HOST LAUNCH
+   * above. */
+  bool host_launch;
 } pw_double_options_t;
 
 /* Fills |options| with the defaults (inline completion, 8 devices). */
@@ -196,8 +220,17 @@ pw_double_device_stats_t pw_double_backend_device_stats(pw_double_backend_t* d,
                                                         uint32_t device);
 /* Accepted launches on |device|. */
 uint64_t pw_double_backend_launch_count(pw_double_backend_t* d, uint32_t device);
-/* Accepted launches over all devices. */
+/* Accepted launches over all devices (host launches' parts included). */
 uint64_t pw_double_backend_total_launches(pw_double_backend_t* d);
+/* Host launches accepted (launch_host calls that returned OK) on |host|,
+ * and over all hosts. Their parts also count in the per-device counters
+ * above, except in no-op mode, where only pw_double_backend_total_launches
+ * includes them (it counts every device part of every launch). */
+uint64_t pw_double_backend_host_launch_count(pw_double_backend_t* d, uint32_t host);
+uint64_t pw_double_backend_total_host_launches(pw_double_backend_t* d);
+/* Launch_host calls refused (an error returned) that named |host|. */
+uint64_t pw_double_backend_host_rejected(pw_double_backend_t* d, uint32_t host);
+
 /* Launches accepted whose done has not returned yet. */
 uint64_t pw_double_backend_in_flight(pw_double_backend_t* d);
 

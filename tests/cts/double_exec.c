@@ -456,9 +456,22 @@ static pw_status_t pw_double_check_launch(pw_double_backend_t* d, const pw_backe
   return NULL;
 }
 
-/* Claims a pending Nth-launch injection for this attempt: its code, or OK. */
-static pw_status_code_t pw_double_claim_injection(pw_double_backend_t* d,
-                                                  pw_double_fail_mode_t* out_mode) {
+pw_status_t pw_double_launch_check(pw_double_backend_t* d, const pw_backend_launch_t* l) {
+  if (l == NULL || l->struct_size < offsetof(pw_backend_launch_t, done_user) + sizeof(void*) ||
+      l->done == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "double launch: NULL or short launch struct, or no done callback");
+  }
+  if (l->device >= d->options.device_count) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "double launch: device %u out of range (backend has %u)",
+                          l->device, d->options.device_count);
+  }
+  return pw_double_check_launch(d, l);
+}
+
+pw_status_code_t pw_double_claim_injection(pw_double_backend_t* d,
+                                           pw_double_fail_mode_t* out_mode) {
   uint64_t attempt = atomic_fetch_add(&d->attempts, 1) + 1;
   if (atomic_load(&d->fail_attempt) != attempt) return PW_STATUS_OK;
   pw_status_code_t code = PW_STATUS_OK;
@@ -472,64 +485,32 @@ static pw_status_code_t pw_double_claim_injection(pw_double_backend_t* d,
   return code;
 }
 
-/* Launch refused after the argument checks: count it, and make sure the
- * other parts of a collective do not wait for this one. */
-static pw_status_t pw_double_reject(pw_double_backend_t* d, const pw_backend_launch_t* l,
-                                    pw_status_t status) {
-  atomic_fetch_add(&d->devices[l->device].rejected, 1);
+void pw_double_refuse_part(pw_double_backend_t* d, const pw_backend_launch_t* l) {
   const pw_double_executable_t* e = (const pw_double_executable_t*)l->executable;
   if (e != NULL && e->magic == PW_DOUBLE_EXECUTABLE_MAGIC &&
       e->program.op == PW_DOUBLE_OP_ALL_REDUCE_SUM) {
     pw_double_gang_fail(d, l->gang_id, PW_STATUS_ABORTED, "a part's launch was refused");
   }
+}
+
+/* Launch refused after the argument checks: count it, and make sure the
+ * other parts of a collective do not wait for this one. */
+static pw_status_t pw_double_reject(pw_double_backend_t* d, const pw_backend_launch_t* l,
+                                    pw_status_t status) {
+  atomic_fetch_add(&d->devices[l->device].rejected, 1);
+  pw_double_refuse_part(d, l);
   return status;
 }
 
-pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
-  pw_double_backend_t* d = self;
-  if (l == NULL || l->struct_size < offsetof(pw_backend_launch_t, done_user) + sizeof(void*) ||
-      l->done == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "double launch: NULL or short launch struct, or no done callback");
-  }
-  if (l->device >= d->options.device_count) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "double launch: device %u out of range (backend has %u)",
-                          l->device, d->options.device_count);
-  }
-  pw_double_device_t* dev = &d->devices[l->device];
-  if (d->options.no_op) {
-    /* No locked add: a device's launches do not overlap in gang order (the
-     * next comes after this one's done), so a load and a store count
-     * exactly (see no_op in double_backend.h). */
-    uint64_t n = atomic_load_explicit(&dev->launches, memory_order_relaxed);
-    atomic_store_explicit(&dev->launches, n + 1, memory_order_relaxed);
-    l->done(l->done_user, NULL);
-    return NULL;
-  }
-  pw_status_t status = pw_double_check_launch(d, l);
-  if (status != NULL) return pw_double_reject(d, l, status);
-  bool failed = atomic_load(&dev->health) == PW_DEVICE_FAILED;
-  if (failed && d->options.failed_device_mode == PW_DOUBLE_FAIL_AT_LAUNCH) {
-    return pw_double_reject(d, l, pw_status_make(PW_STATUS_UNAVAILABLE,
-                                                 "double launch: device %u failed",
-                                                 l->device));
-  }
-  pw_double_fail_mode_t mode = PW_DOUBLE_FAIL_AT_LAUNCH;
-  pw_status_code_t injected = pw_double_claim_injection(d, &mode);
-  if (injected != PW_STATUS_OK && mode == PW_DOUBLE_FAIL_AT_LAUNCH) {
-    return pw_double_reject(d, l, pw_status_make(injected,
-                                                 "double launch: injected failure on "
-                                                 "device %u", l->device));
-  }
+pw_status_t pw_double_job_make(pw_double_backend_t* d, const pw_backend_launch_t* l,
+                               pw_status_code_t injected, pw_backend_done_fn_t done,
+                               void* done_user, pw_double_job_t** out_job) {
+  *out_job = NULL;
   const pw_double_executable_t* e = (const pw_double_executable_t*)l->executable;
   bool collective = e->program.op == PW_DOUBLE_OP_ALL_REDUCE_SUM;
   size_t size = sizeof(pw_double_job_t) + (collective ? l->group_size * sizeof(uint32_t) : 0);
   pw_double_job_t* job = NULL;
-  status = pw_allocator_calloc(d->allocator, size, 0, (void**)&job);
-  if (status != NULL) {
-    return pw_double_reject(d, l, pw_status_annotate(status, "double launch"));
-  }
+  PW_RETURN_IF_ERROR(pw_allocator_calloc(d->allocator, size, 0, (void**)&job));
   job->alloc_size = size;
   job->executable = e;
   job->device = l->device;
@@ -543,12 +524,22 @@ pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
     job->outputs[i] = (pw_double_memory_t*)l->outputs[i];
   }
   if (collective) memcpy(job->group_devices, l->group_devices, l->group_size * sizeof(uint32_t));
-  job->done = l->done;
-  job->done_user = l->done_user;
+  job->done = done;
+  job->done_user = done_user;
   job->injected = injected;
+  *out_job = job;
+  return NULL;
+}
 
+void pw_double_job_free(pw_double_backend_t* d, pw_double_job_t* job) {
+  if (job != NULL) pw_allocator_free(d->allocator, job, job->alloc_size);
+}
+
+void pw_double_job_submit(pw_double_backend_t* d, pw_double_job_t* job, uint64_t gang_id) {
+  uint32_t device = job->device;
+  pw_double_device_t* dev = &d->devices[device];
   pthread_mutex_lock(&dev->order_mutex);
-  if (dev->order_count < d->options.order_capacity) dev->order[dev->order_count++] = l->gang_id;
+  if (dev->order_count < d->options.order_capacity) dev->order[dev->order_count++] = gang_id;
   atomic_fetch_add(&dev->launches, 1);
   pthread_mutex_unlock(&dev->order_mutex);
   pthread_mutex_lock(&d->idle_mutex);
@@ -560,12 +551,52 @@ pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
       pw_double_run(d, job);
       break;
     case PW_DOUBLE_COMPLETE_THREADED:
-      pw_double_queue_push(&d->workers[l->device % d->options.worker_count].queue, job);
+      pw_double_queue_push(&d->workers[device % d->options.worker_count].queue, job);
       break;
     case PW_DOUBLE_COMPLETE_DEFERRED:
       pw_double_queue_push(&d->deferred, job);
       break;
   }
+}
+
+pw_status_t pw_double_launch(void* self, const pw_backend_launch_t* l) {
+  pw_double_backend_t* d = self;
+  if (l == NULL || l->struct_size < offsetof(pw_backend_launch_t, done_user) + sizeof(void*) ||
+      l->done == NULL || l->device >= d->options.device_count) {
+    return pw_double_launch_check(d, l); /* the error naming what is wrong */
+  }
+  if (d->options.no_op) {
+    /* No locked add: a device's launches do not overlap in gang order (the
+     * next comes after this one's done), so a load and a store count
+     * exactly (see no_op in double_backend.h). */
+    pw_double_device_t* dev = &d->devices[l->device];
+    uint64_t n = atomic_load_explicit(&dev->launches, memory_order_relaxed);
+    atomic_store_explicit(&dev->launches, n + 1, memory_order_relaxed);
+    l->done(l->done_user, NULL);
+    return NULL;
+  }
+  pw_status_t status = pw_double_check_launch(d, l);
+  if (status != NULL) return pw_double_reject(d, l, status);
+  pw_double_device_t* dev = &d->devices[l->device];
+  bool failed = atomic_load(&dev->health) == PW_DEVICE_FAILED;
+  if (failed && d->options.failed_device_mode == PW_DOUBLE_FAIL_AT_LAUNCH) {
+    return pw_double_reject(d, l, pw_status_make(PW_STATUS_UNAVAILABLE,
+                                                 "double launch: device %u failed",
+                                                 l->device));
+  }
+  pw_double_fail_mode_t mode = PW_DOUBLE_FAIL_AT_LAUNCH;
+  pw_status_code_t injected = pw_double_claim_injection(d, &mode);
+  if (injected != PW_STATUS_OK && mode == PW_DOUBLE_FAIL_AT_LAUNCH) {
+    return pw_double_reject(d, l, pw_status_make(injected,
+                                                 "double launch: injected failure on "
+                                                 "device %u", l->device));
+  }
+  pw_double_job_t* job = NULL;
+  status = pw_double_job_make(d, l, injected, l->done, l->done_user, &job);
+  if (status != NULL) {
+    return pw_double_reject(d, l, pw_status_annotate(status, "double launch"));
+  }
+  pw_double_job_submit(d, job, l->gang_id);
   return NULL;
 }
 

@@ -107,11 +107,20 @@ typedef struct pw_double_device_t {
   size_t order_count;
 } pw_double_device_t;
 
+/* One host's counters (launch_host). */
+typedef struct pw_double_host_t {
+  _Alignas(64) _Atomic uint64_t launches;
+  _Atomic uint64_t rejected;
+  _Atomic uint64_t parts; /* no-op mode: device parts of its host launches */
+} pw_double_host_t;
+
 struct pw_double_backend_s {
   uint32_t magic;
   pw_double_options_t options; /* resolved: defaults applied */
   pw_allocator_t allocator;
   pw_double_device_t* devices;
+  pw_double_host_t* hosts;
+  uint32_t host_count;
   pw_double_worker_t* workers; /* THREADED only */
   pw_double_queue_t deferred;  /* DEFERRED only */
 
@@ -171,6 +180,36 @@ pw_status_t pw_double_exec_start(pw_double_backend_t* d);
 void pw_double_exec_stop(pw_double_backend_t* d);
 /* Fails the pending collectives of gangs that include |device|. */
 void pw_double_exec_abort_device(pw_double_backend_t* d, uint32_t device);
+
+/* Checks |l| as launch does (struct, device, executable, gang fields,
+ * parameters); INVALID_ARGUMENT naming the culprit. Counts nothing. */
+pw_status_t pw_double_launch_check(pw_double_backend_t* d, const pw_backend_launch_t* l);
+/* Claims a pending Nth-launch injection for one launch attempt: its code
+ * (and |*out_mode|), or OK. */
+pw_status_code_t pw_double_claim_injection(pw_double_backend_t* d,
+                                           pw_double_fail_mode_t* out_mode);
+/* A collective part of gang |l| was refused: poisons the gang so its other
+ * parts do not wait (no-op for other programs). */
+void pw_double_refuse_part(pw_double_backend_t* d, const pw_backend_launch_t* l);
+/* Allocates the job of checked launch |l|, completing through |done| /
+ * |done_user| instead of l's, failing with |injected| unless OK. */
+pw_status_t pw_double_job_make(pw_double_backend_t* d, const pw_backend_launch_t* l,
+                               pw_status_code_t injected, pw_backend_done_fn_t done,
+                               void* done_user, pw_double_job_t** out_job);
+/* Counts |job| as accepted on its device and runs or queues it per the
+ * completion mode. |job| may be gone when this returns. */
+void pw_double_job_submit(pw_double_backend_t* d, pw_double_job_t* job, uint64_t gang_id);
+/* Frees a job never submitted. */
+void pw_double_job_free(pw_double_backend_t* d, pw_double_job_t* job);
+
+/* --- double_host.c --- */
+
+/* The host of |device| (options.devices_per_host). */
+static inline uint32_t pw_double_host_of(const pw_double_backend_t* d, uint32_t device) {
+  return d->options.devices_per_host == 0 ? 0 : device / d->options.devices_per_host;
+}
+/* The launch_host method. */
+pw_status_t pw_double_launch_host(void* self, const pw_backend_host_launch_t* launch);
 
 /* Queue helpers (mutex/cond initialised by the caller). */
 void pw_double_queue_push(pw_double_queue_t* queue, pw_double_job_t* job);

@@ -488,3 +488,102 @@ Test(double_backend, destroy_completes_stragglers_exactly_once) {
   cr_assert_eq(atomic_load(&tracker.slots[1].code), PW_STATUS_CANCELLED);
   pw_cts_tracker_free(&tracker);
 }
+
+/* One host launch of |e| over mesh positions [start, start + count) of
+ * |group| (a |size|-device gang), no parameters. */
+static pw_status_t pw_dt_launch_host(const pw_backend_t* b, pw_backend_executable_t e,
+                                     const uint32_t* group, uint32_t size, uint32_t host,
+                                     uint32_t start, uint32_t count, pw_cts_slot_t* slot) {
+  pw_backend_host_launch_t h;
+  memset(&h, 0, sizeof(h));
+  h.struct_size = sizeof(h);
+  h.executable = e;
+  h.host = host;
+  h.mesh_start = start;
+  h.device_count = count;
+  h.group_devices = group;
+  h.group_size = size;
+  h.gang_id = 77;
+  h.done = pw_cts_done;
+  h.done_user = slot;
+  return b->vtable->launch_host(b->self, &h);
+}
+
+Test(double_backend, hosts_and_host_launch_counters_and_injection) {
+  pw_double_options_t options;
+  pw_double_options_init(&options);
+  options.device_count = 8;
+  options.devices_per_host = 3;
+  options.host_launch = true;
+  pw_backend_t b;
+  PW_CTS_OK(pw_double_backend_create(&options, &b));
+  pw_double_backend_t* d = pw_dt(&b);
+  cr_assert_geq(b.vtable->struct_size, PW_BACKEND_VTABLE_SIZE_V4);
+  cr_assert_not_null(b.vtable->launch_host);
+  for (uint32_t dev = 0; dev < 8; ++dev) {
+    pw_backend_device_info_t info = {.struct_size = sizeof(info)};
+    PW_CTS_OK(pw__backend_device_info(&b, dev, &info));
+    cr_assert_eq(info.host, dev / 3, "device %u on host %u", dev, info.host);
+  }
+  pw_backend_executable_t e = pw_dt_load(&b, "noop\n", 3, NULL);
+  const uint32_t group[3] = {3, 4, 5};
+  pw_cts_tracker_t t;
+  pw_cts_tracker_init(&t, 4);
+  PW_CTS_OK(pw_dt_launch_host(&b, e, group, 3, 1, 0, 3, &t.slots[0]));
+  cr_assert_eq(pw_double_backend_host_launch_count(d, 1), 1);
+  cr_assert_eq(pw_double_backend_total_host_launches(d), 1);
+  for (uint32_t m = 0; m < 3; ++m) cr_assert_eq(pw_double_backend_launch_count(d, group[m]), 1);
+  cr_assert_eq(pw_double_backend_total_launches(d), 3);
+  /* An injected failure counts the host launch as one launch. */
+  pw_double_backend_fail_launch(d, 1, PW_STATUS_INTERNAL, PW_DOUBLE_FAIL_AT_LAUNCH);
+  PW_CTS_ERROR(pw_dt_launch_host(&b, e, group, 3, 1, 0, 2, &t.slots[1]), PW_STATUS_INTERNAL);
+  cr_assert_eq(pw_double_backend_host_rejected(d, 1), 1);
+  pw_double_backend_fail_launch(d, 1, PW_STATUS_DATA_LOSS, PW_DOUBLE_FAIL_AT_COMPLETION);
+  PW_CTS_OK(pw_dt_launch_host(&b, e, group, 3, 1, 1, 2, &t.slots[2]));
+  PW_CTS_OK(pw_dt_launch_host(&b, e, group, 3, 1, 0, 3, &t.slots[3]));
+  pw_cts_tracker_wait(&t, 3, "host launches");
+  cr_assert_eq(atomic_load(&t.slots[0].code), PW_STATUS_OK);
+  cr_assert_eq(atomic_load(&t.slots[1].calls), 0);
+  cr_assert_eq(atomic_load(&t.slots[2].code), PW_STATUS_DATA_LOSS);
+  cr_assert_eq(atomic_load(&t.slots[3].code), PW_STATUS_OK);
+  cr_assert_eq(pw_double_backend_total_host_launches(d), 3);
+  /* A wrong host names the device. */
+  PW_CTS_ERROR(pw_dt_launch_host(&b, e, group, 3, 0, 0, 1, &t.slots[1]),
+               PW_STATUS_INVALID_ARGUMENT);
+  pw__backend_unload(&b, e);
+  pw__backend_destroy(&b);
+  for (size_t i = 0; i < 4; ++i) pw_cts_tracker_expect_calls(&t, i, i == 1 ? 0 : 1);
+  pw_cts_tracker_free(&t);
+}
+
+Test(double_backend, host_launch_off_and_no_op_counts) {
+  pw_double_options_t options;
+  pw_double_options_init(&options);
+  options.devices_per_host = 4;
+  pw_backend_t b;
+  PW_CTS_OK(pw_double_backend_create(&options, &b));
+  cr_assert(b.vtable->struct_size < PW_BACKEND_VTABLE_SIZE_V4 || b.vtable->launch_host == NULL,
+            "launch_host offered without options.host_launch");
+  pw__backend_destroy(&b);
+  options.no_op = true;
+  options.host_launch = true;
+  PW_CTS_OK(pw_double_backend_create(&options, &b));
+  pw_double_backend_t* d = pw_dt(&b);
+  pw_backend_executable_t e = pw_dt_load(&b, "noop\n", 8, NULL);
+  const uint32_t group[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  pw_cts_tracker_t t;
+  pw_cts_tracker_init(&t, 3);
+  PW_CTS_OK(pw_dt_launch_host(&b, e, group, 8, 0, 0, 4, &t.slots[0]));
+  PW_CTS_OK(pw_dt_launch_host(&b, e, group, 8, 1, 4, 4, &t.slots[1]));
+  PW_CTS_ERROR(pw_dt_launch_host(&b, e, group, 8, 0, 2, 4, &t.slots[2]),
+               PW_STATUS_INVALID_ARGUMENT);
+  cr_assert_eq(pw_double_backend_host_launch_count(d, 0), 1);
+  cr_assert_eq(pw_double_backend_host_launch_count(d, 1), 1);
+  cr_assert_eq(pw_double_backend_total_launches(d), 8, "every device part counts");
+  pw__backend_unload(&b, e);
+  pw__backend_destroy(&b);
+  pw_cts_tracker_expect_calls(&t, 0, 1);
+  pw_cts_tracker_expect_calls(&t, 1, 1);
+  pw_cts_tracker_expect_calls(&t, 2, 0);
+  pw_cts_tracker_free(&t);
+}

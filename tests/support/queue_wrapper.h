@@ -16,6 +16,15 @@
  * lose it (done never comes), and reads per-device counts: launches, the
  * most outstanding at once, the device time, the gaps between launches.
  *
+ * When the inner backend has launch_host (vtable v4), so does the wrapper:
+ * a host launch is checked whole (INVALID_ARGUMENT, nothing queued), then
+ * takes a slot in each of its devices' queues at once (RESOURCE_EXHAUSTED
+ * when one is full) with the descriptor's queue_seq; it runs, as one inner
+ * launch_host, when it is at the head of all of them, and its one done
+ * comes once every device's completer reached it. The delay, kernel time,
+ * fail and lose knobs apply to it as to one launch: it fails (or is lost)
+ * when any of its devices' queue_seq is marked.
+ *
  * Every other method is the inner backend's. The wrapper owns the inner
  * backend (destroy destroys it). */
 #ifndef PW_TESTS_SUPPORT_QUEUE_WRAPPER_H_
@@ -63,6 +72,8 @@ typedef struct pw_queue_wrapper_stats_t {
   uint64_t gaps;
   uint64_t gap_ns_total;
   uint64_t gap_ns_median;
+  /* Of |launches|: parts of host launches (launch_host) on the device. */
+  uint64_t host_launches;
 } pw_queue_wrapper_stats_t;
 
 pw_queue_wrapper_stats_t pw_queue_wrapper_stats(pw_queue_wrapper_t* w, uint32_t device);
