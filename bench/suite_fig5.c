@@ -20,6 +20,13 @@
  * thread's CPU time (CLOCK_THREAD_CPUTIME_ID) of the run over the gang
  * ops it made; wall time is printed beside it.
  *
+ * --backend noop runs the same over the test double's no-op backend with
+ * host launch (every launch completes OK inline and keeps only counts; a
+ * host launch checks each device's host and nothing else): what the
+ * runtime's dispatcher itself costs the controller, apart from the sim's
+ * per-device work (which a real fleet does on each host's executor, and
+ * which the sim, in process, does on the controller thread).
+ *
  * Each size runs twice per rep, interleaved: "host" (the sim's
  * launch_host: one launch per host and op, backend.h "Host launch") and
  * "device" (pw_runtime_options_t.disable_host_launch: one launch per
@@ -31,7 +38,7 @@
  *
  * Usage: pw-bench fig5 [--min-devices 8] [--max-devices 16384] [--step 4]
  *                      [--devices-per-host 8] [--computations 128]
- *                      [--reps 5] [--kernel-ns 100] */
+ *                      [--reps 5] [--kernel-ns 100] [--backend sim|noop] */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,7 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "cts/double_backend.h"
 #include "pathways/backends/sim.h"
 #include "pathways/pathways.h"
 #include "suites.h"
@@ -62,6 +70,7 @@ typedef struct pw_fig5_cfg_s {
   uint32_t devices, per_host, computations;
   uint64_t kernel_ns;
   bool host_launch;
+  bool noop; /* --backend noop: the test double's no-op backend */
 } pw_fig5_cfg_t;
 
 typedef struct pw_fig5_s {
@@ -79,6 +88,13 @@ typedef struct pw_fig5_s {
 static int pw_fig5_compile(pw_fig5_t* f, const char* name, const char* kind, uint64_t ns,
                            pw_executable_t* out) {
   char text[256];
+  if (f->cfg.noop) {
+    /* The double's program text: the no-op backend runs nothing. */
+    snprintf(text, sizeof(text), "noop\ninput f32[%u] split(0,0)\noutput f32[%u] split(0,0)\n",
+             f->cfg.devices, f->cfg.devices);
+    PW_FIG5_TRY(pw_executable_compile(f->c, f->vs, text, strlen(text), NULL, out), name);
+    return 0;
+  }
   snprintf(text, sizeof(text),
            "op %s\nkind %s\ntime %lluns\ninput f32[%u] split(0,0)\noutput f32[%u] split(0,0)\n",
            name, kind, (unsigned long long)ns, f->cfg.devices, f->cfg.devices);
@@ -112,14 +128,24 @@ static int pw_fig5_graph(pw_fig5_t* f, uint32_t count, bool fused, pw_graph_t* o
 static int pw_fig5_open(const pw_fig5_cfg_t* cfg, pw_fig5_t* f) {
   memset(f, 0, sizeof(*f));
   f->cfg = *cfg;
-  pw_sim_backend_options_t o;
-  pw_sim_backend_options_init(&o);
-  o.slice_count = 1;
-  o.devices_per_slice = cfg->devices;
-  o.devices_per_host = cfg->per_host;
-  o.mode = PW_SIM_MODE_INLINE;
-  o.memory = PW_SIM_MEMORY_VIRTUAL;
-  PW_FIG5_TRY(pw_sim_backend_create(&o, &f->backend), "sim backend");
+  if (cfg->noop) {
+    pw_double_options_t d;
+    pw_double_options_init(&d);
+    d.device_count = cfg->devices;
+    d.no_op = true;
+    d.host_launch = true;
+    d.devices_per_host = cfg->per_host;
+    PW_FIG5_TRY(pw_double_backend_create(&d, &f->backend), "no-op backend");
+  } else {
+    pw_sim_backend_options_t o;
+    pw_sim_backend_options_init(&o);
+    o.slice_count = 1;
+    o.devices_per_slice = cfg->devices;
+    o.devices_per_host = cfg->per_host;
+    o.mode = PW_SIM_MODE_INLINE;
+    o.memory = PW_SIM_MEMORY_VIRTUAL;
+    PW_FIG5_TRY(pw_sim_backend_create(&o, &f->backend), "sim backend");
+  }
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &cfg->devices);
   pw_slice_desc_t desc;
   memset(&desc, 0, sizeof(desc));
@@ -255,7 +281,13 @@ static int pw_fig5_measure(pw_fig5_t f[2], long long reps, double* cpu, double* 
  * host launches exactly when they were on. */
 static int pw_fig5_check(pw_fig5_t* f, long long reps) {
   pw_sim_stats_t stats = {.struct_size = sizeof(pw_sim_stats_t)};
-  PW_FIG5_TRY(pw_sim_backend_stats(f->backend, &stats), "sim stats");
+  if (f->cfg.noop) {
+    pw_double_backend_t* d = pw_double_backend_from(&f->backend);
+    stats.events = pw_double_backend_total_launches(d);
+    stats.host_launches = pw_double_backend_total_host_launches(d);
+  } else {
+    PW_FIG5_TRY(pw_sim_backend_stats(f->backend, &stats), "sim stats");
+  }
   uint64_t per_rep = 4 * (uint64_t)f->cfg.computations + 1; /* opbyop + chained + fused */
   uint64_t want = per_rep * (uint64_t)(reps + 1) * f->cfg.devices;
   uint64_t hosts = f->cfg.devices / f->cfg.per_host;
@@ -272,6 +304,8 @@ static int pw_fig5_check(pw_fig5_t* f, long long reps) {
   return 0;
 }
 
+static const char* pw_fig5_backend = "sim";
+
 static void pw_fig5_print(const pw_fig5_row_t* r, uint32_t per_host, uint32_t computations) {
   uint32_t hosts = r->devices / per_host;
   double per_comp = r->mode == PW_FIG5_FUSED ? r->op_ns / computations : r->op_ns / 2;
@@ -280,7 +314,7 @@ static void pw_fig5_print(const pw_fig5_row_t* r, uint32_t per_host, uint32_t co
           r->wall_op_ns, r->op_ns / hosts, r->op_ns / r->devices, per_comp);
   pw_bench_json_t j;
   pw_bench_json_begin(&j, "fig5");
-  pw_bench_json_str(&j, "backend", "sim");
+  pw_bench_json_str(&j, "backend", pw_fig5_backend);
   pw_bench_json_str(&j, "mode", pw_fig5_mode_names[r->mode]);
   pw_bench_json_str(&j, "launch", r->host ? "host" : "device");
   pw_bench_json_int(&j, "devices", r->devices);
@@ -293,13 +327,15 @@ static void pw_fig5_print(const pw_fig5_row_t* r, uint32_t per_host, uint32_t co
   pw_bench_json_end(&j);
 }
 
-/* Per mode and launch kind: the spread of ns per gang op and host over
- * the sizes, and host vs device at each size. */
+/* Per mode and launch kind: ns per gang op and host at the smallest and
+ * the largest size and their ratio (growth: the controller's work per
+ * host as the fleet grows), the spread over all sizes (max / min), and
+ * host vs device launch at the largest size. */
 static void pw_fig5_summary(const pw_fig5_row_t* rows, size_t n, uint32_t per_host) {
   for (int m = 0; m < PW_FIG5_MODES; ++m) {
     for (int h = 1; h >= 0; --h) {
-      double lo = 0, hi = 0, last = 0, last_other = 0;
-      uint32_t lo_d = 0, hi_d = 0;
+      double lo = 0, hi = 0, first = 0, last = 0, last_other = 0;
+      uint32_t last_d = 0;
       for (size_t k = 0; k < n; ++k) {
         const pw_fig5_row_t* r = &rows[k];
         if (r->mode != m) continue;
@@ -308,20 +344,26 @@ static void pw_fig5_summary(const pw_fig5_row_t* rows, size_t n, uint32_t per_ho
           continue;
         }
         double v = r->op_ns / (r->devices / per_host);
-        if (lo == 0 || v < lo) lo = v, lo_d = r->devices;
-        if (v > hi) hi = v, hi_d = r->devices;
+        if (lo == 0 || v < lo) lo = v;
+        if (v > hi) hi = v;
+        if (first == 0) first = v;
         last = r->op_ns;
+        last_d = r->devices;
       }
-      fprintf(stderr, "%-8s %6s: ns per gang op and host %.1f (at %u devices) .. %.1f (at %u): "
-                      "max/min %.2f; %s/%s at the largest size %.3f\n",
-              pw_fig5_mode_names[m], h ? "host" : "device", lo, lo_d, hi, hi_d, hi / lo,
-              h ? "host" : "device", h ? "device" : "host", last / last_other);
+      double last_per_host = last / (last_d / per_host);
+      fprintf(stderr, "%-8s %6s: ns per gang op and host %.1f at %u devices, %.1f at %u: "
+                      "growth %.2f, spread %.2f; %s/%s at %u %.3f\n",
+              pw_fig5_mode_names[m], h ? "host" : "device", first, rows[0].devices,
+              last_per_host, last_d, last_per_host / first, hi / lo, h ? "host" : "device",
+              h ? "device" : "host", last_d, last / last_other);
       pw_bench_json_t j;
       pw_bench_json_begin(&j, "fig5-summary");
+      pw_bench_json_str(&j, "backend", pw_fig5_backend);
       pw_bench_json_str(&j, "mode", pw_fig5_mode_names[m]);
       pw_bench_json_str(&j, "launch", h ? "host" : "device");
-      pw_bench_json_num(&j, "per_host_min_ns", lo);
-      pw_bench_json_num(&j, "per_host_max_ns", hi);
+      pw_bench_json_num(&j, "per_host_smallest_ns", first);
+      pw_bench_json_num(&j, "per_host_largest_ns", last_per_host);
+      pw_bench_json_num(&j, "per_host_growth", last_per_host / first);
       pw_bench_json_num(&j, "per_host_spread", hi / lo);
       pw_bench_json_num(&j, "vs_other_launch_at_largest", last / last_other);
       pw_bench_json_end(&j);
@@ -337,6 +379,13 @@ static int pw_bench_fig5_main(int argc, char** argv) {
   long long comps = pw_bench_opt_int(argc, argv, "computations", 128);
   long long reps = pw_bench_opt_int(argc, argv, "reps", 5);
   long long kernel = pw_bench_opt_int(argc, argv, "kernel-ns", 100);
+  const char* backend = pw_bench_opt_value(argc, argv, "backend");
+  if (backend == NULL) backend = "sim";
+  if (strcmp(backend, "sim") != 0 && strcmp(backend, "noop") != 0) {
+    fprintf(stderr, "pw-bench fig5: --backend is sim or noop, not '%s'\n", backend);
+    return 2;
+  }
+  pw_fig5_backend = backend;
   if (per_host < 1 || min_d < per_host || max_d < min_d || max_d > PW_SIM_MAX_DEVICES ||
       step < 2 || comps < 1 || comps > 4096 || reps < 1 || reps > 1000 || kernel < 1 ||
       min_d % per_host != 0) {
@@ -364,7 +413,7 @@ static int pw_bench_fig5_main(int argc, char** argv) {
     memset(f, 0, sizeof(f));
     for (int h = 0; h < 2 && rc == 0; ++h) {
       pw_fig5_cfg_t cfg = {(uint32_t)d, (uint32_t)per_host, (uint32_t)comps, (uint64_t)kernel,
-                           h == 0};
+                           h == 0, strcmp(backend, "noop") == 0};
       rc = pw_fig5_open(&cfg, &f[h]);
     }
     if (rc == 0) rc = pw_fig5_measure(f, reps, cpu, wall, &rows[n]);
