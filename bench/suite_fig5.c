@@ -2,8 +2,8 @@
  * gang op as the fleet grows) on the sim fleet. This file owns the suite.
  *
  * One slice of D simulated chips (mesh [D], --devices-per-host chips per
- * host, default 8), D from --min-devices (8) to --max-devices (16384),
- * doubling by --step (x4). The computation is the paper's: a scalar
+ * host, default 8), D from --min-devices (8) by a factor of --step (4)
+ * up to --max-devices (16384, always run). The computation is the paper's: a scalar
  * all-reduce then a scalar add (one f32 per chip: all_reduce_sum, then a
  * compute op, each --kernel-ns of virtual time, default 100). Three ways
  * to run --computations of them (default 128), as in the paper:
@@ -397,8 +397,9 @@ static int pw_bench_fig5_main(int argc, char** argv) {
     return 2;
   }
   pw_bench_pin(0);
-  size_t sizes = 0;
-  for (long long d = min_d; d <= max_d; d *= step) sizes++;
+  /* Sizes: min, min x step, ..., and max itself. */
+  size_t sizes = 1;
+  for (long long d = min_d; d < max_d; d = d * step < max_d ? d * step : max_d) sizes++;
   pw_fig5_row_t* rows = calloc(sizes * 2 * PW_FIG5_MODES, sizeof(*rows));
   double* cpu = calloc((size_t)reps * 2 * PW_FIG5_MODES, sizeof(double));
   double* wall = calloc((size_t)reps * 2 * PW_FIG5_MODES, sizeof(double));
@@ -407,7 +408,8 @@ static int pw_bench_fig5_main(int argc, char** argv) {
           "hosts", "ns/gang_op", "wall_ns/op", "ns/op/host", "ns/op/device", "ns/computation");
   size_t n = 0;
   int rc = 0;
-  for (long long d = min_d; rc == 0 && d <= max_d; d *= step) {
+  for (long long d = min_d, last = 0; rc == 0 && !last; d = d * step < max_d ? d * step : max_d) {
+    last = d == max_d;
     /* Host launch [0] and per-device launch [1], each on a fresh runtime. */
     pw_fig5_t f[2];
     memset(f, 0, sizeof(f));
