@@ -12,12 +12,14 @@
  * holds while it launches, so the lane's done comes once, after every
  * part, whichever thread completes the last one.
  *
- * A part can still be refused after validation passed: no memory for its
- * part record, its queue slot or its collective's group (queued modes,
- * collectives), or an ordered device whose queue changed between the
- * check and the launch (a done callback run during the lane's own launch
- * that launches on a later device of the lane; a device named twice in
- * one lane). The lane is then refused as a whole: the parts accepted run
+ * Validation covers the descriptor and every device's part; an ordered
+ * device's queue state (queue_seq order, room under the depth) is checked
+ * by its part's launch, as for a single launch: the runtime never breaks
+ * either, so the lane is not locked queue by queue before it runs. A part
+ * can therefore still be refused after validation passed: a queue_seq
+ * out of order or a full queue (a broken caller), no memory for its part
+ * record, its queue slot or its collective's group. The lane is then
+ * refused as a whole: the parts accepted run
  * and their completions are absorbed (a collective's end ABORTED, as the
  * gang rule requires), the parts not launched count as refused for their
  * gang, and launch_host returns the error; the runtime's done never comes.
@@ -177,22 +179,17 @@ static void pw_sim_lane_part_done(void* user, pw_status_t status,
  * Parts and validation
  *-------------------------------------------------------------------------*/
 
-/* The launch of the lane's |i|th device (mesh index mesh_start + i). The
- * shape of |h| has been checked. */
-static void pw_sim_lane_describe(const pw_backend_host_launch_t* h, uint32_t i,
-                                 pw_sim__lane_t* lane, pw_sim_part_desc_t* out) {
-  uint32_t m = h->mesh_start + i;
+/* The fields every device's launch of the lane shares. The shape of |h|
+ * has been checked. */
+static void pw_sim_lane_describe_init(const pw_backend_host_launch_t* h, pw_sim__lane_t* lane,
+                                      pw_sim_part_desc_t* out) {
   pw_backend_launch_t* l = &out->launch;
   memset(l, 0, sizeof(*l));
   l->struct_size = sizeof(*l);
   l->executable = h->executable;
-  l->device = h->group_devices[m];
-  l->mesh_index = m;
   l->group_devices = h->group_devices;
   l->group_size = h->group_size;
   l->gang_id = h->gang_id;
-  for (uint32_t k = 0; k < h->input_count; ++k) out->inputs[k] = h->inputs[k][i];
-  for (uint32_t k = 0; k < h->output_count; ++k) out->outputs[k] = h->outputs[k][i];
   l->inputs = out->inputs;
   l->input_count = h->input_count;
   l->outputs = out->outputs;
@@ -200,6 +197,17 @@ static void pw_sim_lane_describe(const pw_backend_host_launch_t* h, uint32_t i,
   l->done_user = lane;
   l->queue_seq = h->queue_seq;
   l->done_timed = pw_sim_lane_part_done;
+}
+
+/* |out| (set by pw_sim_lane_describe_init) becomes the launch of the
+ * lane's |i|th device (mesh index mesh_start + i). */
+static void pw_sim_lane_describe(const pw_backend_host_launch_t* h, uint32_t i,
+                                 pw_sim_part_desc_t* out) {
+  uint32_t m = h->mesh_start + i;
+  out->launch.device = h->group_devices[m];
+  out->launch.mesh_index = m;
+  for (uint32_t k = 0; k < h->input_count; ++k) out->inputs[k] = h->inputs[k][i];
+  for (uint32_t k = 0; k < h->output_count; ++k) out->outputs[k] = h->outputs[k][i];
 }
 
 static bool pw_sim_is_own_executable(pw_sim__backend_t* b, pw_backend_executable_t e) {
@@ -275,53 +283,13 @@ static pw_status_t pw_sim_check_lane_shape(pw_sim__backend_t* b,
   return NULL;
 }
 
-/* Ordered devices: each device's queue takes the launch now (queue_seq
- * above its last, room under the depth), as stream.c will check again. */
-static pw_status_t pw_sim_check_lane_queues(pw_sim__backend_t* b,
-                                            const pw_backend_host_launch_t* h) {
-  const char* name = h->executable->program.name;
-  pw_status_t status = NULL;
-  pthread_mutex_lock(&b->stream_mutex);
-  for (uint32_t i = 0; i < h->device_count && status == NULL; ++i) {
-    uint32_t device = h->group_devices[h->mesh_start + i];
-    const pw_sim__stream_t* s = &b->streams[device];
-    pw_sim__device_t* d = &b->devices[device];
-    pw_sim__device_lock(d);
-    uint64_t last_seq = d->last_seq;
-    /* A direct launch counts until its done is called (stream.c). */
-    uint32_t outstanding =
-        s->outstanding + (atomic_load_explicit(&d->direct, memory_order_relaxed) == 2u);
-    pw_sim__device_unlock(d);
-    if (h->queue_seq != 0 && h->queue_seq <= last_seq) {
-      status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                              "sim launch_host of '%s' (gang %llu) on host %u: queue_seq %llu "
-                              "comes after %llu on device %u (a device's launches must come in "
-                              "increasing queue_seq)",
-                              name, (unsigned long long)h->gang_id, h->host,
-                              (unsigned long long)h->queue_seq,
-                              (unsigned long long)last_seq, device);
-    } else if (b->queue_depth > 0 && outstanding >= b->queue_depth) {
-      char text[64];
-      pw_sim__device_name(b, device, text, sizeof(text));
-      status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                              "sim %s: queue full (depth %u, %u launches outstanding); "
-                              "launch_host of '%s' (gang %llu, queue_seq %llu) on host %u "
-                              "refused",
-                              text, b->queue_depth, outstanding, name,
-                              (unsigned long long)h->gang_id, (unsigned long long)h->queue_seq,
-                              h->host);
-    }
-  }
-  pthread_mutex_unlock(&b->stream_mutex);
-  return status;
-}
-
 /* The whole lane, before any of it runs. */
 static pw_status_t pw_sim_check_lane(pw_sim__backend_t* b, const pw_backend_host_launch_t* h) {
   PW_RETURN_IF_ERROR(pw_sim_check_lane_shape(b, h));
   const char* name = h->executable->program.name;
   pw_sim__lane_t placeholder;
   pw_sim_part_desc_t d;
+  pw_sim_lane_describe_init(h, &placeholder, &d);
   for (uint32_t i = 0; i < h->device_count; ++i) {
     uint32_t m = h->mesh_start + i;
     uint32_t device = h->group_devices[m];
@@ -337,12 +305,11 @@ static pw_status_t pw_sim_check_lane(pw_sim__backend_t* b, const pw_backend_host
                             "which is on host %u (a lane is one host's devices)",
                             name, h->host, m, device, device / b->per_host);
     }
-    pw_sim_lane_describe(h, i, &placeholder, &d);
+    pw_sim_lane_describe(h, i, &d);
     PW_RETURN_IF_ERROR_CTX(pw_sim__check_launch(b, &d.launch),
                            "sim launch_host on host %u: mesh index %u (device %u)", h->host, m,
                            device);
   }
-  if (b->ordered) PW_RETURN_IF_ERROR(pw_sim_check_lane_queues(b, h));
   return NULL;
 }
 
@@ -408,9 +375,10 @@ pw_status_t pw_sim__launch_host(void* self, const pw_backend_host_launch_t* h) {
   }
   pw_sim_lane_init(lane, b, h);
   pw_sim_part_desc_t d;
+  pw_sim_lane_describe_init(h, lane, &d);
   uint32_t launched = 0;
   for (; launched < h->device_count; ++launched) {
-    pw_sim_lane_describe(h, launched, lane, &d);
+    pw_sim_lane_describe(h, launched, &d);
     status = pw_sim__launch_checked(b, &d.launch);
     if (status != NULL) break;
   }
