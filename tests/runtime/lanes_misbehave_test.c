@@ -79,8 +79,10 @@ static pw_status_t run(pw_fixture_t* f, pw_graph_t g, pw_buffer_t arg, float* ba
   return s;
 }
 
-/* The double's second host launch from now is refused or completes with
- * DATA_LOSS (|mode|): op "a" fails naming exactly one lane, "b" fails
+/* The double's first host launch from now (one of op "a"'s lanes: on a
+ * queued slice a later one may be "b"'s, queued behind "a") is refused
+ * or completes with DATA_LOSS (|mode|): "a" fails naming exactly one
+ * lane, "b" fails
  * after it, no part is left in flight, and the next runs are right. */
 static void failed_host_launch(pw_fixture_backend_t kind, pw_double_fail_mode_t mode) {
   pw_fixture_t f;
@@ -89,7 +91,7 @@ static void failed_host_launch(pw_fixture_backend_t kind, pw_double_fail_mode_t 
   pw_graph_t g = chain2(&f, &vs);
   const float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   pw_buffer_t x = arg8(&f, vs, data);
-  pw_double_backend_fail_launch(f.dbl, 2, PW_STATUS_DATA_LOSS, mode);
+  pw_double_backend_fail_launch(f.dbl, 1, PW_STATUS_DATA_LOSS, mode);
   float back[8];
   pw_status_t out_status = NULL;
   pw_status_t s = run(&f, g, x, back, sizeof(back), &out_status);
