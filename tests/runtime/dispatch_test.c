@@ -48,6 +48,10 @@ static void run_chain(pw_fixture_backend_t kind, uint32_t n) {
       cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), n, "device %u", d);
     }
   }
+  /* Lanes: one host launch per op and host (4 hosts of 2), none on the
+   * other kinds. */
+  uint64_t want_host = pw_fixture_kind_lanes(kind) ? (uint64_t)n * 4 : 0;
+  cr_assert_eq(pw_fixture_host_launches(&f), want_host);
   OK(pw_buffer_release(f.client, out));
   OK(pw_buffer_release(f.client, arg));
   pw_fixture_deinit(&f);
@@ -55,6 +59,9 @@ static void run_chain(pw_fixture_backend_t kind, uint32_t n) {
 
 Test(dispatch, chain_inline_completion) { run_chain(PW_FIXTURE_DOUBLE_INLINE, 50); }
 Test(dispatch, chain_threaded_completion) { run_chain(PW_FIXTURE_DOUBLE_THREADED, 50); }
+Test(dispatch, chain_lanes) { run_chain(PW_FIXTURE_DOUBLE_LANES, 50); }
+Test(dispatch, chain_lanes_queued) { run_chain(PW_FIXTURE_DOUBLE_LANES_QUEUED, 50); }
+Test(dispatch, long_chain_on_queued_lanes) { run_chain(PW_FIXTURE_DOUBLE_LANES_QUEUED, 5000); }
 Test(dispatch, long_chain_completing_inline_uses_constant_stack) {
   /* 100k ops whose launches complete inside launch: recursion would
    * overflow the stack; the trampoline must not. */
@@ -62,9 +69,10 @@ Test(dispatch, long_chain_completing_inline_uses_constant_stack) {
 }
 
 /* Builds: param -> a (fail or copy) -> b (copy) -> c (copy); output c. */
-Test(dispatch, failed_op_fails_dependents_naming_the_node) {
+static void failed_op_fails_dependents(pw_fixture_backend_t kind) {
   pw_fixture_t f;
-  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 1, "2x4", pw_allocator_system()));
+  OK(pw_fixture_init(&f, kind, 1, "2x4", pw_allocator_system()));
+  bool lanes = pw_fixture_kind_lanes(kind);
   pw_vslice_t vs;
   OK(pw_fixture_vslice(&f, "2x4", &vs));
   pw_executable_t copy, fail;
@@ -92,6 +100,8 @@ Test(dispatch, failed_op_fails_dependents_naming_the_node) {
   pw_status_t s = pw_fixture_wait(done);
   cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE, "%s", pw_status_message(s));
   cr_assert(strstr(pw_status_message(s), "node 1 (\"flaky\")"), "%s", pw_status_message(s));
+  /* A lane's failure names the lane's devices and host. */
+  cr_assert(!lanes || strstr(pw_status_message(s), "(host "), "%s", pw_status_message(s));
   pw_status_free(s);
   float back[8];
   s = pw_buffer_to_host(f.client, outs[0], back, sizeof(back), PW_INFINITE_FUTURE);
@@ -101,8 +111,18 @@ Test(dispatch, failed_op_fails_dependents_naming_the_node) {
   pw_status_free(s);
   /* The parameter passed through is fine. */
   OK(pw_buffer_to_host(f.client, outs[1], back, sizeof(back), PW_INFINITE_FUTURE));
-  /* The dependents did not run: only the failing op launched. */
-  for (uint32_t d = 0; d < 8; ++d) cr_assert_eq(pw_double_backend_launch_count(f.dbl, d), 1);
+  /* The dependents did not run: only the failing op launched. On a
+   * queued slice they may have been queued behind it before it failed
+   * (they then fail with its status, as checked above). */
+  bool queued = kind == PW_FIXTURE_DOUBLE_LANES_QUEUED;
+  uint64_t most = queued ? 3 : 1;
+  for (uint32_t d = 0; d < 8; ++d) {
+    uint64_t n = pw_double_backend_launch_count(f.dbl, d);
+    cr_assert(n >= 1 && n <= most, "device %u launched %llu times", d, (unsigned long long)n);
+  }
+  uint64_t host_before = pw_fixture_host_launches(&f);
+  cr_assert(lanes ? host_before >= 4 && host_before <= 4 * most : host_before == 0,
+            "%llu host launches", (unsigned long long)host_before);
   /* The runtime stays usable: a healthy graph on the same slice runs. */
   pw_graph_t g2;
   OK(pw_graph_create(f.client, &g2));
@@ -113,14 +133,27 @@ Test(dispatch, failed_op_fails_dependents_naming_the_node) {
   pw_buffer_t out2;
   OK(pw_graph_submit(f.client, g2, &arg, 1, NULL, &out2, 1, &done));
   OK(pw_fixture_wait(done));
+  cr_assert_eq(pw_fixture_host_launches(&f), host_before + (lanes ? 4 : 0));
   pw_fixture_deinit(&f);
 }
 
-Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
-  /* Deferred completion: launches queue up and run when the test says, so
-   * ops from several executions interleave as much as they can. */
+Test(dispatch, failed_op_fails_dependents_naming_the_node) {
+  failed_op_fails_dependents(PW_FIXTURE_DOUBLE_THREADED);
+}
+Test(dispatch, failed_op_fails_dependents_naming_the_lane) {
+  failed_op_fails_dependents(PW_FIXTURE_DOUBLE_LANES);
+}
+Test(dispatch, failed_op_fails_dependents_naming_the_lane_queued) {
+  failed_op_fails_dependents(PW_FIXTURE_DOUBLE_LANES_QUEUED);
+}
+
+/* Deferred completion: launches queue up and run when the test says, so
+ * ops from several executions interleave as much as they can. The lane
+ * kinds complete on their own (threaded, or through the queue wrapper). */
+static void gang_order_on(pw_fixture_backend_t kind) {
   pw_fixture_t f;
-  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_DEFERRED, 1, "2x4", pw_allocator_system()));
+  OK(pw_fixture_init(&f, kind, 1, "2x4", pw_allocator_system()));
+  bool deferred = kind == PW_FIXTURE_DOUBLE_DEFERRED;
   pw_vslice_t vs;
   OK(pw_fixture_vslice(&f, "2x4", &vs));
   pw_executable_t copy;
@@ -146,9 +179,9 @@ Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
   for (int e = 0; e < kExecs; ++e) {
     OK(pw_graph_submit(f.client, g, &arg, 1, NULL, outs[e], 2, &done[e]));
     /* Run a few launches between submissions. */
-    pw_double_backend_run_deferred(f.dbl, (size_t)(e % 5));
+    if (deferred) pw_double_backend_run_deferred(f.dbl, (size_t)(e % 5));
   }
-  while (pw_double_backend_run_deferred(f.dbl, 0) > 0) {
+  while (deferred && pw_double_backend_run_deferred(f.dbl, 0) > 0) {
   }
   for (int e = 0; e < kExecs; ++e) OK(pw_fixture_wait(done[e]));
   uint64_t order0[2 * kExecs], order[2 * kExecs];
@@ -160,7 +193,18 @@ Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
     cr_assert_eq(n, n0);
     cr_assert_eq(memcmp(order, order0, n * sizeof(uint64_t)), 0, "device %u order differs", d);
   }
+  cr_assert_eq(pw_fixture_host_launches(&f), pw_fixture_kind_lanes(kind) ? 2 * kExecs * 4 : 0);
   pw_fixture_deinit(&f);
+}
+
+Test(dispatch, gang_order_is_identical_on_every_device_of_a_slice) {
+  gang_order_on(PW_FIXTURE_DOUBLE_DEFERRED);
+}
+Test(dispatch, gang_order_is_identical_on_every_device_of_lanes) {
+  gang_order_on(PW_FIXTURE_DOUBLE_LANES);
+}
+Test(dispatch, gang_order_is_identical_on_every_device_of_queued_lanes) {
+  gang_order_on(PW_FIXTURE_DOUBLE_LANES_QUEUED);
 }
 
 /* A deferred-completion double with one 2x4 slice, and a graph that

@@ -11,18 +11,52 @@ pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
   return pw_fixture_init_sched(f, kind, slices, mesh_text, allocator, fifo, 0);
 }
 
+bool pw_fixture_kind_lanes(pw_fixture_backend_t kind) {
+  return kind == PW_FIXTURE_DOUBLE_LANES || kind == PW_FIXTURE_DOUBLE_LANES_QUEUED;
+}
+
+uint64_t pw_fixture_host_launches(const pw_fixture_t* f) {
+  return f->dbl != NULL ? pw_double_backend_total_host_launches(f->dbl) : 0;
+}
+
+static pw_status_t pw_fixture_init_all(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                       uint32_t slices, const char* mesh_text,
+                                       pw_allocator_t allocator, pw_sched_policy_t policy,
+                                       uint32_t window, const pw_fixture_extra_t* extra);
+
 pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
                                   uint32_t slices, const char* mesh_text,
                                   pw_allocator_t allocator, pw_sched_policy_t policy,
                                   uint32_t window) {
+  return pw_fixture_init_all(f, kind, slices, mesh_text, allocator, policy, window, NULL);
+}
+
+pw_status_t pw_fixture_init_extra(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                  uint32_t slices, const char* mesh_text,
+                                  pw_allocator_t allocator, const pw_fixture_extra_t* extra) {
+  pw_sched_policy_t fifo = {NULL, NULL};
+  return pw_fixture_init_all(f, kind, slices, mesh_text, allocator, fifo, 0, extra);
+}
+
+static pw_status_t pw_fixture_init_all(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                       uint32_t slices, const char* mesh_text,
+                                       pw_allocator_t allocator, pw_sched_policy_t policy,
+                                       uint32_t window, const pw_fixture_extra_t* extra) {
+  pw_fixture_extra_t none;
+  memset(&none, 0, sizeof(none));
+  if (extra == NULL) extra = &none;
   memset(f, 0, sizeof(*f));
   pw_mesh_shape_t mesh;
   PW_RETURN_IF_ERROR(pw_mesh_shape_parse(mesh_text, &mesh));
   uint32_t per_slice = pw_mesh_shape_device_count(&mesh);
   pw_backend_t backend;
-  bool queued = kind == PW_FIXTURE_CPU_QUEUED || kind == PW_FIXTURE_DOUBLE_QUEUED;
+  bool queued = kind == PW_FIXTURE_CPU_QUEUED || kind == PW_FIXTURE_DOUBLE_QUEUED ||
+                kind == PW_FIXTURE_DOUBLE_LANES_QUEUED;
+  bool lanes = pw_fixture_kind_lanes(kind);
   if (kind == PW_FIXTURE_CPU_QUEUED) kind = PW_FIXTURE_CPU;
   if (kind == PW_FIXTURE_DOUBLE_QUEUED) kind = PW_FIXTURE_DOUBLE_INLINE;
+  if (kind == PW_FIXTURE_DOUBLE_LANES) kind = PW_FIXTURE_DOUBLE_THREADED;
+  if (kind == PW_FIXTURE_DOUBLE_LANES_QUEUED) kind = PW_FIXTURE_DOUBLE_INLINE;
   if (kind == PW_FIXTURE_CPU) {
 #ifdef PW_FIXTURE_NO_CPU
     return pw_status_make(PW_STATUS_UNIMPLEMENTED, "cpu backend not built");
@@ -44,11 +78,19 @@ pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
     o.worker_count = 2;
     o.allocator = allocator;
     o.order_capacity = 1u << 16;
+    o.failed_device_mode = extra->failed_device_mode;
+    if (lanes) {
+      o.host_launch = true;
+      o.devices_per_host = 2;
+    }
     PW_RETURN_IF_ERROR(pw_double_backend_create(&o, &backend));
     f->dbl = pw_double_backend_from(&backend);
   }
   if (queued) {
-    pw_queue_wrapper_options_t qo = {.depth = 4, .ordered = true};
+    pw_queue_wrapper_options_t qo = {.depth = 4,
+                                     .ordered = true,
+                                     .fail_every = extra->fail_every,
+                                     .lose_every = extra->lose_every};
     PW_RETURN_IF_ERROR(pw_queue_wrapper_create(&qo, backend, &backend));
     f->qw = pw_queue_wrapper_from(&backend);
   }
@@ -73,6 +115,9 @@ pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
   ro.backend_count = 1;
   ro.slices = descs;
   ro.slice_count = slices;
+  ro.launch_deadline_ns = extra->launch_deadline_ns;
+  ro.drain_deadline_ns = extra->drain_deadline_ns;
+  ro.disable_host_launch = extra->disable_host_launch;
   PW_RETURN_IF_ERROR(pw_runtime_create(&ro, &f->runtime));
   f->slice_count = slices;
   pw_status_t status = pw_client_create(f->runtime, NULL, &f->client);

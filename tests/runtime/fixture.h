@@ -29,7 +29,27 @@ typedef enum pw_fixture_backend_e {
    * (tests/support/queue_wrapper.h, depth 4): queued launch. */
   PW_FIXTURE_CPU_QUEUED = 4,
   PW_FIXTURE_DOUBLE_QUEUED = 5,
+  /* Host launch (lib/sched/lanes.c): the threaded double with
+   * host_launch and two devices per host (so a slice's devices pair up
+   * into lanes); the inline one likewise behind the queue wrapper
+   * (depth 4): queue-ordered lanes. */
+  PW_FIXTURE_DOUBLE_LANES = 6,
+  PW_FIXTURE_DOUBLE_LANES_QUEUED = 7,
 } pw_fixture_backend_t;
+
+/* True for the kinds whose double offers launch_host. */
+bool pw_fixture_kind_lanes(pw_fixture_backend_t kind);
+
+/* What a test may set beyond the kind: runtime deadlines, host launch off,
+ * the queue wrapper's injected failures (queued kinds), what a launch on
+ * a FAILED double device does. Zero means the default. */
+typedef struct pw_fixture_extra_t {
+  uint64_t launch_deadline_ns;
+  uint64_t drain_deadline_ns;
+  bool disable_host_launch;
+  uint32_t fail_every, lose_every;
+  pw_double_fail_mode_t failed_device_mode;
+} pw_fixture_extra_t;
 
 pw_status_t pw_fixture_init(pw_fixture_t* f, pw_fixture_backend_t kind,
                             uint32_t slices, const char* mesh,
@@ -39,7 +59,14 @@ pw_status_t pw_fixture_init_sched(pw_fixture_t* f, pw_fixture_backend_t kind,
                                   uint32_t slices, const char* mesh,
                                   pw_allocator_t allocator, pw_sched_policy_t policy,
                                   uint32_t window);
+/* As pw_fixture_init_sched (FIFO, no window) with |extra| (may be NULL). */
+pw_status_t pw_fixture_init_extra(pw_fixture_t* f, pw_fixture_backend_t kind,
+                                  uint32_t slices, const char* mesh,
+                                  pw_allocator_t allocator, const pw_fixture_extra_t* extra);
 void pw_fixture_deinit(pw_fixture_t* f);
+
+/* Host launches the fixture's double accepted (0 when it is no double). */
+uint64_t pw_fixture_host_launches(const pw_fixture_t* f);
 
 /* Virtual slice of |mesh| ("2x4") for the fixture's client. */
 pw_status_t pw_fixture_vslice(pw_fixture_t* f, const char* mesh, pw_vslice_t* out);

@@ -240,6 +240,7 @@ static void reruns_on(pw_fixture_backend_t kind) {
   for (uint32_t d = 0; d < 8; ++d) {
     cr_assert_eq(pw_double_backend_launch_count(e.f.dbl, d), RUNS, "device %u", d);
   }
+  cr_assert_eq(pw_fixture_host_launches(&e.f), pw_fixture_kind_lanes(kind) ? 4 * RUNS : 0);
   env_deinit(&e);
 }
 
@@ -268,6 +269,8 @@ Test(graph_exec, trim_frees_the_cached_blocks_and_runs_go_on) {
 
 Test(graph_exec, reruns_inline) { reruns_on(PW_FIXTURE_DOUBLE_INLINE); }
 Test(graph_exec, reruns_threaded) { reruns_on(PW_FIXTURE_DOUBLE_THREADED); }
+Test(graph_exec, reruns_lanes) { reruns_on(PW_FIXTURE_DOUBLE_LANES); }
+Test(graph_exec, reruns_lanes_queued) { reruns_on(PW_FIXTURE_DOUBLE_LANES_QUEUED); }
 
 /* A graph without ops (its parameter is its output) and one without
  * parameters (a fill): the edges of a run's life (it completes inside
@@ -1047,10 +1050,18 @@ static void runs_without_done_events(pw_fixture_backend_t kind) {
    * completed, so this may wait a little). */
   OK(pw_client_wait_idle(e.f.client, pw_deadline_from_timeout(DEADLINE_NS)));
   armed_run_ok(&e, exec, e.x, e.data);
+  /* 15 runs of one op: one host launch per lane and run (the other
+   * lanes of runs 6 and 7 launched; their refused one is not counted). */
+  uint64_t host = pw_fixture_host_launches(&e.f);
+  cr_assert_eq(host, pw_fixture_kind_lanes(kind) ? 4 * 15 - 2 : 0, "%llu host launches",
+               (unsigned long long)host);
   pw_graph_exec_destroy(exec);
   env_deinit(&e);
 }
 
+Test(graph_exec, runs_without_done_events_lanes) {
+  runs_without_done_events(PW_FIXTURE_DOUBLE_LANES);
+}
 Test(graph_exec, runs_without_done_events_inline) {
   runs_without_done_events(PW_FIXTURE_DOUBLE_INLINE);
 }

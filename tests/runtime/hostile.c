@@ -120,10 +120,35 @@ static pw_status_t hostile_launch(void* self, const pw_backend_launch_t* l) {
   }
 }
 
+/* A host launch misbehaves as a launch does: one done for the lane. */
+static pw_status_t (*g_inner_launch_host)(void* self, const pw_backend_host_launch_t* launch);
+
+static pw_status_t hostile_launch_host(void* self, const pw_backend_host_launch_t* l) {
+  int mode;
+  if (!take(&g_backend_mode, &g_backend_budget, &mode)) return g_inner_launch_host(self, l);
+  switch (mode) {
+    case PW_HOSTILE_DONE_TWICE:
+      l->done(l->done_user, NULL);
+      l->done(l->done_user, NULL);
+      return NULL;
+    case PW_HOSTILE_DONE_THEN_ERROR:
+      l->done(l->done_user, pw_status_make(PW_STATUS_UNAVAILABLE, "hostile host launch failed"));
+      return pw_status_make(PW_STATUS_UNAVAILABLE, "hostile host launch also returned an error");
+    default:
+      race(l->done, l->done_user, NULL);
+      return NULL;
+  }
+}
+
 void pw_hostile_backend_wrap(pw_backend_t inner, pw_backend_t* out) {
   g_backend_vtable = *inner.vtable;
   g_inner_launch = inner.vtable->launch;
   g_backend_vtable.launch = hostile_launch;
+  if (inner.vtable->struct_size >= PW_BACKEND_VTABLE_SIZE_V4 &&
+      inner.vtable->launch_host != NULL) {
+    g_inner_launch_host = inner.vtable->launch_host;
+    g_backend_vtable.launch_host = hostile_launch_host;
+  }
   g_backend_vtable.name = "hostile";
   out->vtable = &g_backend_vtable;
   out->self = inner.self;

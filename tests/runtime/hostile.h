@@ -21,7 +21,9 @@ typedef enum pw_hostile_mode_e {
 
 /* Wraps |inner| (taken over): launches behave as |inner|'s, except the
  * next |count| launches, which complete as |mode| says without running
- * (their outputs are left as they are). Name "hostile". */
+ * (their outputs are left as they are). Name "hostile". When |inner|
+ * offers launch_host, host launches are wrapped the same way: one counts
+ * as one launch and misbehaves with its one done. */
 void pw_hostile_backend_wrap(pw_backend_t inner, pw_backend_t* out);
 void pw_hostile_backend_arm(pw_hostile_mode_t mode, int64_t count);
 

@@ -144,6 +144,8 @@ static void destroy_inside_done_callback(pw_fixture_backend_t kind, bool armed) 
   /* Everything is still usable, and destroys fine outside callbacks. */
   run_once(&f, g, arg);
   if (armed) OK(pw_graph_exec_destroy(r.exec));
+  /* Lanes: 4 runs of one op on two hosts of 2 devices. */
+  cr_assert_eq(pw_fixture_host_launches(&f), pw_fixture_kind_lanes(kind) ? 4 * 2 : 0);
   pw_fixture_deinit(&f);
 }
 
@@ -152,6 +154,10 @@ Test(lifecycle, client_destroy_in_done_callback_is_refused_inline) {
 }
 Test(lifecycle, client_destroy_in_done_callback_is_refused_threaded) {
   destroy_inside_done_callback(PW_FIXTURE_DOUBLE_THREADED, false);
+}
+Test(lifecycle, client_destroy_in_done_callback_is_refused_lanes) {
+  destroy_inside_done_callback(PW_FIXTURE_DOUBLE_LANES, false);
+  destroy_inside_done_callback(PW_FIXTURE_DOUBLE_LANES_QUEUED, true);
 }
 Test(lifecycle, graph_exec_destroy_in_done_callback_is_refused) {
   destroy_inside_done_callback(PW_FIXTURE_DOUBLE_INLINE, true);
@@ -253,9 +259,9 @@ static void run_compute_transfer_compute(pw_fixture_t* f, uint32_t runs) {
   for (uint32_t i = 0; i < runs; ++i) run_once(f, g, arg);
 }
 
-Test(lifecycle, destroyed_client_holds_no_device_memory_double) {
+static void no_device_memory_left(pw_fixture_backend_t kind) {
   pw_fixture_t f;
-  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_THREADED, 2, "4", pw_allocator_system()));
+  OK(pw_fixture_init(&f, kind, 2, "4", pw_allocator_system()));
   run_compute_transfer_compute(&f, 3);
   cr_assert_gt(pw_double_backend_live_allocations(f.dbl), 0);
   OK(pw_client_destroy(f.client));
@@ -270,7 +276,17 @@ Test(lifecycle, destroyed_client_holds_no_device_memory_double) {
   OK(pw_client_destroy(f.client));
   f.client = NULL;
   cr_assert_eq(pw_double_backend_live_allocations(f.dbl), 0);
+  /* 5 runs of two computes, each on a slice of two hosts. */
+  cr_assert_eq(pw_fixture_host_launches(&f), pw_fixture_kind_lanes(kind) ? 5 * 2 * 2 : 0);
   pw_fixture_deinit(&f);
+}
+
+Test(lifecycle, destroyed_client_holds_no_device_memory_double) {
+  no_device_memory_left(PW_FIXTURE_DOUBLE_THREADED);
+}
+Test(lifecycle, destroyed_client_holds_no_device_memory_lanes) {
+  no_device_memory_left(PW_FIXTURE_DOUBLE_LANES);
+  no_device_memory_left(PW_FIXTURE_DOUBLE_LANES_QUEUED);
 }
 
 Test(lifecycle, destroyed_client_holds_no_device_memory_cpu) {
@@ -340,13 +356,15 @@ Test(lifecycle, destroy_while_another_client_appends) {
 
 /* Two slices of 4 devices on the hostile backend (over the inline test
  * double) and the hostile transport. */
-static void hostile_init(pw_fixture_t* f, pw_double_completion_t completion) {
+static void hostile_init(pw_fixture_t* f, pw_double_completion_t completion, bool lanes) {
   memset(f, 0, sizeof(*f));
   pw_double_options_t o;
   pw_double_options_init(&o);
   o.device_count = 8;
   o.completion = completion;
   o.worker_count = 2;
+  o.host_launch = lanes; /* two lanes of 2 per slice */
+  o.devices_per_host = lanes ? 2 : 0;
   pw_backend_t inner;
   OK(pw_double_backend_create(&o, &inner));
   f->dbl = pw_double_backend_from(&inner);
@@ -383,10 +401,10 @@ static pw_status_t run_status(pw_fixture_t* f, pw_graph_t g, pw_buffer_t arg) {
 
 /* Arms |arm| for |count| completions, runs the graph (INTERNAL, naming
  * |plugin| and |node|), then a healthy run on the same runtime. */
-static void complete_twice(pw_double_completion_t completion, bool transport,
-                           pw_hostile_mode_t mode, int64_t count, const char* node) {
+static void complete_twice_on(bool lanes, pw_double_completion_t completion, bool transport,
+                              pw_hostile_mode_t mode, int64_t count, const char* node) {
   pw_fixture_t f;
-  hostile_init(&f, completion);
+  hostile_init(&f, completion, lanes);
   pw_vslice_t a;
   pw_graph_t g = hostile_graph(&f, &a);
   pw_buffer_t arg = arg4(&f, a);
@@ -403,7 +421,16 @@ static void complete_twice(pw_double_completion_t completion, bool transport,
     /* The runtime stays usable: the next submission succeeds. */
     OK(run_status(&f, g, arg));
   }
+  /* The 4 healthy runs' computes went to the lanes (2 per slice). */
+  uint64_t host = pw_double_backend_total_host_launches(f.dbl);
+  cr_assert(lanes ? host >= 4 * 2 * 2 : host == 0, "%llu host launches",
+            (unsigned long long)host);
   pw_fixture_deinit(&f);
+}
+
+static void complete_twice(pw_double_completion_t completion, bool transport,
+                           pw_hostile_mode_t mode, int64_t count, const char* node) {
+  complete_twice_on(false, completion, transport, mode, count, node);
 }
 
 Test(lifecycle, backend_done_twice_fails_the_op_with_internal) {
@@ -417,6 +444,18 @@ Test(lifecycle, backend_done_with_error_then_error_return_fails_the_op_with_inte
                  "called done and then returned an error from launch");
   complete_twice(PW_DOUBLE_COMPLETE_THREADED, false, PW_HOSTILE_DONE_THEN_ERROR, 3,
                  "hostile launch failed");
+}
+
+/* A host launch completed twice (or completed and refused) is one
+ * launch completed twice: reported, not obeyed; the op fails with
+ * INTERNAL and the runtime stays usable. */
+Test(lifecycle, host_launch_done_twice_fails_the_op_with_internal) {
+  complete_twice_on(true, PW_DOUBLE_COMPLETE_INLINE, false, PW_HOSTILE_DONE_TWICE, 1,
+                    "backend 'hostile' completed one launch twice: it called done twice");
+  complete_twice_on(true, PW_DOUBLE_COMPLETE_THREADED, false, PW_HOSTILE_DONE_TWICE, 4,
+                    "node 1");
+  complete_twice_on(true, PW_DOUBLE_COMPLETE_INLINE, false, PW_HOSTILE_DONE_THEN_ERROR, 1,
+                    "called done and then returned an error from launch");
 }
 
 Test(lifecycle, transport_copy_done_twice_fails_the_transfer_with_internal) {
@@ -436,7 +475,7 @@ Test(lifecycle, transport_copy_done_with_error_then_error_return_fails_the_trans
  * other is reported and ignored; every run resolves, OK or INTERNAL. */
 Test(lifecycle, completions_raced_by_two_threads_resolve_every_run) {
   pw_fixture_t f;
-  hostile_init(&f, PW_DOUBLE_COMPLETE_INLINE);
+  hostile_init(&f, PW_DOUBLE_COMPLETE_INLINE, false);
   pw_vslice_t a;
   pw_graph_t g = hostile_graph(&f, &a);
   pw_buffer_t arg = arg4(&f, a);

@@ -255,11 +255,71 @@ Test(span, collective_across_two_slices_matches_reference) {
   pw_fixture_deinit(&f);
 }
 
-/* Spanning creation and a run on it, one allocation failing at a time. */
-static bool spanning_path(pw_allocator_t a, bool expect_failure, void* user) {
-  (void)user;
+/* Lanes under a spanning vslice: two 4-device slices of two hosts each
+ * (the lane kinds: 2 devices per host), a per-slice vslice feeding the
+ * spanning one through a transfer, an all-reduce over the 8 devices (a
+ * collective across host launches of both slices), and the result
+ * brought back. Every run is one host launch per lane (4) and no other
+ * launch; the values are the sums of plain C. */
+static void collective_over_lane_slices(pw_fixture_backend_t kind) {
   pw_fixture_t f;
-  pw_status_t s = pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 2, "4", a);
+  OK(pw_fixture_init(&f, kind, 2, "4", pw_allocator_system()));
+  pw_vslice_t local, wide;
+  OK(pw_fixture_vslice(&f, "4", &local));
+  pw_vslice_span_t req = span_of("8", 2, NULL);
+  OK(pw_vslice_create_spanning(f.client, &req, &wide));
+  pw_executable_t reduce;
+  OK(pw_fixture_compile(&f, wide,
+                        "all_reduce_sum\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n",
+                        &reduce));
+  int64_t dims[1] = {8};
+  pw_sharding_t split = pw_sharding_split(0, PW_MESH_AXIS_ALL);
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, split);
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t x, t, r, back;
+  OK(pw_graph_add_parameter(f.client, g, local, &spec, &x));
+  OK(pw_graph_add_transfer(f.client, g, "spread", pw_value(x, 0), wide, split, &t));
+  pw_value_t in = pw_value(t, 0);
+  OK(pw_graph_add_compute(f.client, g, "sum", reduce, wide, &in, 1, &r));
+  OK(pw_graph_add_transfer(f.client, g, "home", pw_value(r, 0), local,
+                           pw_sharding_replicated(), &back));
+  OK(pw_graph_add_output(f.client, g, pw_value(back, 0)));
+  enum { RUNS = 5 };
+  for (int run = 0; run < RUNS; ++run) {
+    float data[8], want = 0;
+    for (int i = 0; i < 8; ++i) {
+      data[i] = (float)(i * 3 % 7 + run) - 2.5f;
+      want += data[i];
+    }
+    pw_buffer_t arg, out;
+    OK(pw_fixture_f32(&f, local, 1, dims, split, data, &arg));
+    pw_event_t* done;
+    OK(pw_graph_submit(f.client, g, &arg, 1, NULL, &out, 1, &done));
+    OK(pw_fixture_wait(done));
+    float got[8];
+    OK(pw_buffer_to_host(f.client, out, got, sizeof(got), PW_INFINITE_FUTURE));
+    for (int i = 0; i < 8; ++i) {
+      cr_assert_float_eq(got[i], want, 1e-5, "run %d [%d]: %f vs %f", run, i, got[i], want);
+    }
+    OK(pw_buffer_release(f.client, out));
+    OK(pw_buffer_release(f.client, arg));
+  }
+  cr_assert_eq(pw_fixture_host_launches(&f), 4 * RUNS);
+  cr_assert_eq(pw_double_backend_total_launches(f.dbl), 8 * RUNS, "only the lanes' parts");
+  pw_fixture_deinit(&f);
+}
+
+Test(span, collective_over_lane_slices) { collective_over_lane_slices(PW_FIXTURE_DOUBLE_LANES); }
+Test(span, collective_over_queued_lane_slices) {
+  collective_over_lane_slices(PW_FIXTURE_DOUBLE_LANES_QUEUED);
+}
+
+/* Spanning creation and a run on it, one allocation failing at a time
+ * (on the fixture kind |user| points to). */
+static bool spanning_path(pw_allocator_t a, bool expect_failure, void* user) {
+  pw_fixture_t f;
+  pw_status_t s = pw_fixture_init(&f, *(const pw_fixture_backend_t*)user, 2, "4", a);
   bool have_fixture = s == NULL;
   pw_vslice_t wide = {0};
   pw_executable_t reduce = {0};
@@ -295,6 +355,14 @@ static bool spanning_path(pw_allocator_t a, bool expect_failure, void* user) {
 
 Test(span, failing_allocator_sweep_over_spanning_path) {
   char why[256] = "";
-  int points = pw_test_allocator_sweep(spanning_path, NULL, why);
+  pw_fixture_backend_t kind = PW_FIXTURE_DOUBLE_INLINE;
+  int points = pw_test_allocator_sweep(spanning_path, &kind, why);
+  cr_assert_gt(points, 20, "%s", why);
+}
+
+Test(span, failing_allocator_sweep_over_spanning_lanes) {
+  char why[256] = "";
+  pw_fixture_backend_t kind = PW_FIXTURE_DOUBLE_LANES;
+  int points = pw_test_allocator_sweep(spanning_path, &kind, why);
   cr_assert_gt(points, 20, "%s", why);
 }
