@@ -45,23 +45,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_try.h"
 #include "bench_util.h"
 #include "cts/double_backend.h"
 #include "pathways/backends/sim.h"
 #include "pathways/pathways.h"
 #include "suites.h"
 
-#define PW_FIG5_TRY(expr, what)                                            \
-  do {                                                                    \
-    pw_status_t s_ = (expr);                                              \
-    if (s_ != NULL) {                                                     \
-      char m_[512];                                                       \
-      pw_status_format(s_, m_, sizeof(m_));                               \
-      pw_status_free(s_);                                                 \
-      fprintf(stderr, "pw-bench fig5: %s: %s\n", what, m_);               \
-      return -1;                                                          \
-    }                                                                     \
-  } while (0)
+#define PW_FIG5_TRY(expr, what) PW_BENCH_TRY("fig5", (expr), (what))
 
 enum { PW_FIG5_OPBYOP, PW_FIG5_CHAINED, PW_FIG5_FUSED, PW_FIG5_MODES };
 static const char* const pw_fig5_mode_names[PW_FIG5_MODES] = {"opbyop", "chained", "fused"};

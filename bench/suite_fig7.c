@@ -37,22 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_try.h"
 #include "bench_util.h"
 #include "pathways/backends/sim.h"
 #include "pathways/pathways.h"
 #include "suites.h"
 
-#define PW_FIG7_TRY(expr, what)                                             \
-  do {                                                                     \
-    pw_status_t s_ = (expr);                                               \
-    if (s_ != NULL) {                                                      \
-      char m_[512];                                                        \
-      pw_status_format(s_, m_, sizeof(m_));                                \
-      pw_status_free(s_);                                                  \
-      fprintf(stderr, "pw-bench fig7: %s: %s\n", what, m_);                \
-      return -1;                                                           \
-    }                                                                      \
-  } while (0)
+#define PW_FIG7_TRY(expr, what) PW_BENCH_TRY("fig7", (expr), (what))
 
 typedef struct pw_fig7_cfg_s {
   uint32_t stages, devices, micro, depth;

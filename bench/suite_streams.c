@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_try.h"
 #include "bench_util.h"
 #include "cts/double_backend.h"
 #include "pathways/backends/cpu.h"
@@ -73,17 +74,7 @@ static int pw_streams_cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-#define PW_STREAMS_TRY(expr, what)                                          \
-  do {                                                                     \
-    pw_status_t s_ = (expr);                                               \
-    if (s_ != NULL) {                                                      \
-      char m_[512];                                                        \
-      pw_status_format(s_, m_, sizeof(m_));                                \
-      pw_status_free(s_);                                                  \
-      fprintf(stderr, "pw-bench streams: %s: %s\n", what, m_);             \
-      return -1;                                                           \
-    }                                                                      \
-  } while (0)
+#define PW_STREAMS_TRY(expr, what) PW_BENCH_TRY("streams", (expr), (what))
 
 typedef enum pw_streams_kind_e { PW_STREAMS_CPU = 0, PW_STREAMS_WRAPPER = 1 } pw_streams_kind_t;
 

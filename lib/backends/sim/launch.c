@@ -250,33 +250,48 @@ static bool pw_sim_decide(pw_sim__device_t* d, uint64_t ready, uint64_t cost, ui
   return failed;
 }
 
-static pw_status_t pw_sim_launch_inline(pw_sim__backend_t* b, const pw_backend_launch_t* l,
-                                        uint64_t ready) {
-  pw_backend_executable_t e = l->executable;
-  pw_sim__device_t* d = &b->devices[l->device];
-  uint64_t start, time, f;
-  pw_sim__device_lock(d);
-  bool failed = pw_sim_decide(d, ready, e->cost_ns, &start, &time, &f);
-  pw_sim_event_kind_t kind = failed ? PW_SIM_EVENT_FAILED : PW_SIM_EVENT_DONE;
-  if (time > d->done_until) d->done_until = time;
-  d->chain = pw_sim__fold(d->chain, time, l->device, (uint32_t)kind, l->gang_id);
+void pw_sim__decide_locked(pw_sim__device_t* d, const pw_backend_launch_t* l, uint64_t ready,
+                           pw_sim__decision_t* out) {
+  out->failed = pw_sim_decide(d, ready, l->executable->cost_ns, &out->start, &out->time,
+                              &out->fail_at);
+  pw_sim_event_kind_t kind = out->failed ? PW_SIM_EVENT_FAILED : PW_SIM_EVENT_DONE;
+  if (out->time > d->done_until) d->done_until = out->time;
+  d->chain = pw_sim__fold(d->chain, out->time, l->device, (uint32_t)kind, l->gang_id);
   d->events++;
-  pw_sim__busy(d, start, time);
-  pw_sim__device_unlock(d);
-  pw_sim__raise(&b->latest, time);
+  pw_sim__busy(d, out->start, out->time);
+}
+
+pw_status_t pw_sim__decided(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+                            const pw_sim__decision_t* c) {
+  pw_backend_executable_t e = l->executable;
+  pw_sim__raise(&b->latest, c->time);
   pw_status_t status = NULL;
-  if (failed) {
+  if (c->failed) {
     atomic_fetch_add(&b->failed_events, 1);
-    status = pw_sim__unavailable(b, l->device, f, e->program.name, l->gang_id, l->device);
+    status = pw_sim__unavailable(b, l->device, c->fail_at, e->program.name, l->gang_id,
+                                 l->device);
   } else {
     if (e->program.kind == PW_SIM__COPY) pw_sim_copy_effect(l);
-    pw_sim_mark_outputs(l, time);
+    pw_sim_mark_outputs(l, c->time);
   }
   if (b->trace != NULL) {
-    pw_sim_event_t event = {time, start, l->device, kind, l->gang_id, e->program.name};
+    pw_sim_event_kind_t kind = c->failed ? PW_SIM_EVENT_FAILED : PW_SIM_EVENT_DONE;
+    pw_sim_event_t event = {c->time, c->start, l->device, kind, l->gang_id, e->program.name};
     b->trace(b->trace_user, &event);
   }
-  pw_sim__call_done(b, l->done, pw_sim_done_timed(l), l->done_user, status, true, start, time);
+  return status;
+}
+
+static pw_status_t pw_sim_launch_inline(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+                                        uint64_t ready) {
+  pw_sim__device_t* d = &b->devices[l->device];
+  pw_sim__decision_t c;
+  pw_sim__device_lock(d);
+  pw_sim__decide_locked(d, l, ready, &c);
+  pw_sim__device_unlock(d);
+  pw_status_t status = pw_sim__decided(b, l, &c);
+  pw_sim__call_done(b, l->done, pw_sim_done_timed(l), l->done_user, status, true, c.start,
+                    c.time);
   return NULL;
 }
 

@@ -472,6 +472,22 @@ static inline void pw_sim__busy(pw_sim__device_t* d, uint64_t begin, uint64_t en
 uint64_t pw_sim__launch_time(pw_sim__backend_t* backend);
 /* Runs the trace callback (if any) then |done|, then frees |part|. */
 void pw_sim__deliver(pw_sim__backend_t* backend, pw_sim__part_t* part);
+/* What a launch on one device (not a collective) got: its start and
+ * completion time, and whether the device's failure (at |fail_at|)
+ * caught it. */
+typedef struct pw_sim__decision_t {
+  uint64_t start, time, fail_at;
+  bool failed;
+} pw_sim__decision_t;
+/* Decides |l|'s times on |d| (its lock held) from |ready|, and folds it
+ * into the device's timeline, trace chain and busy time. */
+void pw_sim__decide_locked(pw_sim__device_t* d, const pw_backend_launch_t* l, uint64_t ready,
+                           pw_sim__decision_t* out);
+/* The rest of a decided launch, with no lock held: the latest time, the
+ * failure status (returned) or the data effects and output readiness,
+ * and the trace event. */
+pw_status_t pw_sim__decided(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+                            const pw_sim__decision_t* c);
 /* True while the calling thread runs a done callback of a sim backend. */
 bool pw_sim__in_done_callback(void);
 /* Frees a part that was never delivered (its status too). */

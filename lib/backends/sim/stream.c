@@ -486,37 +486,13 @@ static bool pw_sim_launch_direct(pw_sim__backend_t* b, const pw_backend_launch_t
   }
   if (seq > d->last_seq) d->last_seq = seq;
   atomic_store_explicit(&d->direct, 2u, memory_order_relaxed);
-  uint64_t start = d->busy_until > ready ? d->busy_until : ready;
-  uint64_t end = start + e->cost_ns;
-  uint64_t f = atomic_load_explicit(&d->fail_at, memory_order_relaxed);
-  bool failed = f <= start || f < end;
-  uint64_t time = failed ? (f > start ? f : start) : end;
-  pw_sim_event_kind_t kind = failed ? PW_SIM_EVENT_FAILED : PW_SIM_EVENT_DONE;
-  d->busy_until = time;
-  if (time > d->done_until) d->done_until = time;
-  d->chain = pw_sim__fold(d->chain, time, l->device, (uint32_t)kind, l->gang_id);
-  d->events++;
-  pw_sim__busy(d, start, time);
+  pw_sim__decision_t c;
+  pw_sim__decide_locked(d, l, ready, &c);
   pw_sim__device_unlock(d);
-  pw_sim__raise(&b->latest, time);
-  pw_status_t status = NULL;
-  if (failed) {
-    atomic_fetch_add(&b->failed_events, 1);
-    status = pw_sim__unavailable(b, l->device, f, e->program.name, l->gang_id, l->device);
-  } else {
-    if (e->program.kind == PW_SIM__COPY && l->inputs[0]->data != NULL &&
-        l->outputs[0]->data != NULL && e->input_bytes[0] > 0) {
-      memcpy(l->outputs[0]->data, l->inputs[0]->data, e->input_bytes[0]);
-    }
-    for (uint32_t o = 0; o < l->output_count; ++o) pw_sim__raise(&l->outputs[o]->ready_at, time);
-  }
-  if (b->trace != NULL) {
-    pw_sim_event_t event = {time, start, l->device, kind, l->gang_id, e->program.name};
-    b->trace(b->trace_user, &event);
-  }
+  pw_status_t status = pw_sim__decided(b, l, &c);
   atomic_store_explicit(&d->direct, 1u, memory_order_relaxed); /* no longer outstanding */
-  pw_sim__call_done(b, l->done, v2 ? l->done_timed : NULL, l->done_user, status, true, start,
-                    time);
+  pw_sim__call_done(b, l->done, v2 ? l->done_timed : NULL, l->done_user, status, true, c.start,
+                    c.time);
   pw_sim__device_lock(d);
   atomic_store_explicit(&d->direct, 0u, memory_order_relaxed);
   bool held = d->slow_parts != 0;
