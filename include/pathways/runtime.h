@@ -160,6 +160,23 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
     pw_runtime_t* runtime, uint32_t slice, uint32_t mesh_index,
     pw_device_info_t* out_info);
 
+/* One line of pw_runtime_dump's report: NUL-terminated, no newline,
+ * valid during the call only. */
+typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
+
+/* What every device of every slice is doing, one line each (after a line
+ * per slice): the op its cursor is at (node, name, gang, client), in
+ * which state (waiting for how many of its inputs, launched and not
+ * completed, idle), and the launches it has outstanding in its queue. A
+ * lane (host launch) is one line naming its devices. For a runtime that
+ * looks stuck: it reads state that other threads change without
+ * stopping them, so a busy runtime's report is a snapshot that may mix
+ * moments; never call it concurrently with pw_client_destroy of a client
+ * that still has work in flight. The launch watchdog logs it (WARN) when
+ * a launch deadline expires. INVALID_ARGUMENT for NULL arguments. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_dump(pw_runtime_t* runtime,
+                                                      pw_dump_line_fn_t fn, void* user);
+
 /* Per-client accounting on one slice, for tests and monitoring (the caller
  * sets struct_size). */
 typedef struct pw_client_slice_stats_t {
