@@ -168,12 +168,10 @@ typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
  * per slice): the op its cursor is at (node, name, gang, client), in
  * which state (waiting for how many of its inputs, launched and not
  * completed, idle), and the launches it has outstanding in its queue. A
- * lane (host launch) is one line naming its devices. For a runtime that
- * looks stuck: it reads state that other threads change without
- * stopping them, so a busy runtime's report is a snapshot that may mix
- * moments; never call it concurrently with pw_client_destroy of a client
- * that still has work in flight. The launch watchdog logs it (WARN) when
- * a launch deadline expires. INVALID_ARGUMENT for NULL arguments. */
+ * lane (host launch) is one line naming its devices. Only for a runtime
+ * that is stuck (nothing completing): it reads other threads' state
+ * without stopping them, and an op that retires while it is read may
+ * already be gone. INVALID_ARGUMENT for NULL arguments. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_dump(pw_runtime_t* runtime,
                                                       pw_dump_line_fn_t fn, void* user);
 

@@ -2,10 +2,12 @@
  * runtime.h): one line per slice, then one per unit of dispatch (a device
  * or a lane, lanes.c) saying where its cursor is and in which state, what
  * the op there waits for, and the launches outstanding in its queue.
- * Read without stopping anyone: every word read is one the dispatcher
- * publishes (cursors, counters, tokens) or one fixed when the op's block
- * was laid out, which stays so while its client lives. The watchdog
- * (watchdog.c) logs it when a launch deadline expires. */
+ * Read without stopping anyone: the words read are ones the dispatcher
+ * publishes (cursors, counters, tokens) and, for an op a device waits at
+ * or runs, its node and names, which stay while its execution is in
+ * flight. A busy runtime's ops may retire under the reader: it is for a
+ * runtime that is stuck (documented at pw_runtime_dump), and nothing in
+ * the runtime calls it on its own. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,13 +36,16 @@ static void pw_dump_unit(char* out, size_t size, const pw_device_t* d) {
 /* What |d| is doing at |op| in cursor state |tag|. */
 static void pw_dump_state(char* out, size_t size, pw_device_t* d, pw_op_t* op,
                           uintptr_t tag) {
+  if (tag == PW_CURSOR_IDLE) {
+    /* Not |op|'s node: a finished tail's execution has let go of its
+     * graph (and the plan the node names lie in). */
+    snprintf(out, size, "idle (after the slice's last op)");
+    return;
+  }
   char what[256];
   pw_dump_op(what, sizeof(what), op);
   bool failed_input = pw_atomic_load_ptr_acquire(&op->dep_status) != NULL;
   switch (tag) {
-    case PW_CURSOR_IDLE:
-      snprintf(out, size, "idle after %s (the slice's tail)", what);
-      return;
     case PW_CURSOR_WAITING:
     case PW_CURSOR_ARRIVING:
       snprintf(out, size, "waits at %s for its inputs: %u producers or arguments not complete%s",

@@ -59,42 +59,18 @@ static void* pw_watchdog_user(pw_completion_token_t* t, uint32_t state) {
   return (void*)((uintptr_t)t + (state >> 1));
 }
 
-/* One round's walk: counts the launches past their deadline (|expire|
- * false), or fails them. */
-typedef struct pw_watchdog_round_s {
-  uint64_t now;
-  bool expire;
-  uint32_t overdue;
-} pw_watchdog_round_t;
-
 static void pw_watchdog_check(pw_completion_token_t* t, void* ctx) {
-  pw_watchdog_round_t* round = ctx;
-  uint64_t now = round->now;
+  uint64_t now = *(const uint64_t*)ctx;
   uint32_t state = pw_atomic_load_u32_acquire(&t->state);
   if (state & 1) return;
   uint64_t deadline = pw_atomic_load_u64_relaxed(&t->deadline);
   if (deadline == 0 || now < deadline) return;
-  round->overdue++;
-  if (!round->expire) return;
   pw__dispatch_expire(pw_watchdog_user(t, state),
                       pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
                                      "the launch did not complete by its deadline (backend "
                                      "'%s'; %.3f ms late)",
                                      pw__backend_name(t->device->slice->backend),
                                      (double)(now - deadline) / 1e6));
-}
-
-static void pw_watchdog_log_line(void* user, const char* line) {
-  pw_runtime_t* rt = user;
-  pw_log(&rt->logger, PW_LOG_WARN, "dispatch", "%s", line);
-}
-
-/* Logs pw_runtime_dump's report when |overdue| launches passed their
- * deadline. */
-static void pw_watchdog_dump(pw_runtime_t* rt, uint32_t overdue) {
-  pw_log(&rt->logger, PW_LOG_WARN, "dispatch",
-         "%u launches passed their deadline; what every device waits for:", overdue);
-  pw_status_free(pw_runtime_dump(rt, pw_watchdog_log_line, rt));
 }
 
 static void* pw_watchdog_main(void* arg) {
@@ -108,14 +84,8 @@ static void* pw_watchdog_main(void* arg) {
     if (w->stop) break;
     if (rc != ETIMEDOUT && rc != 0) continue;
     pthread_mutex_unlock(&w->lock);
-    pw_watchdog_round_t round = {(uint64_t)pw_clock_now(), false, 0};
-    pw_watchdog_each_token(w->runtime, pw_watchdog_check, &round);
-    if (round.overdue > 0) {
-      /* What every device waits for, before the overdue launches fail. */
-      pw_watchdog_dump(w->runtime, round.overdue);
-      round.expire = true;
-      pw_watchdog_each_token(w->runtime, pw_watchdog_check, &round);
-    }
+    uint64_t now = (uint64_t)pw_clock_now();
+    pw_watchdog_each_token(w->runtime, pw_watchdog_check, &now);
     pthread_mutex_lock(&w->lock);
   }
   pthread_mutex_unlock(&w->lock);
