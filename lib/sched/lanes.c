@@ -15,7 +15,8 @@
  * is per lane. What stays per device: output allocation before a gang
  * launches (pw_dispatch_allocate_outputs), a transfer part's copies
  * (transfer.c issues them for each device of the lane) and the charge of
- * device time (a lane's times its devices). A slice whose devices all
+ * device time (the backend's timing v2 busy_ns, summed over the lane's
+ * devices, else the lane's span times its devices). A slice whose devices all
  * report different hosts keeps one unit per device and launch.
  *
  * The descriptor's shard arrays point into the buffers' own shard arrays
