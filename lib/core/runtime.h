@@ -172,6 +172,11 @@ struct pw_runtime_s {
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
   bool no_host_launch; /* host launch turned off: one launch per device */
+  /* Observers (lib/observe/observe.h): the hub, made at create, and the
+   * same pointer published here only while a trace or the metrics are
+   * on; NULL otherwise, which is all the hot path reads. */
+  struct pw_observe_s* observer;
+  pw_atomic_ptr_t observe;
 };
 
 #endif /* PW_CORE_RUNTIME_H_ */

@@ -8,6 +8,7 @@
 #include "plugin/policy_call.h"
 #include "pathways/struct_size.h"
 #include "plugin/transport_call.h"
+#include "observe/observe.h"
 #include "runtime/runtime_internal.h"
 #include "sched/device.h"
 #include "sched/sched.h"
@@ -101,6 +102,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
    * it shuts down finds its token (lib/sched/dispatch.c). */
   pw__watchdog_stop(rt);
   pw__workers_destroy(rt->workers);
+  pw__observe_destroy(rt);
   for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
   if (rt->transport.vtable) pw__transport_destroy(&rt->transport);
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
@@ -265,6 +267,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
     return status;
   }
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
+  if (status == NULL) status = pw__observe_create(rt);
   if (status != NULL) {
     pw_runtime_free(rt);
     return pw_status_annotate(status, "pw_runtime_create");
