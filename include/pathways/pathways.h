@@ -24,6 +24,7 @@
 #include "pathways/store.h"
 #include "pathways/cache.h"
 #include "pathways/metrics.h"
+#include "pathways/trace.h"
 #include "pathways/transport.h"
 #include "pathways/backends/cpu.h"
 #include "pathways/backends/sim.h"

@@ -18,7 +18,7 @@ pw_status_t pw__observe_create(pw_runtime_t* rt) {
   pw_status_t status = pw_allocator_calloc(rt->allocator, sizeof(*o), 0, (void**)&o);
   if (status != NULL) return status;
   o->runtime = rt;
-  if (pthread_mutex_init(&o->lock, NULL) != 0) {
+  if (pthread_mutex_init(&o->lock, NULL) != 0 || pthread_mutex_init(&o->control_lock, NULL) != 0) {
     pw_allocator_free(rt->allocator, o, sizeof(*o));
     return pw_status_make(PW_STATUS_INTERNAL, "runtime: pthread_mutex_init failed (observer)");
   }
@@ -30,10 +30,10 @@ void pw__observe_destroy(pw_runtime_t* rt) {
   pw_observe_t* o = rt->observer;
   if (o == NULL) return;
   pw_atomic_store_ptr_release(&rt->observe, NULL);
-  pw_observer_t* installed[2] = {pw_atomic_load_ptr_relaxed(&o->trace),
-                                 pw_atomic_load_ptr_relaxed(&o->metrics)};
+  /* A recording trace is also the kept one. */
+  pw_observer_t* owned[2] = {o->kept_trace, pw_atomic_load_ptr_relaxed(&o->metrics)};
   for (int i = 0; i < 2; ++i) {
-    if (installed[i] != NULL) installed[i]->destroy(installed[i]);
+    if (owned[i] != NULL) owned[i]->destroy(owned[i]);
   }
   while (o->retired != NULL) {
     pw_observer_t* next = o->retired->retired_next;
@@ -41,6 +41,7 @@ void pw__observe_destroy(pw_runtime_t* rt) {
     o->retired = next;
   }
   pthread_mutex_destroy(&o->lock);
+  pthread_mutex_destroy(&o->control_lock);
   pw_allocator_free(rt->allocator, o->client_names,
                     (PW_HANDLE_TAGS_MAX + 1) * sizeof(*o->client_names));
   pw_allocator_free(rt->allocator, o, sizeof(*o));

@@ -1,8 +1,8 @@
 /* Internal: the runtime's observers (lib/observe). The dispatcher and the
  * runtime report what happens as pw_obs_event_t values through
  * pw_observe(); the observer hands each to the trace recorder
- * (trace_record.h, when a trace is on) and to the metrics (metrics.h,
- * when metrics are on). With neither on, |runtime->observe| is NULL and a
+ * (trace_record.h, when a trace is on) and to the metrics observer
+ * (when metrics are on). With neither on, |runtime->observe| is NULL and a
  * report costs one load and one branch at the call site
  * (pw_observing()); nothing else of this module runs on the hot path.
  *
@@ -79,7 +79,7 @@ typedef struct pw_obs_event_t {
   uint32_t status_code; /* pw_status_code_t when PW_OBS_FAILED */
 } pw_obs_event_t;
 
-/* An observer: the trace recorder (trace.c) or the metrics (metrics.c).
+/* An observer: the trace recorder (trace.c) or the metrics observer.
  * Its struct begins with this; |record| takes each event while it is
  * installed, from any thread at once. An observer object stays allocated
  * until the runtime is destroyed (a thread may still be in |record| of
@@ -97,6 +97,9 @@ typedef struct pw_observer_s {
 typedef struct pw_observe_s {
   pw_runtime_t* runtime;
   pthread_mutex_t lock; /* installing and removing observers */
+  /* Serialises the trace's start, stop and write (trace.c), which may
+   * take long (a write) and must not hold |lock|. */
+  pthread_mutex_t control_lock;
   /* pw_observer_t*, NULL while off; written under |lock|. */
   pw_atomic_ptr_t trace;
   pw_atomic_ptr_t metrics;
@@ -104,6 +107,9 @@ typedef struct pw_observe_s {
    * client's first SUBMIT while observing (|lock|); PW_HANDLE_TAGS_MAX + 1
    * entries. */
   char (*client_names)[64];
+  /* The trace kept (trace.c): recording, or the last one stopped, until
+   * the next start (|lock|); the recorder's, like the two below. */
+  pw_observer_t* kept_trace;
   /* Observers removed and replaced, kept until the runtime goes. */
   pw_observer_t* retired;
 } pw_observe_t;

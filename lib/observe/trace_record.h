@@ -1,5 +1,5 @@
 /* Internal: what the trace recorder keeps of an event (trace.c), and the
- * input of the Chrome Trace Event exporter (trace_json.c), which turns a
+ * input of the Chrome Trace Event exporter (pw__trace_export_json), which turns a
  * stopped trace into the JSON that Perfetto and chrome://tracing open.
  * The recorder owns the records; the exporter only reads them. */
 #ifndef PW_OBSERVE_TRACE_RECORD_H_
@@ -65,7 +65,7 @@ typedef struct pw_trace_dump_t {
  * export and is returned by it. */
 typedef pw_status_t (*pw_trace_sink_fn_t)(void* user, const char* bytes, size_t size);
 
-/* Writes |dump| as one Chrome Trace Event JSON object (trace_json.c). */
+/* Writes |dump| as one Chrome Trace Event JSON object. */
 pw_status_t pw__trace_export_json(const pw_trace_dump_t* dump, pw_trace_sink_fn_t sink, void* user);
 
 #endif /* PW_OBSERVE_TRACE_RECORD_H_ */

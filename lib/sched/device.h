@@ -33,6 +33,10 @@ typedef struct pw_completion_token_s {
   pw_atomic_u64_t launched_ns;
   pw_atomic_u64_t deadline;
   bool queued;                        /* one of the device's queue tokens */
+  /* While observed (lib/sched/report.c): when a use launched, and which:
+   * launch time << 6 | generation. Read before the claim (a queued token
+   * may be rearmed after it), so atomic. */
+  pw_atomic_u64_t observed;
 } pw_completion_token_t;
 
 #define PW_DEVICE_TOKENS 4
@@ -70,6 +74,7 @@ typedef struct pw_device_s {
    * guard while they are issued), and the first error. */
   pw_atomic_u32_t transfer_pending;
   pw_atomic_ptr_t transfer_status;
+  uint64_t observed_ns;    /* while observed: when the part started (report.c) */
   pw_backend_launch_t launch;
   /* Launch completions: tokens[launch_seq % PW_DEVICE_TOKENS] is the
    * current launch's. Written by the thread driving the device. */

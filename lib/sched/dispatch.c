@@ -91,6 +91,7 @@
 
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
+#include "sched/report.h"
 #include "sched/submit.h"
 #include "sched/token.h"
 
@@ -463,6 +464,7 @@ static void pw_dispatch_queued_successors(pw_op_t* op, pw_status_t failure,
 static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_execution_t* exec = op->exec;
   pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
+  PW_REPORT(op->slice->runtime, pw__report_op_done, op, failure);
   /* The ready events' callbacks are the user's: this thread holds back no
    * other execution's count while they run (one may wait for it). */
   pw_dispatch_frame_t* frame = pw_dispatch_current;
@@ -553,6 +555,8 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
    * claimed, its device may arm it for its next launch. */
   pw_op_t* queued_op = t->queued ? pw_atomic_load_ptr_relaxed(&t->op) : NULL;
   uint64_t launched_ns = t->queued ? pw_atomic_load_u64_relaxed(&t->launched_ns) : 0;
+  pw_observe_t* observe = pw_observing(t->device->slice->runtime);
+  uint64_t observed_at = observe != NULL ? pw__report_launched_at(user) : 0;
   if (!pw_token_claim(user)) {
     if (timing == &pw_dispatch_expired) {
       pw_status_free(status); /* the watchdog lost to the backend's done */
@@ -561,7 +565,8 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
     pw__dispatch_completed_again(user, status, "called done twice");
     return;
   }
-  if (timing == &pw_dispatch_expired) timing = NULL;
+  bool expired = timing == &pw_dispatch_expired;
+  if (expired) timing = NULL;
   pw_device_t* d = t->device;
   uint64_t reported = UINT64_MAX;
   if (timing != NULL && timing->struct_size >= PW_BACKEND_TIMING_SIZE_V1 &&
@@ -570,6 +575,10 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
      * the span on each (lanes.c). */
     bool summed = timing->struct_size >= PW_BACKEND_TIMING_SIZE_V2 && timing->busy_ns != 0;
     reported = summed ? timing->busy_ns : (timing->end_ns - timing->start_ns) * d->lane_size;
+  }
+  if (__builtin_expect(observe != NULL, 0)) {
+    pw__report_launch_done(observe, d, t->queued ? queued_op : d->running, observed_at, t->queued,
+                           status, timing, expired);
   }
   if (t->queued) {
     pw__dispatch_queued_done(d, queued_op, launched_ns, status, reported);
@@ -627,6 +636,8 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     pw__dispatch_completed_again(user, status, "called done and then returned an error from launch");
     return;
   }
+  PW_REPORT(slice->runtime, pw__report_launch_done, d, op, pw__report_launched_at(user), false,
+            status, NULL, false);
   d->done_status = status;
   pw_dispatch_device_done(d);
 }

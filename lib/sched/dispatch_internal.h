@@ -11,6 +11,7 @@
 
 #include "plugin/backend_call.h"
 #include "sched/device.h"
+#include "sched/report.h"
 #include "sched/sched.h"
 
 /* Op flags (pw_op_t.flags), fixed when a block is laid out. */
@@ -132,6 +133,7 @@ typedef struct pw_execution_s {
   /* Launch deadline of the run's ops (ns after their launch; 0: none). */
   uint64_t launch_deadline_ns;
   uint64_t gang_base;          /* gang id of op 0 */
+  uint64_t observed_ns;        /* while observed: when it was submitted (report.c) */
   size_t block_size;
   /* The plan this block is laid out for (pw_plan_t.id), set once its
    * layout is complete; 0: none (a failed submission, the debug mode). */
@@ -550,6 +552,7 @@ pw_status_t pw__lane_launch(pw_device_t* d, pw_op_t* op, void* user, uint64_t qu
  * launch_host. */
 static inline pw_status_t pw_device_launch_op(pw_device_t* d, pw_op_t* op, void* user,
                                               uint64_t queue_seq) {
+  PW_REPORT(d->slice->runtime, pw__report_launch, d, op, user, queue_seq);
   if (__builtin_expect(d->lane_size > 1, 0)) return pw__lane_launch(d, op, user, queue_seq);
   pw_fill_launch(d, op);
   pw_backend_launch_t* l = &d->launch;

@@ -9,6 +9,8 @@ void pw__execution_complete(pw_execution_t* exec) {
   const pw_plan_dispatch_t* pd = exec->dispatch;
   const pw_plan_t* plan = exec->plan;
   pw_armed_block_t* own = exec->own_slot;
+  PW_REPORT(exec->client->runtime, pw__report_exec_done, exec,
+            pw_atomic_load_ptr_acquire(&exec->status));
   /* Ops are counted per home slice here, at once (before the done event,
    * so a waiter sees them), not one locked add per op; a armed run's
    * by its slot (pw__dispatch_armed_ops). */

@@ -213,6 +213,8 @@ PW_SCHED_INLINE void pw_submit_arm(const pw_submit_t* s, pw_execution_t* exec, u
   exec->launch_deadline_ns =
       s->launch_deadline_ns != 0 ? s->launch_deadline_ns : client->runtime->launch_deadline_ns;
   /* Before any op of the run can launch (the appends publish them). */
+  exec->observed_ns = 0;
+  PW_REPORT(client->runtime, pw__report_submit, exec);
   if (__builtin_expect(exec->launch_deadline_ns != 0, 0) &&
       !pw_atomic_load_u32_relaxed(&client->runtime->deadlines_used)) {
     pw_atomic_store_u32_release(&client->runtime->deadlines_used, 1);

@@ -28,6 +28,7 @@ static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   /* The other parties are done with transfer_status. */
   d->done_status = pw_atomic_load_ptr_acquire(&d->transfer_status);
   if (d->done_status != NULL) pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
+  PW_REPORT(d->slice->runtime, pw__report_copy_done, d, d->running, d->done_status);
   pw__dispatch_push_done(d);
 }
 
@@ -244,6 +245,8 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   /* The guard count keeps the part from completing before the last copy
    * is issued. */
   pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
+  d->observed_ns = 0;
+  PW_REPORT(rt, pw__report_copy, d, op);
   pw__dispatch_set_issuing(d); /* a drain is running */
   for (uint32_t i = 0; i < n; ++i) {
     tokens = pw_dispatch_copy_into(rt, d, op, m0 + i, d->backend_device + i, tokens);

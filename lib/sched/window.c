@@ -281,6 +281,7 @@ static void pw_sched_pick_spanning(pw_slice_t* slice, pw_sched_entry_t* e, pw_op
   pw_atomic_store_u32_release(&pw_op_cold(op)->appended, 1);
   pw_client_t* client = e->client;
   pw_sched_pop(slice, e);
+  PW_REPORT(slice->runtime, pw__report_admit, slice, op);
   pw__dispatch_append(span, op->exec, op, op);
   pw_sched_admitted_in_order(client);
   /* The other parts drop it from their queues and unblock the client. */
@@ -329,6 +330,7 @@ static void pw_sched_admit(pw_slice_t* slice) {
     pw_client_t* client = e->client;
     pw_sched_pop(slice, e);
     pw_atomic_fetch_add_u32(&slice->sched_admitted, 1);
+    PW_REPORT(rt, pw__report_admit, slice, op);
     pw__dispatch_append(slice, op->exec, op, op);
     pw_sched_admitted_in_order(client);
   }
