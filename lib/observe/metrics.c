@@ -76,6 +76,13 @@ static uint64_t pw_metrics_since(const pw_obs_event_t* e) {
   return e->since_ns != 0 && e->ts_ns > e->since_ns ? e->ts_ns - e->since_ns : 0;
 }
 
+/* A latency, when the event knows its start: |since_ns| is 0 for work
+ * begun before metrics were on, which no histogram counts. */
+static void pw_metrics_observe_since(pw_metrics_head_t* head, uint32_t which,
+                                     const pw_obs_event_t* e) {
+  if (e->since_ns != 0) pw_metrics_observe(head, which, pw_metrics_since(e));
+}
+
 /* The hot path: one stripe, a few relaxed adds, no lock. */
 static void pw_metrics_record(pw_observer_t* self, const pw_obs_event_t* e) {
   pw_metrics_t* m = (pw_metrics_t*)self;
@@ -109,13 +116,13 @@ static void pw_metrics_record(pw_observer_t* self, const pw_obs_event_t* e) {
       break;
     case PW_OBS_LAUNCH_DONE: {
       uint64_t span = pw_metrics_since(e);
-      uint64_t busy = e->end_ns > e->start_ns && e->start_ns != 0 ? e->end_ns - e->start_ns : span;
+      uint64_t busy = e->end_ns > e->start_ns ? e->end_ns - e->start_ns : span;
       if (slice) {
         pw_metrics_add(&slice->v[PW_MS_LAUNCHES_DONE], 1);
         if (failed) pw_metrics_add(&slice->v[PW_MS_LAUNCHES_FAILED], 1);
         pw_metrics_add(&slice->v[PW_MS_BUSY_NS], busy * (e->count != 0 ? e->count : 1));
       }
-      pw_metrics_observe(head, PW_MH_LAUNCH_LATENCY, span);
+      pw_metrics_observe_since(head, PW_MH_LAUNCH_LATENCY, e);
       break;
     }
     case PW_OBS_COPY_DONE:
@@ -124,14 +131,14 @@ static void pw_metrics_record(pw_observer_t* self, const pw_obs_event_t* e) {
         if (failed) pw_metrics_add(&slice->v[PW_MS_TRANSFERS_FAILED], 1);
         pw_metrics_add(&slice->v[PW_MS_TRANSFER_BYTES], e->bytes);
       }
-      pw_metrics_observe(head, PW_MH_TRANSFER, pw_metrics_since(e));
+      pw_metrics_observe_since(head, PW_MH_TRANSFER, e);
       break;
     case PW_OBS_OP_DONE:
       if (slice) pw_metrics_add(&slice->v[failed ? PW_MS_OPS_FAILED : PW_MS_OPS_COMPLETED], 1);
       if (client) {
         pw_metrics_add(&client->v[failed ? PW_MC_OPS_FAILED : PW_MC_OPS_COMPLETED], 1);
       }
-      pw_metrics_observe(head, PW_MH_OP_LATENCY, pw_metrics_since(e));
+      pw_metrics_observe_since(head, PW_MH_OP_LATENCY, e);
       break;
     case PW_OBS_EXEC_DONE:
       pw_metrics_add(&head->global[failed ? PW_MG_EXECS_FAILED : PW_MG_EXECS_COMPLETED], 1);

@@ -238,6 +238,8 @@ Test(metrics, waiting_for_the_window) {
   mt_event(f.runtime, ev(PW_OBS_LAUNCH_DONE, 0, 0, 1));
   OK(mt_read(f.runtime, &g_s));
   cr_assert_eq(mt_value(&g_s, "pathways_launches_in_flight", kS0), 0);
+  /* ...and, its start unknown (since_ns 0), no latency. */
+  cr_assert_eq(mt_find(&g_s, "pathways_launch_latency_seconds", "")->count, 0);
   pw_fixture_deinit(&f);
 }
 
