@@ -152,3 +152,40 @@ Test(metrics_e2e, failed_ops_and_executions) {
   OK(pw_graph_release(f.client, g));
   pw_fixture_deinit(&f);
 }
+
+static double both_slices(const char* family) {
+  return mt_value(&g_s, family, kS0) + mt_value(&g_s, family, "slice=1,slice_name=slice1");
+}
+
+Test(metrics_e2e, transfers_count_parts_and_bytes) {
+  /* split(0) over slice 0's 8 devices -> replicated over slice 1's: each
+   * of the 8 receiving devices gets the whole 32-byte array. */
+  enum { kRuns = 5 };
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_CPU, 2, "2x4", pw_allocator_system()));
+  pw_vslice_t a, b;
+  OK(pw_fixture_vslice(&f, "2x4", &a));
+  OK(pw_fixture_vslice(&f, "2x4", &b));
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  int64_t dims[1] = {8};
+  pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+  uint32_t x, y;
+  OK(pw_graph_add_parameter(f.client, g, a, &spec, &x));
+  OK(pw_graph_add_transfer(f.client, g, "spread", pw_value(x, 0), b, pw_sharding_replicated(), &y));
+  OK(pw_graph_add_output(f.client, g, pw_value(y, 0)));
+  OK(pw_runtime_metrics_enable(f.runtime, NULL));
+  cr_assert_eq(run(&f, a, g, kRuns), 0);
+  OK(mt_read(f.runtime, &g_s));
+  char client[128];
+  client_labels(&f, client);
+  cr_assert_eq(mt_value(&g_s, "pathways_client_ops_submitted_total", client), kRuns);
+  cr_assert_eq(mt_value(&g_s, "pathways_client_ops_completed_total", client), kRuns);
+  cr_assert_eq(mt_value(&g_s, "pathways_client_ops_launched_total", client), 0); /* no compute */
+  cr_assert_eq(both_slices("pathways_transfers_total"), 8 * kRuns);
+  cr_assert_eq(both_slices("pathways_transfer_bytes_total"), 8 * 32 * kRuns);
+  cr_assert_eq(both_slices("pathways_transfers_failed_total"), 0);
+  cr_assert_eq(mt_find(&g_s, "pathways_transfer_seconds", "")->count, 8 * kRuns);
+  OK(pw_graph_release(f.client, g));
+  pw_fixture_deinit(&f);
+}
