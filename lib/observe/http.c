@@ -112,6 +112,7 @@ static enum MHD_Result pw_http_access(void* cls, struct MHD_Connection* connecti
   return pw_http_scrape(cls, connection);
 }
 
+PW_PRINTF_ATTR(2, 0) static void pw_http_log(void* cls, const char* format, va_list ap);
 static void pw_http_log(void* cls, const char* format, va_list ap) {
   pw_metrics_server_t* server = cls;
   if (pw_atomic_load_u32_acquire(&server->starting) == 0 || server->start_error[0] != '\0') return;

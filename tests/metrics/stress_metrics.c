@@ -5,6 +5,7 @@
  * TSan included. Usage: stress_metrics [events per thread]. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static pw_runtime_t* g_rt;
 static uint32_t g_events = 20000;
 static atomic_int g_recording;
 static atomic_int g_failed;
+static atomic_int g_scrapes; /* scrapes done, all scrapers */
 static uint16_t g_port;
 
 #define CHECK(cond, ...)                         \
@@ -32,6 +34,8 @@ static uint16_t g_port;
 
 static void* recorder(void* arg) {
   uint32_t t = (uint32_t)(uintptr_t)arg;
+  /* Start once every scraper has scraped: they overlap the recording. */
+  while (atomic_load(&g_scrapes) < kScrapers + 1 && !atomic_load(&g_failed)) sched_yield();
   for (uint32_t i = 0; i < g_events; ++i) {
     pw_obs_event_t e = {.kind = PW_OBS_LAUNCH, .slice = t % 2, .device = 0, .count = 2,
                         .client = 1 + t % 3, .ts_ns = 1000000};
@@ -59,6 +63,7 @@ static void* scraper(void* arg) {
                 status == 200 && strstr(body, "# TYPE pathways_launch_latency_seconds") != NULL,
             "scrape over HTTP failed (%d)", status);
       free(body);
+      atomic_fetch_add(&g_scrapes, 1);
       continue;
     }
     pw_status_t st = mt_read(g_rt, s);
@@ -73,6 +78,7 @@ static void* scraper(void* arg) {
       CHECK(h->buckets[b] >= h->buckets[b - 1], "buckets not cumulative at %u", b);
     }
     last = (double)h->count;
+    atomic_fetch_add(&g_scrapes, 1);
   }
   free(s);
   return NULL;
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
   pw_metrics_server_stop(server);
   pw_fixture_deinit(&f);
   if (atomic_load(&g_failed)) return 1;
-  printf("stress_metrics: %u events x %d threads, scraped concurrently: ok\n", g_events * 3,
-         kRecorders);
+  printf("stress_metrics: %u events x %d threads, %d scrapes meanwhile: ok\n", g_events * 3,
+         kRecorders, atomic_load(&g_scrapes));
   return 0;
 }
