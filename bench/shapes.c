@@ -715,7 +715,7 @@ int pw_bench_shapes_main(int argc, char** argv, const pw_bench_runtime_t* R) {
     printf("usage: [--threads 1,2] [--shape NAME,...|all] [--reps R] [--latency-samples N]\n"
            "       [--scale X] [--quick] [--no-metg|--metg-only] [--no-check]\n"
            "       [--time-budget SECONDS]\n"
-           "libpathways only: [--submit exec|graph] [--alloc-cache]\n"
+           "libpathways only: [--submit exec|graph] [--alloc-cache] [--trace]\n"
            "Shapes: chain fan layered spmd pipeline spawn one step (see bench/shapes.h).\n"
            "Results: one JSON object per line on stdout; a table on stderr.\n");
     return 0;

@@ -34,6 +34,11 @@
  * named "libpathways+cache". It shows what the per-submission execution
  * block costs when it comes from fresh pages.
  *
+ * --trace records a trace all along (include/pathways/trace.h; the rings
+ * wrap, so it is the cost of recording, not of writing): rows named
+ * "libpathways+trace". Against a run without it, in the same script, it
+ * gives what recording adds per task.
+ *
  * THREADS. With completions inline, dispatch runs wholly on the thread that
  * submits, so "threads" is the number of application threads submitting
  * concurrently into one runtime and one client. The work is split into one
@@ -252,6 +257,9 @@ static void pw_lp_cache_drain(pw_lp_cache_t* c) {
 }
 
 static bool pw_lp_use_cache;
+/* --trace: a trace records all along (its rings wrap: the cost of
+ * recording, not of writing; include/pathways/trace.h). */
+static bool pw_lp_use_trace;
 static bool pw_lp_use_armed = true; /* --submit exec (the default) */
 
 /* ---- the runtime under test --------------------------------------------- */
@@ -432,6 +440,12 @@ static int pw_lp_setup(pw_lp_graph_t* g, uint32_t slices, uint32_t mesh, uint64_
   ro.slices = descs;
   ro.slice_count = slices;
   if (pw_lp_fail(pw_runtime_create(&ro, &g->runtime), "runtime")) return -1;
+  if (pw_lp_use_trace) {
+    pw_trace_options_t to;
+    memset(&to, 0, sizeof(to));
+    to.struct_size = sizeof(to);
+    if (pw_lp_fail(pw_runtime_trace_start(g->runtime, &to), "trace")) return -1;
+  }
   if (pw_lp_fail(pw_client_create(g->runtime, NULL, &g->client), "client")) return -1;
   pw_mesh_shape_t m = pw_mesh_shape_make(1, dims);
   for (uint32_t s = 0; s < slices; ++s) {
@@ -831,6 +845,7 @@ static const pw_bench_runtime_t pw_lp_runtime = {
 static int pw_bench_shapes_run(int argc, char** argv) {
   pw_bench_runtime_t runtime = pw_lp_runtime;
   pw_lp_use_cache = pw_bench_opt_flag(argc, argv, "alloc-cache");
+  pw_lp_use_trace = pw_bench_opt_flag(argc, argv, "trace");
   const char* submit = pw_bench_opt_value(argc, argv, "submit");
   if (submit != NULL && strcmp(submit, "graph") != 0 && strcmp(submit, "exec") != 0) {
     fprintf(stderr, "shapes: --submit takes exec or graph, not '%s'\n", submit);
@@ -842,6 +857,7 @@ static int pw_bench_shapes_run(int argc, char** argv) {
   } else if (!pw_lp_use_armed) {
     runtime.name = "libpathways/handle";
   }
+  if (pw_lp_use_trace) runtime.name = pw_lp_use_armed ? "libpathways+trace" : "libpathways/handle+trace";
   return pw_bench_shapes_main(argc, argv, &runtime);
 }
 

@@ -114,9 +114,11 @@ typedef struct pw_observe_s {
   pw_observer_t* retired;
 } pw_observe_t;
 
-/* Whether anything observes |rt| (one acquire load). */
+/* Whether anything observes |rt|: one relaxed load (the hub it names
+ * was made with the runtime; the observers it then reads are published
+ * with release and read with acquire by pw__observe). */
 static inline pw_observe_t* pw_observing(pw_runtime_t* rt) {
-  return (pw_observe_t*)pw_atomic_load_ptr_acquire(&rt->observe);
+  return (pw_observe_t*)pw_atomic_load_ptr_relaxed(&rt->observe);
 }
 
 /* Hands |e| to every observer that is on. Thread-safe. */

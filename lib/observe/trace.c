@@ -79,13 +79,17 @@ static void pw_trace_record(pw_observer_t* self, const pw_obs_event_t* e) {
   pw_trace_t* t = (pw_trace_t*)self;
   if (!pw_atomic_load_u32_relaxed(&t->on)) return;
   pw_trace_ring_t* r = pw_trace_ring(t);
-  if (r == NULL || r->records == NULL) {
+  if (r == NULL) {
     pw_atomic_fetch_add_u64(&t->lost, 1);
     return;
   }
   pw_atomic_store_u32_relaxed(&r->writing, 1);
   pw_atomic_fence_seq_cst();
-  if (pw_atomic_load_u32_relaxed(&t->on)) {
+  /* Records are read only from here: once on, stop has not passed its
+   * fence, so a restart cannot have freed them. */
+  if (pw_atomic_load_u32_relaxed(&t->on) && r->records == NULL) {
+    pw_atomic_fetch_add_u64(&t->lost, 1);
+  } else if (pw_atomic_load_u32_relaxed(&t->on)) {
     uint64_t head = pw_atomic_load_u64_relaxed(&r->head);
     pw_trace_record_t* rec = &r->records[head & (t->capacity - 1)];
     /* A host clock of its own: times are stamped on it, and what closes
@@ -269,16 +273,19 @@ pw_status_t pw_runtime_trace_stats(pw_runtime_t* runtime, pw_trace_stats_t* out_
   PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_stats, pw_trace_stats_t, PW_TRACE_STATS_SIZE_V1,
                                      "pw_runtime_trace_stats"));
   pw_observe_t* o = runtime->observer;
+  pthread_mutex_lock(&o->control_lock); /* a start frees the kept trace's records */
   pthread_mutex_lock(&o->lock);
-  pw_trace_t* t = pw_trace_kept(o);
+  pw_trace_t* t = (pw_trace_t*)pw_trace_kept(o);
   pthread_mutex_unlock(&o->lock);
   if (t == NULL) {
+    pthread_mutex_unlock(&o->control_lock);
     return pw_status_make(PW_STATUS_NOT_FOUND, "pw_runtime_trace_stats: no trace was started");
   }
   pw_trace_stats_t s;
   memset(&s, 0, sizeof(s));
   s.struct_size = sizeof(s);
   pw__trace_counts(t, &s);
+  pthread_mutex_unlock(&o->control_lock);
   pw_struct_fill(out_stats, &s, sizeof(s));
   return NULL;
 }

@@ -464,7 +464,8 @@ static void pw_dispatch_queued_successors(pw_op_t* op, pw_status_t failure,
 static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   pw_execution_t* exec = op->exec;
   pw_status_t failure = pw_atomic_load_ptr_acquire(&op->status);
-  PW_REPORT(op->slice->runtime, pw__report_op_done, op, failure);
+  pw_runtime_t* rt = op->slice->runtime;
+  PW_REPORT(rt, pw__report_op_done, op, failure);
   /* The ready events' callbacks are the user's: this thread holds back no
    * other execution's count while they run (one may wait for it). */
   pw_dispatch_frame_t* frame = pw_dispatch_current;
@@ -506,7 +507,6 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
     pw_status_free(dep);
   }
   pw_slice_t* slice = op->slice->span[0]; /* home: its scheduler admitted |op| */
-  pw_runtime_t* rt = slice->runtime;
   if (rt->sched_charge) {
     pw_sched_entry_t* entry = &exec->client->sched_entries[slice->index];
     pw_atomic_u64_t* device_ns = &pw_op_cold(op)->device_ns;
@@ -547,15 +547,17 @@ static const pw_backend_timing_t pw_dispatch_expired;
 
 /* The backend's done: |user| is the launch's token. The first completion
  * wins its once-flag (the one locked instruction a completion adds). A
- * queued launch completes apart from its device's cursor (queued.c). */
-PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
-                                             const pw_backend_timing_t* timing) {
+ * queued launch completes apart from its device's cursor (queued.c).
+ * |observe|: the runtime's observers, or NULL (a constant in the common
+ * path, pw_dispatch_launch_done, so that reporting costs it one branch). */
+PW_SCHED_INLINE void pw_dispatch_launch_done_as(void* user, pw_status_t status,
+                                                const pw_backend_timing_t* timing,
+                                                pw_observe_t* observe) {
   pw_completion_token_t* t = pw_token_of(user);
   /* A queued token's op and launch time are read before the claim: once
    * claimed, its device may arm it for its next launch. */
   pw_op_t* queued_op = t->queued ? pw_atomic_load_ptr_relaxed(&t->op) : NULL;
   uint64_t launched_ns = t->queued ? pw_atomic_load_u64_relaxed(&t->launched_ns) : 0;
-  pw_observe_t* observe = pw_observing(t->device->slice->runtime);
   uint64_t observed_at = observe != NULL ? pw__report_launched_at(user) : 0;
   if (!pw_token_claim(user)) {
     if (timing == &pw_dispatch_expired) {
@@ -576,7 +578,7 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
     bool summed = timing->struct_size >= PW_BACKEND_TIMING_SIZE_V2 && timing->busy_ns != 0;
     reported = summed ? timing->busy_ns : (timing->end_ns - timing->start_ns) * d->lane_size;
   }
-  if (__builtin_expect(observe != NULL, 0)) {
+  if (observe != NULL) {
     pw__report_launch_done(observe, d, t->queued ? queued_op : d->running, observed_at, t->queued,
                            status, timing, expired);
   }
@@ -587,6 +589,21 @@ PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
   d->done_status = status;
   d->reported_ns = reported;
   pw_dispatch_push(d, PW_WORK_DONE);
+}
+
+static __attribute__((noinline, cold)) void pw_dispatch_launch_done_observed(
+    void* user, pw_status_t status, const pw_backend_timing_t* timing, pw_observe_t* observe) {
+  pw_dispatch_launch_done_as(user, status, timing, observe);
+}
+
+PW_SCHED_INLINE void pw_dispatch_launch_done(void* user, pw_status_t status,
+                                             const pw_backend_timing_t* timing) {
+  pw_observe_t* observe = pw_observing(pw_token_of(user)->device->slice->runtime);
+  if (__builtin_expect(observe != NULL, 0)) {
+    pw_dispatch_launch_done_observed(user, status, timing, observe);
+    return;
+  }
+  pw_dispatch_launch_done_as(user, status, timing, NULL);
 }
 
 static void pw_dispatch_backend_done(void* user, pw_status_t status) {

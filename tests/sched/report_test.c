@@ -183,6 +183,7 @@ static void reports_every_event(pw_fixture_backend_t kind) {
   const uint32_t runs = 20;
   run_graph(&e, g, runs, false);
   pw__observe_install(e.f.runtime->observer, &e.f.runtime->observer->metrics, NULL);
+  pw__observe_retire(e.f.runtime->observer, &c->base); /* the runtime frees it */
   size_t seen = c->count;
   run_graph(&e, g, 2, false); /* removed: nothing more */
   cr_assert_eq(c->count, seen);
