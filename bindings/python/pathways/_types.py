@@ -85,6 +85,25 @@ def dtype_name(code):
     return _CODE_TO_NAME.get(code, "invalid")
 
 
+def bf16_from_float(values):
+    """bf16 bit patterns (a uint16 array) of |values| (anything numpy turns
+    into float32): round to nearest, ties to even, NaN kept as a quiet NaN,
+    as pw_f32_to_bf16 does. For Buffer.from_array(..., dtype="bf16")."""
+    f = np.ascontiguousarray(values, dtype=np.float32)
+    u = f.view(np.uint32)
+    with np.errstate(over="ignore"):
+        bits = ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    nan = np.isnan(f)
+    bits[nan] = ((u[nan] >> 16) & 0x8000).astype(np.uint16) | np.uint16(0x7FC0)
+    return bits
+
+
+def bf16_to_float(bits):
+    """The float32 values of bf16 bit patterns |bits| (exact)."""
+    b = np.ascontiguousarray(bits, dtype=np.uint16)
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
 # ---- mesh shapes -------------------------------------------------------------
 
 

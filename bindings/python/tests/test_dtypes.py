@@ -155,3 +155,25 @@ def test_kernels_refuse_dtypes_they_do_not_compute(vs):
         vs.compile(program("add", ["bool[8] replicated"] * 2, ["bool[8] replicated"]))
     with pytest.raises(pw.InvalidArgumentError, match="kernel 'relu' does not take dtype f8e5m2"):
         vs.compile(program("relu", ["f8e5m2[8] replicated"], ["f8e5m2[8] replicated"]))
+
+
+def test_numpy_bf16_helpers_match_the_library():
+    rng = np.random.default_rng(5)
+    with np.errstate(all="ignore"):  # a few scale past float32: inf, which is a case too
+        scaled = np.ldexp(rng.standard_normal(3000).astype(np.float32),
+                          rng.integers(-140, 120, 3000).astype(np.int32))
+    values = np.concatenate([
+        scaled,
+        np.frombuffer(np.array([0x3F808000, 0x3F818000, 0x7F7FFFFF, 0x00008000, 0x00018000,
+                                0x7FC00001, 0xFF800001], np.uint32).tobytes(), np.float32),
+        np.array([np.inf, -np.inf, np.nan, -0.0], np.float32)])
+    with np.errstate(over="ignore"):
+        bits = pw.bf16_from_float(values)
+    assert bits.dtype == np.uint16
+    assert bits.tolist() == [lib.pw_f32_to_bf16(float(v)) for v in values]
+    back = pw.bf16_to_float(bits)
+    assert back.dtype == np.float32
+    finite = ~np.isnan(back)
+    assert back[finite].tolist() == [lib.pw_bf16_to_f32(int(b)) for b in bits[finite]]
+    # 1 + 2^-8 is a tie between 1 and the next bf16: to even, 1.
+    assert pw.bf16_to_float(pw.bf16_from_float([1.0, 1.00390625])).tolist() == [1.0, 1.0]
