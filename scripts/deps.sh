@@ -10,6 +10,7 @@ packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev strace
   libck-dev libcbor-dev libzstd-dev libxxhash-dev libcriterion-dev
   python3-cffi python3-dev python3-numpy python3-pytest
+  libjansson-dev
 )
 
 # Optional: peer runtimes for `bench/compare` (bench/peers), not needed to
