@@ -24,8 +24,8 @@ traceEvents; `-` for the file as a whole). Rules:
               --generic: only partial overlap, nesting allowed)
   flow        f or t without an earlier s of the same (cat, id, name);
               an s never finished
-  flow-bind   (exporter) s/f not strictly inside an X on its track, or
-              an f without "bp":"e"
+  flow-bind   (exporter) s/f not within an X on its track (from its ts,
+              included, to its end, excluded), or an f without "bp":"e"
   async       b/e not matched by (cat, id), e before its b, or left open
   metadata    a pid without process_name or a (pid, tid) without
               thread_name; a malformed M event
@@ -194,9 +194,9 @@ def inside_x(tracks, begins, ev):
     if key not in begins:
         begins[key] = [s[0] for s in spans]
     ts = ev["ts"]
-    at = bisect.bisect_left(begins[key], ts)
+    at = bisect.bisect_right(begins[key], ts + EPS_US)
     for begin, end, _ in reversed(spans[max(0, at - 64):at]):
-        if begin < ts < end:
+        if begin - EPS_US <= ts < end:
             return True
     return False
 
@@ -209,7 +209,7 @@ def check_flows(events, tracks, exporter):
             continue
         key = (ev.get("cat"), ev["id"], ev["name"])
         if exporter and not inside_x(tracks, begins, ev):
-            raise Violation(i, "flow-bind", "flow %s id %r at ts %r is not inside an X on pid %r tid %r"
+            raise Violation(i, "flow-bind", "flow %s id %r at ts %r is not within an X on pid %r tid %r"
                             % (ph, ev["id"], ev["ts"], ev["pid"], ev["tid"]))
         if ph == "s":
             started[key] = (i, ev["ts"])

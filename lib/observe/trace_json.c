@@ -488,8 +488,11 @@ static const tj_span_t* tj_find_span(const tj_ctx_t* c, uint64_t gang, uint32_t 
 }
 
 /* FLOW |r|: "s" inside the producer's X (1 ns before its end), "f" with
- * "bp":"e" inside the consumer's X (1 ns after its start); both viewers
- * bind a flow event to the slice enclosing it on its track. */
+ * "bp":"e" inside the consumer's X (1 ns after its start). Perfetto and
+ * chrome://tracing bind a flow event to the slice enclosing it on its
+ * track; strictly inside, that holds whatever order a viewer gives events
+ * of equal timestamps. An X shorter than 2 ns cannot hold one: not drawn
+ * (counted in otherData.flows_not_drawn). */
 static void tj_emit_flow(tj_ctx_t* c, const pw_trace_record_t* r) {
   const tj_span_t* to = tj_find_span(c, r->gang, r->slice, r->device);
   const tj_span_t* from = tj_find_span(c, r->from_gang, UINT32_MAX, r->device);

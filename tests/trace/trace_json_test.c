@@ -190,7 +190,12 @@ static size_t collect(json_t* root, const char* ph, json_int_t pid, json_int_t t
     cr_assert_lt(n, cap);
     out[n++] = e;
   }
-  qsort(out, n, sizeof(*out), ts_cmp);
+  for (size_t a = 1; a < n; ++a) { /* stable: ties stay in file order */
+    json_t* v = out[a];
+    size_t b = a;
+    for (; b > 0 && ts_cmp(&out[b - 1], &v) > 0; --b) out[b] = out[b - 1];
+    out[b] = v;
+  }
   return n;
 }
 
@@ -544,4 +549,45 @@ Test(trace_json, bad_arguments_are_invalid_argument) {
   cr_assert_not_null(strstr(pw_status_message(s), "records"));
   pw_status_free(s);
   cr_assert_eq(m.calls, 0);
+}
+
+/* A small pipeline, the trace docs/observability.md pictures
+ * (scripts/trace-view renders it): two clients submit steps of a graph
+ * that runs "forward" on slice 0's four devices, moves the result into
+ * slice 1 and runs "loss" there; slice 1's launches are queued. */
+Test(trace_json, a_pipeline_for_the_picture) {
+  const uint64_t step = 40000;
+  for (uint64_t k = 0; k < 4; ++k) {
+    uint64_t t = k * step, exec = 1000 * (k + 1);
+    uint32_t client = k % 2 == 0 ? 0 : 2;
+    pw_trace_record_t* r = add(PW_OBS_SUBMIT, t, UINT32_MAX, UINT32_MAX, 3, exec, "train_step");
+    r->client = client;
+    for (uint32_t d = 0; d < 4; ++d) {
+      uint64_t t0 = t + 1000 + 300 * d;
+      launch(t0, t0 + 15000 + 500 * d, 0, d, 1, exec, "forward", 0);
+      pw_trace_record_t* c = add(PW_OBS_COPY, t0 + 16000 + 500 * d, 1, d, 1, exec + 1, "to_serve");
+      c->bytes = 1u << 20;
+      pw_trace_record_t* fl = add(PW_OBS_FLOW, t0 + 16000 + 500 * d, 1, d, 1, exec + 1, "to_serve");
+      fl->from_gang = exec;
+      pw_trace_record_t* cd = add(PW_OBS_COPY_DONE, t0 + 20000 + 500 * d, 1, d, 1, exec + 1, "to_serve");
+      cd->since_ns = ORIGIN + t0 + 16000 + 500 * d;
+      cd->bytes = 1u << 20;
+      uint64_t t1 = t0 + 16200 + 500 * d; /* queued behind the copy */
+      launch(t1, t0 + 30000 + 300 * d, 1, d, 1, exec + 2, "loss", PW_OBS_QUEUED);
+      fl = add(PW_OBS_FLOW, t1, 1, d, 1, exec + 2, "loss");
+      fl->from_gang = exec + 1;
+    }
+    r = add(PW_OBS_EXEC_DONE, t + 33000, UINT32_MAX, UINT32_MAX, 0, exec, NULL);
+    r->client = client;
+  }
+  pw_trace_dump_t dump = make_dump();
+  json_t* root = export_load(&dump, "pipeline.json", NULL);
+  json_t* x[32];
+  for (json_int_t tid = 1; tid <= 4; ++tid) {
+    cr_assert_eq(collect(root, "X", 2, tid, x, 32), 4, "forward x 4 on slice 0");
+    cr_assert_eq(collect(root, "X", 3, tid, x, 32), 8, "copy and loss x 4 on slice 1");
+  }
+  cr_assert_eq(int_of(json_object_get(root, "otherData"), "flows"), 32);
+  cr_assert_eq(int_of(json_object_get(root, "otherData"), "flows_not_drawn"), 0);
+  json_decref(root);
 }
