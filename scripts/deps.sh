@@ -4,6 +4,8 @@
 #        scripts/deps.sh --bench    also the peers bench/compare measures
 #                                   (oneTBB, StarPU, Dask; OpenMP comes
 #                                   with gcc)
+#        scripts/deps.sh --trace-view   also what scripts/trace-view drives
+#                                   (chromium, node and npm)
 set -euo pipefail
 
 packages=(
@@ -18,7 +20,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(libtbb-dev libstarpu-dev python3-dask) ;;
-    *) echo "deps: unknown option '$arg' (--bench)" >&2; exit 2 ;;
+    --trace-view) packages+=(chromium nodejs); command -v npm >/dev/null 2>&1 || packages+=(npm) ;;
+    *) echo "deps: unknown option '$arg' (--bench, --trace-view)" >&2; exit 2 ;;
   esac
 done
 
