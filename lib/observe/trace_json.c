@@ -296,12 +296,14 @@ static bool tj_on_unit(const pw_trace_record_t* r) {
   return r->slice != UINT32_MAX && r->device != UINT32_MAX;
 }
 
+/* Launches name their unit exactly (device, count); the other unit
+ * records go on the launch unit holding their device. */
 static bool tj_is_launch_kind(uint32_t kind) {
-  return kind == PW_OBS_LAUNCH || kind == PW_OBS_LAUNCH_DONE || kind == PW_OBS_DEADLINE;
+  return kind == PW_OBS_LAUNCH || kind == PW_OBS_LAUNCH_DONE;
 }
 
 static bool tj_is_copy_kind(uint32_t kind) {
-  return kind == PW_OBS_COPY || kind == PW_OBS_COPY_DONE || kind == PW_OBS_FLOW;
+  return kind == PW_OBS_COPY || kind == PW_OBS_COPY_DONE || kind == PW_OBS_FLOW || kind == PW_OBS_DEADLINE;
 }
 
 /* The unit a record is drawn on (TJ_NONE: none). */

@@ -208,6 +208,7 @@ Test(trace_json, lanes_named_by_host_in_mesh_order) {
   launch(6000, 9000, 0, 0, 4, 21, "relu", PW_OBS_HOST);
   launch(6000, 7500, 0, 4, 4, 21, "relu", PW_OBS_HOST);
   launch(100, 600, 1, 3, 1, 30, "embed", 0);
+  add(PW_OBS_DEADLINE, 7000, 0, 5, 0, 21, "relu"); /* on device 5: drawn on its lane */
   pw_trace_dump_t dump = make_dump();
   json_t* root = export_load(&dump, "lanes.json", NULL);
   json_int_t p0 = named(root, -1, "slice 0 'train' (sim)"), p1 = named(root, -1, "slice 1 'serve' (cpu)");
@@ -218,7 +219,10 @@ Test(trace_json, lanes_named_by_host_in_mesh_order) {
   cr_assert_eq(lane0, 1, "mesh order: the lane of device 0 first");
   cr_assert_eq(lane1, 2);
   cr_assert_eq(named(root, p1, "device 3 (host 0)"), 1);
+  cr_assert_eq(named(root, p0, "device 5 (host 1)"), -1, "no track of its own");
   json_t* x[8];
+  cr_assert_eq(collect(root, "i", p0, lane1, x, 8), 1);
+  cr_assert_str_eq(str_of(x[0], "name"), "deadline relu");
   cr_assert_eq(collect(root, "X", p0, lane0, x, 8), 2);
   EQ(num_of(x[0], "ts"), US(1000));
   EQ(num_of(x[0], "dur"), US(2000));
