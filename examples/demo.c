@@ -16,7 +16,12 @@
  *
  * The weights of step k feed step k+1 before step k has finished
  * (asynchronous dispatch; the submit returns futures), and are donated.
- * At the end the weights are checked against a plain C reference. */
+ * At the end the weights are checked against a plain C reference.
+ *
+ * Usage: pathways-demo [--trace FILE]
+ *   --trace FILE  records the run and writes it as Chrome Trace Event JSON
+ *                 (open it in ui.perfetto.dev or chrome://tracing;
+ *                 docs/observability.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +37,21 @@
 enum { kN = 256, kD = 8, kDevices = 8, kSteps = 30 };
 static const double kLearningRate = 0.5;
 
-int main(void) {
+static int pw_demo_usage(const char* bad) {
+  fprintf(stderr, "pathways-demo: unknown argument '%s'\nusage: pathways-demo [--trace FILE]\n",
+          bad);
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  const char* trace_path = NULL;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+      trace_path = argv[++i];
+    } else {
+      return pw_demo_usage(argv[i]);
+    }
+  }
   printf("libpathways %s: data-parallel logistic regression on one 2x4 CPU slice\n",
          pw_version_string());
 
@@ -52,6 +71,7 @@ int main(void) {
   ro.slice_count = 1;
   pw_runtime_t* runtime;
   CHECK(pw_runtime_create(&ro, &runtime));
+  if (trace_path != NULL) CHECK(pw_runtime_trace_start(runtime, NULL));
   pw_slice_info_t info = {.struct_size = sizeof(pw_slice_info_t)};
   CHECK(pw_runtime_slice_info(runtime, 0, &info));
   printf("slice '%s': %u devices (%s backend), health %s\n", info.name, info.device_count,
@@ -136,6 +156,15 @@ int main(void) {
   }
   float w[kD];
   CHECK(pw_buffer_to_host(client, args[2], w, sizeof(w), PW_INFINITE_FUTURE));
+  if (trace_path != NULL) {
+    CHECK(pw_runtime_trace_stop(runtime));
+    CHECK(pw_runtime_trace_write_file(runtime, trace_path));
+    pw_trace_stats_t ts = {.struct_size = sizeof(ts)};
+    CHECK(pw_runtime_trace_stats(runtime, &ts));
+    printf("trace: %llu events (%llu dropped) written to %s (open it in ui.perfetto.dev or "
+           "chrome://tracing)\n",
+           (unsigned long long)ts.events, (unsigned long long)ts.dropped, trace_path);
+  }
 
   float ref_w[kD] = {0}, ref_loss = 0;
   pw_example_logreg_reference(kN, kD, x, y, kSteps, kLearningRate, ref_w, &ref_loss);

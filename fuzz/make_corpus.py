@@ -150,8 +150,36 @@ case("bad_two_producers", graph(nodes=[node("a", [0], [1]), node("b", [0], [1])]
      "nodes[1].outputs[0]: buffer 1 is already produced by nodes[0]")
 case("bad_unproduced", graph(buffers=[buf(), buf(), buf()]),
      "buffers[2]: is neither a parameter nor a node output")
-case("bad_dtype", graph(buffers=[buf(dtype="f16"), buf()]),
-     "buffers[0].dtype: unknown dtype \"f16\"")
+case("bad_dtype", graph(buffers=[buf(dtype="f128"), buf()]),
+     "buffers[0].dtype: unknown dtype \"f128\"")
+case("bad_dtype_uppercase", graph(buffers=[buf(), buf(dtype="BF16")]),
+     "buffers[1].dtype: unknown dtype \"BF16\"")
+case("bad_dtype_number", graph(buffers=[buf(dtype=6), buf()]),
+     "buffers[0].dtype: expected a text string, found an unsigned integer")
+# Every dtype (docs/formats.md), by its short and by its numpy name.
+DTYPES = [("f32", "float32"), ("f64", "float64"), ("i32", "int32"), ("i64", "int64"),
+          ("u8", "uint8"), ("bf16", "bfloat16"), ("f16", "float16"), ("i8", "int8"),
+          ("i16", "int16"), ("u16", "uint16"), ("u32", "uint32"), ("u64", "uint64"),
+          ("bool", "bool"), ("f8e4m3fn", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"),
+          ("c64", "complex64")]
+for k, label in ((0, "short"), (1, "numpy")):
+    case("valid_every_dtype_" + label, graph(
+        executables=[], buffers=[buf(dtype=d[k], sharding="replicated") for d in DTYPES],
+        parameters=list(range(len(DTYPES))), nodes=[],
+        outputs=list(range(len(DTYPES)))), "ok")
+case("valid_bf16_add_transfer", graph(
+    vslices=[[2, 4], [8]],
+    executables=[exe(b"kernel add\ninput bf16[8,2] split(0,all)\ninput bf16[8,2] split(0,all)\n"
+                     b"output bf16[8,2] split(0,all)\n")],
+    buffers=[buf(dtype="bf16", shape=(8, 2)), buf(dtype="bf16", shape=(8, 2)),
+             buf(1, dtype="bf16", shape=(8, 2), sharding="replicated")],
+    nodes=[node("a", [0, 0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
+    outputs=[2]), "ok")
+case("bad_transfer_dtype", graph(
+    vslices=[[2, 4], [8]],
+    buffers=[buf(dtype="u16"), buf(dtype="u16"), buf(1, dtype="f16", sharding="replicated")],
+    nodes=[node("a", [0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
+    outputs=[2]), "a transfer keeps dtype and shape: buffer 2 is f16[8]")
 case("bad_sharding", graph(buffers=[buf(shape=(7,)), buf()]), "buffers[0]")
 case("bad_duplicate_key", b"\xa2\x61v\x01\x61v\x01", "duplicate key \"v\"")
 case("bad_not_a_map", [1, 2, 3], "graph: expected a map, found an array")

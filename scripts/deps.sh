@@ -4,12 +4,15 @@
 #        scripts/deps.sh --bench    also the peers bench/compare measures
 #                                   (oneTBB, StarPU, Dask; OpenMP comes
 #                                   with gcc)
+#        scripts/deps.sh --trace-view   also what scripts/trace-view drives
+#                                   (chromium, node and npm)
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev strace
   libck-dev libcbor-dev libzstd-dev libxxhash-dev libcriterion-dev
   python3-cffi python3-dev python3-numpy python3-pytest
+  libjansson-dev
   libmicrohttpd-dev python3-prometheus-client
 )
 
@@ -18,7 +21,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(libtbb-dev libstarpu-dev python3-dask) ;;
-    *) echo "deps: unknown option '$arg' (--bench)" >&2; exit 2 ;;
+    --trace-view) packages+=(chromium nodejs); command -v npm >/dev/null 2>&1 || packages+=(npm) ;;
+    *) echo "deps: unknown option '$arg' (--bench, --trace-view)" >&2; exit 2 ;;
   esac
 done
 

@@ -111,7 +111,32 @@ typedef enum pw_dtype_e {
   PW_DTYPE_I32 = 3,
   PW_DTYPE_I64 = 4,
   PW_DTYPE_U8 = 5,
+  PW_DTYPE_BF16 = 6,
+  PW_DTYPE_F16 = 7,
+  PW_DTYPE_I8 = 8,
+  PW_DTYPE_I16 = 9,
+  PW_DTYPE_U16 = 10,
+  PW_DTYPE_U32 = 11,
+  PW_DTYPE_U64 = 12,
+  PW_DTYPE_BOOL = 13,
+  PW_DTYPE_F8E4M3FN = 14,
+  PW_DTYPE_F8E5M2 = 15,
+  PW_DTYPE_C64 = 16,
 } pw_dtype_t;
+
+#define PW_DTYPE_COUNT ...
+size_t pw_dtype_size(pw_dtype_t dtype);
+const char* pw_dtype_name(pw_dtype_t dtype);
+const char* pw_dtype_numpy_name(pw_dtype_t dtype);
+bool pw_dtype_parse(const char* name, size_t length, pw_dtype_t* out_dtype);
+float pw_bf16_to_f32(uint16_t bits);
+uint16_t pw_f32_to_bf16(float value);
+float pw_f16_to_f32(uint16_t bits);
+uint16_t pw_f32_to_f16(float value);
+float pw_f8e4m3fn_to_f32(uint8_t bits);
+uint8_t pw_f32_to_f8e4m3fn(float value);
+float pw_f8e5m2_to_f32(uint8_t bits);
+uint8_t pw_f32_to_f8e5m2(float value);
 
 #define PW_MAX_RANK ...
 #define PW_MAX_MESH_RANK ...

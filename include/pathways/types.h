@@ -8,7 +8,10 @@
 
 PW_EXTERN_C_BEGIN
 
-/* Element types. Values are stable (they appear in executable bytes). */
+/* Element types. Values are stable: they appear in executable bytes and
+ * (by name) in graph files, so existing values never change and new types
+ * take new values. docs/formats.md has the table (value, names, size,
+ * numpy mapping). */
 typedef enum pw_dtype_e {
   PW_DTYPE_INVALID = 0,
   PW_DTYPE_F32 = 1,
@@ -16,16 +19,54 @@ typedef enum pw_dtype_e {
   PW_DTYPE_I32 = 3,
   PW_DTYPE_I64 = 4,
   PW_DTYPE_U8 = 5,
+  PW_DTYPE_BF16 = 6,      /* bfloat16: 1 sign, 8 exponent, 7 mantissa bits */
+  PW_DTYPE_F16 = 7,       /* IEEE binary16 */
+  PW_DTYPE_I8 = 8,
+  PW_DTYPE_I16 = 9,
+  PW_DTYPE_U16 = 10,
+  PW_DTYPE_U32 = 11,
+  PW_DTYPE_U64 = 12,
+  PW_DTYPE_BOOL = 13,     /* one byte, 0 or 1 */
+  PW_DTYPE_F8E4M3FN = 14, /* 4 exponent, 3 mantissa bits; no inf; NaN 0x7F/0xFF */
+  PW_DTYPE_F8E5M2 = 15,   /* 5 exponent, 2 mantissa bits; IEEE-like */
+  PW_DTYPE_C64 = 16,      /* complex64: two f32, real then imaginary */
 } pw_dtype_t;
 
-#define PW_DTYPE_COUNT 6
+/* One more than the largest value (values 1 .. PW_DTYPE_COUNT - 1 are
+ * valid). Grows as dtypes are added: size tables by it, never persist it. */
+#define PW_DTYPE_COUNT 17
 
 /* Bytes per element; 0 for PW_DTYPE_INVALID or an unknown value. */
 PW_API size_t pw_dtype_size(pw_dtype_t dtype);
-/* "f32", "f64", "i32", "i64", "u8"; "invalid" otherwise. Static storage. */
+/* The short name the library's text forms use (shapes "bf16[8,4]", CPU
+ * programs, graph files, messages): "f32", "f64", "i32", "i64", "u8",
+ * "bf16", "f16", "i8", "i16", "u16", "u32", "u64", "bool", "f8e4m3fn",
+ * "f8e5m2", "c64"; "invalid" otherwise. Static storage. */
 PW_API const char* pw_dtype_name(pw_dtype_t dtype);
-/* Parses a name as printed by pw_dtype_name. */
+/* The numpy / ml_dtypes name: "float32", "float64", "int32", "int64",
+ * "uint8", "bfloat16", "float16", "int8", "int16", "uint16", "uint32",
+ * "uint64", "bool", "float8_e4m3fn", "float8_e5m2", "complex64";
+ * "invalid" otherwise. Static storage. */
+PW_API const char* pw_dtype_numpy_name(pw_dtype_t dtype);
+/* Parses |length| bytes of |name|: the short name (pw_dtype_name) or the
+ * numpy name (pw_dtype_numpy_name), case-sensitive. False (and
+ * |*out_dtype| untouched) for anything else, "invalid" included. */
 PW_API bool pw_dtype_parse(const char* name, size_t length, pw_dtype_t* out_dtype);
+
+/* Conversions between f32 and the narrow float types, bit patterns in
+ * integers. To the narrow type: round to nearest, ties to even; NaN stays
+ * NaN (a quiet NaN of the same sign); subnormals are produced and read.
+ * Overflow: bf16, f16 and f8e5m2 give infinity; f8e4m3fn, which has no
+ * infinity, gives NaN (as ml_dtypes does), and so does an infinite input.
+ * Widening to f32 is exact. */
+PW_API float pw_bf16_to_f32(uint16_t bits);
+PW_API uint16_t pw_f32_to_bf16(float value);
+PW_API float pw_f16_to_f32(uint16_t bits);
+PW_API uint16_t pw_f32_to_f16(float value);
+PW_API float pw_f8e4m3fn_to_f32(uint8_t bits);
+PW_API uint8_t pw_f32_to_f8e4m3fn(float value);
+PW_API float pw_f8e5m2_to_f32(uint8_t bits);
+PW_API uint8_t pw_f32_to_f8e5m2(float value);
 
 #define PW_MAX_RANK 8
 

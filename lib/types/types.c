@@ -1,13 +1,34 @@
+/* Value types: the dtype table (names, sizes, parsing), shapes, mesh
+ * shapes, shardings and array specs. The narrow float conversions are in
+ * float_convert.c. */
 #include "pathways/types.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* Indexed by pw_dtype_t; a new dtype appends a row (values are stable). */
 static const struct {
   const char* name;
+  const char* numpy_name;
   size_t size;
 } pw_dtype_table[PW_DTYPE_COUNT] = {
-    {"invalid", 0}, {"f32", 4}, {"f64", 8}, {"i32", 4}, {"i64", 8}, {"u8", 1},
+    [PW_DTYPE_INVALID] = {"invalid", "invalid", 0},
+    [PW_DTYPE_F32] = {"f32", "float32", 4},
+    [PW_DTYPE_F64] = {"f64", "float64", 8},
+    [PW_DTYPE_I32] = {"i32", "int32", 4},
+    [PW_DTYPE_I64] = {"i64", "int64", 8},
+    [PW_DTYPE_U8] = {"u8", "uint8", 1},
+    [PW_DTYPE_BF16] = {"bf16", "bfloat16", 2},
+    [PW_DTYPE_F16] = {"f16", "float16", 2},
+    [PW_DTYPE_I8] = {"i8", "int8", 1},
+    [PW_DTYPE_I16] = {"i16", "int16", 2},
+    [PW_DTYPE_U16] = {"u16", "uint16", 2},
+    [PW_DTYPE_U32] = {"u32", "uint32", 4},
+    [PW_DTYPE_U64] = {"u64", "uint64", 8},
+    [PW_DTYPE_BOOL] = {"bool", "bool", 1},
+    [PW_DTYPE_F8E4M3FN] = {"f8e4m3fn", "float8_e4m3fn", 1},
+    [PW_DTYPE_F8E5M2] = {"f8e5m2", "float8_e5m2", 1},
+    [PW_DTYPE_C64] = {"c64", "complex64", 8},
 };
 
 size_t pw_dtype_size(pw_dtype_t dtype) {
@@ -20,11 +41,20 @@ const char* pw_dtype_name(pw_dtype_t dtype) {
   return pw_dtype_table[dtype].name;
 }
 
+const char* pw_dtype_numpy_name(pw_dtype_t dtype) {
+  if ((unsigned)dtype >= PW_DTYPE_COUNT) return "invalid";
+  return pw_dtype_table[dtype].numpy_name;
+}
+
+static bool pw_dtype_name_is(const char* candidate, const char* name, size_t length) {
+  return strlen(candidate) == length && memcmp(candidate, name, length) == 0;
+}
+
 bool pw_dtype_parse(const char* name, size_t length, pw_dtype_t* out_dtype) {
   if (name == NULL || out_dtype == NULL) return false;
   for (int i = 1; i < PW_DTYPE_COUNT; ++i) {
-    const char* candidate = pw_dtype_table[i].name;
-    if (strlen(candidate) == length && memcmp(candidate, name, length) == 0) {
+    if (pw_dtype_name_is(pw_dtype_table[i].name, name, length) ||
+        pw_dtype_name_is(pw_dtype_table[i].numpy_name, name, length)) {
       *out_dtype = (pw_dtype_t)i;
       return true;
     }

@@ -43,7 +43,7 @@ static pw_status_t pw_cts_cpu_streams_create(const pw_cts_fixture_t* fixture,
 }
 
 static const char* const pw_cts_cpu_streams_bad_programs[] = {
-    "kernel copy\ninput f16[8] replicated\noutput f16[8] replicated\n",
+    "kernel copy\ninput f128[8] replicated\noutput f128[8] replicated\n",
     "kernel copy\ninput f32[7] split(0,all)\noutput f32[7] split(0,all)\n",
     "input f32[8] replicated\nkernel copy\n",
     NULL,

@@ -41,7 +41,7 @@ static pw_status_t pw_cts_cpu_create(const pw_cts_fixture_t* fixture, pw_allocat
 
 /* In the CPU backend's syntax; the CTS compiles them on an 8-device row. */
 static const char* const pw_cts_cpu_bad_programs[] = {
-    "kernel copy\ninput f16[8] replicated\noutput f16[8] replicated\n",
+    "kernel copy\ninput f128[8] replicated\noutput f128[8] replicated\n",
     "kernel copy\ninput f32[8] split(0,9)\noutput f32[8] split(0,9)\n",
     "kernel copy\ninput f32[7] split(0,all)\noutput f32[7] split(0,all)\n",
     "kernel copy\ninput f32[8] replicated\noutput f64[8] replicated\n",

@@ -43,11 +43,11 @@ static pw_status_t pw_cts_sim_create(const pw_cts_fixture_t* fixture, pw_allocat
 
 /* In the sim's syntax; the CTS compiles them on an 8-device row. */
 static const char* const pw_cts_sim_bad_programs[] = {
-    "op x\nkind copy\ninput f16[8] replicated\noutput f16[8] replicated\n",
+    "op x\nkind copy\ninput f128[8] replicated\noutput f128[8] replicated\n",
     "op x\nkind copy\ninput f32[8] split(0,9)\noutput f32[8] split(0,9)\n",
     "op x\nkind copy\ninput f32[7] split(0,all)\noutput f32[7] split(0,all)\n",
     "op x\nkind copy\ninput f32[8] replicated\noutput f64[8] replicated\n",
-    "op x\nkind all_reduce_sum\ninput u8[8] replicated\noutput u8[8] replicated\n",
+    "op x\nkind all_reduce_sum\ninput bool[8] replicated\noutput bool[8] replicated\n",
     "op x\nkind copy\ninput f32[8] replicated\noutput f32[16] replicated\n",
     "op x\nkind reduce\n",
     "op x\ntime 5 parsecs\n",

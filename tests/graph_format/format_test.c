@@ -298,3 +298,73 @@ Test(graph_format, every_allocation_failure_is_reported_cleanly) {
     free(data);
   }
 }
+
+/* {"v":1,"vslices":[[8]],"executables":[],"buffers":[{dtype |name|, [4],
+ * replicated}],"parameters":[0],"nodes":[],"outputs":[0]} */
+static void params_only_graph(gf_cbor_t* c, const char* dtype_name) {
+  c->size = 0;
+  gf_head(c, 5, 7);
+  gf_text(c, "v");
+  gf_uint(c, 1);
+  gf_text(c, "vslices");
+  gf_head(c, 4, 1);
+  gf_head(c, 4, 1);
+  gf_uint(c, 8);
+  gf_text(c, "executables");
+  gf_head(c, 4, 0);
+  gf_text(c, "buffers");
+  gf_head(c, 4, 1);
+  gf_head(c, 5, 4);
+  gf_text(c, "vslice");
+  gf_uint(c, 0);
+  gf_text(c, "dtype");
+  if (dtype_name != NULL) {
+    gf_text(c, dtype_name);
+  } else {
+    gf_uint(c, PW_DTYPE_BF16); /* a number where the name belongs */
+  }
+  gf_text(c, "shape");
+  gf_head(c, 4, 1);
+  gf_uint(c, 4);
+  gf_text(c, "sharding");
+  gf_text(c, "replicated");
+  gf_text(c, "parameters");
+  gf_head(c, 4, 1);
+  gf_uint(c, 0);
+  gf_text(c, "nodes");
+  gf_head(c, 4, 0);
+  gf_text(c, "outputs");
+  gf_head(c, 4, 1);
+  gf_uint(c, 0);
+}
+
+Test(graph_format, every_dtype_is_accepted_by_either_name_and_unknown_ones_are_named) {
+  gf_cbor_t c;
+  for (int d = 1; d < PW_DTYPE_COUNT; ++d) {
+    const char* names[2] = {pw_dtype_name((pw_dtype_t)d), pw_dtype_numpy_name((pw_dtype_t)d)};
+    for (int k = 0; k < 2; ++k) {
+      params_only_graph(&c, names[k]);
+      OK(pw_graph_format_check(c.data, c.size, sys(), NULL));
+      /* The JSON view shows the short name whichever was written. */
+      char* text = NULL;
+      size_t text_size = 0;
+      OK(pw_graph_format_dump_json(c.data, c.size, sys(), &text, &text_size));
+      char want[32];
+      snprintf(want, sizeof(want), "%s[4] replicated", pw_dtype_name((pw_dtype_t)d));
+      cr_assert(strstr(text, want) != NULL, "JSON lacks %s:\n%s", want, text);
+      pw_allocator_free(sys(), text, text_size);
+    }
+  }
+  static const char* bad[] = {"f128", "invalid", "BF16", "float8_e4m3", "c128", ""};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    params_only_graph(&c, bad[i]);
+    char want[64];
+    snprintf(want, sizeof(want), "buffers[0].dtype: unknown dtype \"%s\"", bad[i]);
+    if (bad[i][0] == '\0') snprintf(want, sizeof(want), "buffers[0].dtype");
+    FAILS(pw_graph_format_check(c.data, c.size, sys(), NULL), PW_STATUS_INVALID_ARGUMENT,
+          want);
+  }
+  params_only_graph(&c, NULL);
+  FAILS(pw_graph_format_check(c.data, c.size, sys(), NULL), PW_STATUS_INVALID_ARGUMENT,
+        "buffers[0].dtype: expected a text string, found an unsigned integer");
+}

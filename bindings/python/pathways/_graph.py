@@ -222,7 +222,7 @@ class Graph(_Runs, ClientHandle):
         n = _Node()
         n.index, n.kind, n.name, n.param = node[0], "transfer", name, None
         n.executable, n.vslice, n.inputs = None, vslice, (value,)
-        spec = ArraySpec(value.spec.dtype, value.spec.shape, sharding)
+        spec = ArraySpec(value.spec.dtype_name, value.spec.shape, sharding)
         n.outputs = (Value(self, node[0], 0, spec, vslice),)
         self._nodes[n.index] = n
         return n.outputs[0]

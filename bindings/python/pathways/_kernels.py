@@ -21,12 +21,14 @@ from ._errors import status_from_exception
 from ._lowlevel import CALLBACK_SCOPE, ffi, lib
 from ._types import Program, dtype_code, mesh_from_c, numpy_dtype, shape_from_c
 
-_DTYPE_GROUPS = {"any": 0, "float": ("f32", "f64"), "int": ("i32", "i64")}
+_DTYPE_GROUPS = {"any": 0, "float": ("f32", "f64"), "int": ("i32", "i64"),
+                 "half": ("f16", "bf16"),
+                 "integer": ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")}
 
 
 class Param:
     """One kernel parameter: a name (for messages), the dtypes it accepts
-    (None/"any", "float", "int", or an iterable of dtypes) and its rank (-1:
+    (None/"any", "float", "int", "half", "integer", or an iterable of dtypes) and its rank (-1:
     any)."""
 
     __slots__ = ("name", "dtypes", "rank")

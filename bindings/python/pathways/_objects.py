@@ -7,7 +7,8 @@ from ._handle import ClientHandle
 from ._errors import InvalidArgumentError, check, take_error
 from ._event import Event, event_error, wait_event_ptr
 from ._lowlevel import IMMEDIATE_PAST, ffi, lib
-from ._types import ArraySpec, as_sharding, dtype_code, mesh_from_c, mesh_text, numpy_dtype, program_bytes
+from ._types import (NUMPY_NAMES, VIEW_DTYPES, ArraySpec, as_sharding, dtype_code, dtype_name,
+                     mesh_from_c, mesh_text, numpy_dtype, program_bytes)
 
 
 def _vslice_handle(vslice):
@@ -18,9 +19,12 @@ def _vslice_handle(vslice):
 
 
 def _as_host_array(array, dtype):
-    """A C-contiguous numpy array of a pathways dtype for |array| (anything
-    numpy accepts, or any object with the buffer protocol): |array| itself
-    when it already is one (no copy), a converted copy otherwise."""
+    """(array, C dtype): a C-contiguous numpy array of a pathways dtype for
+    |array| (anything numpy accepts, or any object with the buffer
+    protocol): |array| itself when it already is one (no copy), a converted
+    copy otherwise. bf16 and the f8 types (VIEW_DTYPES) are never converted
+    to: their array must hold the bit patterns (uint16 / uint8, or an
+    ml_dtypes array of that type), which are viewed, not copied."""
     if not isinstance(array, np.ndarray):
         try:
             array = np.asarray(memoryview(array))
@@ -28,15 +32,21 @@ def _as_host_array(array, dtype):
             array = np.asarray(array)
     if dtype is None and not array.dtype.isnative:
         dtype = array.dtype.newbyteorder("=")  # same type, native byte order
-    if dtype is not None:
-        want = numpy_dtype(dtype_code(dtype))
-        if array.dtype != want:
-            array = array.astype(want)
-    else:
-        dtype_code(array.dtype)  # TypeError naming the supported dtypes
+    code = dtype_code(array.dtype if dtype is None else dtype)  # TypeError lists the dtypes
+    want = numpy_dtype(code)
+    if dtype_name(code) in VIEW_DTYPES:
+        if array.dtype.name == NUMPY_NAMES[dtype_name(code)] and array.dtype.isnative:
+            array = array.view(want)  # an ml_dtypes array: the same bits
+        elif array.dtype != want:
+            raise TypeError(
+                f"dtype {dtype_name(code)} ({NUMPY_NAMES[dtype_name(code)]}) is held as {want} "
+                f"bit patterns: pass a {want} array of them (or an ml_dtypes array), "
+                f"not {array.dtype}")
+    elif array.dtype != want:
+        array = array.astype(want)
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
-    return array
+    return array, code
 
 
 class Buffer(ClientHandle):
@@ -66,13 +76,13 @@ class Buffer(ClientHandle):
         is read in place; anything else is converted first (one copy).
         |dtype| converts to that dtype."""
         cvs = _vslice_handle(vslice)
-        arr = _as_host_array(array, dtype)
+        arr, code = _as_host_array(array, dtype)
         if not arr.size:
             zero = arr.shape.index(0)
             raise InvalidArgumentError(
                 f"cannot make a buffer of an empty array: shape {arr.shape}, dimension "
                 f"{zero} is 0; dimensions must be >= 1")
-        spec = ArraySpec(arr.dtype, arr.shape, as_sharding(sharding))
+        spec = ArraySpec(dtype_name(code), arr.shape, as_sharding(sharding))
         out = ffi.new("pw_buffer_t*")
         data = ffi.from_buffer(arr)
         cspec = spec._new_c()

@@ -13,46 +13,95 @@ from ._lowlevel import ffi, lib
 
 # ---- dtypes ------------------------------------------------------------------
 
-# pathways dtype code <-> name <-> numpy dtype. Values are the C enum's.
+# pathways dtype code, short name, numpy/ml_dtypes name, the numpy dtype a
+# host array of it has. Values are the C enum's (docs/formats.md). numpy has
+# no bfloat16 or float8 types: those are held as their bit patterns, in
+# uint16 / uint8 arrays of the same width (views; ml_dtypes arrays of those
+# types are accepted and viewed the same way).
 _DTYPES = (
-    (lib.PW_DTYPE_F32, "f32", np.dtype(np.float32)),
-    (lib.PW_DTYPE_F64, "f64", np.dtype(np.float64)),
-    (lib.PW_DTYPE_I32, "i32", np.dtype(np.int32)),
-    (lib.PW_DTYPE_I64, "i64", np.dtype(np.int64)),
-    (lib.PW_DTYPE_U8, "u8", np.dtype(np.uint8)),
+    (lib.PW_DTYPE_F32, "f32", "float32", np.dtype(np.float32)),
+    (lib.PW_DTYPE_F64, "f64", "float64", np.dtype(np.float64)),
+    (lib.PW_DTYPE_I32, "i32", "int32", np.dtype(np.int32)),
+    (lib.PW_DTYPE_I64, "i64", "int64", np.dtype(np.int64)),
+    (lib.PW_DTYPE_U8, "u8", "uint8", np.dtype(np.uint8)),
+    (lib.PW_DTYPE_BF16, "bf16", "bfloat16", np.dtype(np.uint16)),
+    (lib.PW_DTYPE_F16, "f16", "float16", np.dtype(np.float16)),
+    (lib.PW_DTYPE_I8, "i8", "int8", np.dtype(np.int8)),
+    (lib.PW_DTYPE_I16, "i16", "int16", np.dtype(np.int16)),
+    (lib.PW_DTYPE_U16, "u16", "uint16", np.dtype(np.uint16)),
+    (lib.PW_DTYPE_U32, "u32", "uint32", np.dtype(np.uint32)),
+    (lib.PW_DTYPE_U64, "u64", "uint64", np.dtype(np.uint64)),
+    (lib.PW_DTYPE_BOOL, "bool", "bool", np.dtype(np.bool_)),
+    (lib.PW_DTYPE_F8E4M3FN, "f8e4m3fn", "float8_e4m3fn", np.dtype(np.uint8)),
+    (lib.PW_DTYPE_F8E5M2, "f8e5m2", "float8_e5m2", np.dtype(np.uint8)),
+    (lib.PW_DTYPE_C64, "c64", "complex64", np.dtype(np.complex64)),
 )
-_CODE_TO_NUMPY = {code: dt for code, _, dt in _DTYPES}
-_CODE_TO_NAME = {code: name for code, name, _ in _DTYPES}
-_NUMPY_TO_CODE = {dt: code for code, _, dt in _DTYPES}
-_NAME_TO_CODE = {name: code for code, name, _ in _DTYPES}
+_CODE_TO_NUMPY = {code: dt for code, _, _, dt in _DTYPES}
+_CODE_TO_NAME = {code: name for code, name, _, _ in _DTYPES}
+#: The dtypes numpy lacks, held as same-width unsigned bit patterns.
+VIEW_DTYPES = frozenset(name for code, name, npname, dt in _DTYPES if npname != dt.name)
+_VIEW_NUMPY_NAMES = frozenset(n for _, _, n, dt in _DTYPES if n != dt.name)
+# A numpy dtype means its own pathways dtype (uint16 is u16, never bf16).
+_NUMPY_TO_CODE = {dt: code for code, _, npname, dt in _DTYPES if npname == dt.name}
+_NAME_TO_CODE = {name: code for code, name, _, _ in _DTYPES}
+_NAME_TO_CODE.update({npname: code for code, _, npname, _ in _DTYPES})
 
-#: The numpy dtypes a buffer can hold, by pathways name.
-DTYPES = {name: dt for _, name, dt in _DTYPES}
+#: The numpy dtype a host array of each pathways dtype has, by short name.
+DTYPES = {name: dt for _, name, _, dt in _DTYPES}
+#: The numpy / ml_dtypes name of each pathways dtype, by short name.
+NUMPY_NAMES = {name: npname for _, name, npname, _ in _DTYPES}
 
 
 def dtype_code(dtype):
-    """The C dtype of |dtype|: a pathways name ("f32"), a numpy dtype or
-    anything np.dtype() accepts ("float32", np.float32). TypeError for a
+    """The C dtype of |dtype|: a pathways name ("f32", "bf16") or numpy /
+    ml_dtypes name ("float32", "bfloat16", "float8_e4m3fn"), a numpy dtype
+    or anything np.dtype() accepts (np.float16, bool). A numpy dtype maps to
+    its own type: uint16 is u16; bf16 and the f8 types are asked for by
+    name (or by an ml_dtypes dtype, which has that name). TypeError for a
     dtype pathways cannot hold (the message lists those it can)."""
     if isinstance(dtype, str) and dtype in _NAME_TO_CODE:
         return _NAME_TO_CODE[dtype]
     try:
-        code = _NUMPY_TO_CODE.get(np.dtype(dtype))
+        dt = np.dtype(dtype)
+        code = _NUMPY_TO_CODE.get(dt)
+        if code is None and dt.name in _VIEW_NUMPY_NAMES and dt.isnative:
+            code = _NAME_TO_CODE[dt.name]  # ml_dtypes' bfloat16, float8_*
     except TypeError:
         code = None
     if code is None:
         raise TypeError(
             f"dtype {dtype!r} is not supported by pathways; use one of "
-            + ", ".join(f"{n} ({dt})" for n, dt in DTYPES.items()))
+            + ", ".join(f"{n} ({NUMPY_NAMES[n]})" for n in DTYPES))
     return code
 
 
 def numpy_dtype(code):
+    """The numpy dtype of a host array of C dtype |code| (uint16 for bf16,
+    uint8 for the f8 types)."""
     return _CODE_TO_NUMPY[code]
 
 
 def dtype_name(code):
     return _CODE_TO_NAME.get(code, "invalid")
+
+
+def bf16_from_float(values):
+    """bf16 bit patterns (a uint16 array) of |values| (anything numpy turns
+    into float32): round to nearest, ties to even, NaN kept as a quiet NaN,
+    as pw_f32_to_bf16 does. For Buffer.from_array(..., dtype="bf16")."""
+    f = np.ascontiguousarray(values, dtype=np.float32)
+    u = f.view(np.uint32)
+    with np.errstate(over="ignore"):
+        bits = ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    nan = np.isnan(f)
+    bits[nan] = ((u[nan] >> 16) & 0x8000).astype(np.uint16) | np.uint16(0x7FC0)
+    return bits
+
+
+def bf16_to_float(bits):
+    """The float32 values of bf16 bit patterns |bits| (exact)."""
+    b = np.ascontiguousarray(bits, dtype=np.uint16)
+    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 # ---- mesh shapes -------------------------------------------------------------
@@ -202,7 +251,7 @@ class ArraySpec:
     """A logical (global) array: numpy dtype, global shape, sharding.
     repr is the program text form, e.g. f32[256,8] split(0,all)."""
 
-    __slots__ = ("dtype", "shape", "sharding")
+    __slots__ = ("dtype", "shape", "sharding", "_code")
 
     def __init__(self, dtype, shape, sharding=None):
         code = dtype_code(dtype)
@@ -211,6 +260,7 @@ class ArraySpec:
         shape = tuple(int(d) for d in shape)
         if len(shape) > lib.PW_MAX_RANK:
             raise InvalidArgumentError(f"shape {shape}: rank {len(shape)} exceeds {lib.PW_MAX_RANK}")
+        object.__setattr__(self, "_code", code)
         object.__setattr__(self, "dtype", numpy_dtype(code))
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "sharding", as_sharding(sharding))
@@ -220,7 +270,9 @@ class ArraySpec:
 
     @property
     def dtype_name(self):
-        return dtype_name(_NUMPY_TO_CODE[self.dtype])
+        """The pathways short name ("bf16"); .dtype is the numpy dtype of
+        a host array of it (uint16 for bf16)."""
+        return dtype_name(self._code)
 
     @property
     def size(self):
@@ -241,13 +293,13 @@ class ArraySpec:
     def __eq__(self, other):
         if isinstance(other, str):
             other = ArraySpec.parse(other)
-        return (isinstance(other, ArraySpec) and self.dtype == other.dtype
+        return (isinstance(other, ArraySpec) and self._code == other._code
                 and self.shape == other.shape and self.sharding == other.sharding)
 
     def __hash__(self):
-        return hash((self.dtype, self.shape, self.sharding))
+        return hash((self._code, self.shape, self.sharding))
 
-    _TEXT = re.compile(r"^\s*([a-z0-9]+)\[([0-9,\s]*)\]\s*(.*?)\s*$")
+    _TEXT = re.compile(r"^\s*([a-z0-9_]+)\[([0-9,\s]*)\]\s*(.*?)\s*$")
 
     @classmethod
     def parse(cls, text):
@@ -265,7 +317,7 @@ class ArraySpec:
         return cls(m.group(1), tuple(int(d) for d in dims), sharding)
 
     def _to_c(self, cspec):
-        cspec.dtype = _NUMPY_TO_CODE[self.dtype]
+        cspec.dtype = self._code
         cspec.shape.rank = len(self.shape)
         for i, d in enumerate(self.shape):
             cspec.shape.dims[i] = d
@@ -277,7 +329,7 @@ class ArraySpec:
 
     @classmethod
     def _from_c(cls, cspec):
-        return cls(_CODE_TO_NUMPY.get(cspec.dtype, "invalid"),
+        return cls(_CODE_TO_NAME.get(cspec.dtype, "invalid"),
                    tuple(cspec.shape.dims[0:cspec.shape.rank]),
                    Sharding._from_c(cspec.sharding))
 
@@ -327,7 +379,7 @@ class Program:
                 for i, d in enumerate(spec.shape):
                     shape.dims[i] = d
                 spec.sharding._to_c(sharding)
-                check(add(p, _NUMPY_TO_CODE[spec.dtype], shape, sharding[0]))
+                check(add(p, spec._code, shape, sharding[0]))
         for name, value in self.attrs.items():
             if isinstance(value, str):
                 check(lib.pw_cpu_program_set_string(p, name.encode(), value.encode()))

@@ -62,7 +62,7 @@ def test_errors_pickle_and_repr():
 def test_library_errors_map_to_their_classes(runtime, client, vs):
     # INVALID_ARGUMENT, with the library's message naming the culprit.
     with pytest.raises(pw.InvalidArgumentError, match="dtype"):
-        vs.compile("kernel copy\ninput f16[8] replicated\noutput f16[8] replicated\n")
+        vs.compile("kernel copy\ninput f128[8] replicated\noutput f128[8] replicated\n")
     # NOT_FOUND: a kernel that is not registered.
     with pytest.raises(pw.NotFoundError, match="nosuchkernel"):
         vs.compile(program("nosuchkernel", ["f32[8] replicated"], ["f32[8] replicated"]))

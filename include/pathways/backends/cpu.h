@@ -26,7 +26,9 @@
  *   output DTYPE[DIMS] SHARDING    one output, likewise
  *   attr   NAME VALUE              one attribute (each NAME at most once)
  *
- *   DTYPE     f32 | f64 | i32 | i64 | u8
+ *   DTYPE     a dtype's short or numpy name (pathways/types.h): f32,
+ *             f64, bf16, f16, i8 .. i64, u8 .. u64, bool, f8e4m3fn,
+ *             f8e5m2, c64 (or float32, bfloat16, ...)
  *   DIMS      comma-separated dimensions >= 1, no spaces: f32[64,16];
  *             f32[] is a scalar. At most PW_MAX_RANK dimensions.
  *   SHARDING  replicated
@@ -52,7 +54,7 @@
  *   attr transpose_b 0
  *
  * Errors are INVALID_ARGUMENT and name the line and token
- * ("line 3: unknown dtype 'f16'"); an unregistered kernel is NOT_FOUND.
+ * ("line 3: unknown dtype 'f128'"); an unregistered kernel is NOT_FOUND.
  * Hosts and bindings need not write the text by hand: fill a
  * pw_cpu_program_t and call pw_cpu_program_format (below).
  *
@@ -65,24 +67,32 @@
  * DATA_LOSS, foreign ones INVALID_ARGUMENT, a kernel not registered in this
  * backend NOT_FOUND; never a crash.
  *
- * BUILT-IN KERNELS (float = f32 or f64; every parameter of a kernel has the
- * same dtype; "aligned" = same global shape and same sharding)
+ * BUILT-IN KERNELS (float = f32 or f64; half = f16 or bf16, computed in
+ * f32 and rounded to nearest even once per result; integer = i8 .. i64 and
+ * u8 .. u64, wrapping modulo 2^bits; every parameter of a kernel has the
+ * same dtype; "aligned" = same global shape and same sharding). Kernels
+ * take float and half unless said otherwise; bool and the f8 types have
+ * no arithmetic (copy, fill, all_gather only): another dtype is
+ * INVALID_ARGUMENT at compile naming the kernel, the dtype and the ones it
+ * takes.
  *   copy(x) -> y                 any dtype, y aligned with x
  *   fill() -> y                  attr value (required); any dtype (integer
- *                                dtypes need an integral value in range)
- *   add(a, b) -> c, sub, mul     float, all aligned
+ *                                dtypes need an integral value in range,
+ *                                bool 0 or 1; floats round the value to f32,
+ *                                then to the dtype; c64 gets value + 0i)
+ *   add(a, b) -> c, sub, mul     float, half, integer, c64; all aligned
  *   scale(x) -> y                y = alpha * x; attr alpha; float, aligned
  *   axpy(x, y) -> z              z = alpha * x + y; attr alpha; aligned
  *   sgd_update(w, g) -> w2       w2 = w - lr * g; attr lr; aligned
  *                                (alpha and lr are required)
- *   relu(x) -> y, sigmoid(x) -> y          float, aligned
+ *   relu(x) -> y, sigmoid(x) -> y          aligned
  *   relu_grad(x, dy) -> dx       dx = x > 0 ? dy : 0; aligned
  *   logistic_loss(z, y) -> l     l = max(z,0) - z*y + log1p(exp(-|z|))
  *   logistic_loss_grad(z, y) -> dz         dz = (sigmoid(z) - y) * scale;
  *                                attr scale (optional, default 1); aligned
  *   bias_add(x[...,N], b[N]) -> y          b replicated; x's last axis not
  *                                split; y aligned with x
- *   matmul(a[2-D], b[2-D]) -> c  attrs transpose_a, transpose_b (0/1,
+ *   matmul(a[2-D], b[2-D]) -> c  float only; attrs transpose_a, transpose_b (0/1,
  *                                default 0). op(a)[M,K] x op(b)[K,N]:
  *                                c[M,N]: K not split; c split(0,X) iff op(a)
  *                                rows split over X, c split(1,Y) iff op(b)
@@ -90,7 +100,8 @@
  *                                c[G,M,N] split(0,X) (partial products):
  *                                K split over mesh axis X in both a and b,
  *                                G = size of X; follow with all_reduce_sum.
- *   reduce_sum(x) -> y, reduce_mean       attr axis (required). y has x's
+ *   reduce_sum(x) -> y, reduce_mean       attr axis (required); reduce_sum
+ *                                also takes integer. y has x's
  *                                shape without |axis|. If |axis| is not
  *                                split, other splits carry over. If it is
  *                                split over X: y is [G, rest...] split(0,X)
@@ -101,8 +112,9 @@
  *                                mesh axis M (or all devices); y replicated:
  *                                every device gets the sum of the G blocks,
  *                                added in mesh order (deterministic).
- *                                f32/f64/i32/i64 (integers wrap).
- *   all_reduce_mean(x[G,...]) -> y[...]   float; the sum divided by G
+ *                                float, half (summed in f32, rounded
+ *                                once), integer (wrapping).
+ *   all_reduce_mean(x[G,...]) -> y[...]   float, half; the sum divided by G
  *   all_gather(x) -> y           x split(T,M), y the same global shape
  *                                replicated; any dtype
  *
@@ -330,6 +342,15 @@ PW_API double pw_cpu_program_number_attr(const pw_cpu_program_t* program,
   (PW_CPU_DTYPE_BIT(PW_DTYPE_F32) | PW_CPU_DTYPE_BIT(PW_DTYPE_F64))
 #define PW_CPU_DTYPES_INT \
   (PW_CPU_DTYPE_BIT(PW_DTYPE_I32) | PW_CPU_DTYPE_BIT(PW_DTYPE_I64))
+/* The 16-bit floats (bit patterns in uint16_t; pathways/types.h converts). */
+#define PW_CPU_DTYPES_HALF \
+  (PW_CPU_DTYPE_BIT(PW_DTYPE_F16) | PW_CPU_DTYPE_BIT(PW_DTYPE_BF16))
+/* Every integer dtype, signed and unsigned, 8 to 64 bits. */
+#define PW_CPU_DTYPES_INTEGER                                              \
+  (PW_CPU_DTYPE_BIT(PW_DTYPE_I8) | PW_CPU_DTYPE_BIT(PW_DTYPE_I16) |         \
+   PW_CPU_DTYPE_BIT(PW_DTYPE_I32) | PW_CPU_DTYPE_BIT(PW_DTYPE_I64) |        \
+   PW_CPU_DTYPE_BIT(PW_DTYPE_U8) | PW_CPU_DTYPE_BIT(PW_DTYPE_U16) |         \
+   PW_CPU_DTYPE_BIT(PW_DTYPE_U32) | PW_CPU_DTYPE_BIT(PW_DTYPE_U64))
 
 /* One parameter of a kernel's signature. */
 typedef struct pw_cpu_param_spec_t {

@@ -179,7 +179,8 @@
  *             250us, 1.5ms, 2s, 100
  *   NUMBER    a non-negative decimal: 12, 0.5, 2.5e12 (at most 1e30; a
  *             DURATION at most 1e18 ns, rounded up to whole ns)
- *   DTYPE     f32 | f64 | i32 | i64 | u8
+ *   DTYPE     a dtype's short or numpy name (pathways/types.h): f32,
+ *             bf16, i8, u64, bool, f8e4m3fn, c64, float32, ...
  *   DIMS      comma-separated dimensions >= 1: f32[64,16]; f32[] a scalar
  *   SHARDING  replicated | split(T,M) with M a mesh axis or `all`
  *
@@ -190,7 +191,9 @@
  * collective  none; a gang rendezvous                  any
  * all_reduce_sum  output 0 on every device = element-wise sum of input 0
  *           over the group in mesh order (deterministic); a rendezvous;
- *           1 in, 1 out, same dtype (f32, f64, i32, i64) and shard size
+ *           1 in, 1 out, same dtype and shard size: f32, f64, f16 and
+ *           bf16 (summed in f32, rounded once) or an integer dtype
+ *           (wrapping); bool, f8 and c64 are INVALID_ARGUMENT
  * Data effects happen when the op's timing is decided (at launch, or at
  * the last arrival of a collective), before done runs.
  *

@@ -20,6 +20,7 @@
  * record is freed by whoever unlinks it. */
 #include <string.h>
 
+#include "backends/cpu/cpu_dtypes.h"
 #include "backends/cpu/cpu_internal.h"
 
 /*---------------------------------------------------------------------------
@@ -126,9 +127,30 @@ static void pw_cpu_unlink(pw_cpu__backend_t* backend, pw_cpu__rendezvous_t* reco
   } while (0)
 
 #define PW_CPU_ADD(a, b) ((a) + (b))
-/* Integers wrap rather than overflow (which C leaves undefined). */
-#define PW_CPU_ADD_I32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
-#define PW_CPU_ADD_I64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+
+/* Integers wrap rather than overflow (which C leaves undefined): the sum
+ * runs in the unsigned type U (cpu_dtypes.h). */
+#define PW_CPU_INT_SUM_CASE(DTYPE, T, U)                                      \
+  case DTYPE: {                                                               \
+    T* o_ = (T*)(out);                                                        \
+    const T* i_ = (const T*)(in);                                             \
+    for (size_t k_ = 0; k_ < n; ++k_) o_[k_] = (T)((U)o_[k_] + (U)i_[k_]);     \
+    break;                                                                    \
+  }
+
+/* f16/bf16: each element summed over the members in mesh order in f32,
+ * divided by the group size for a mean, rounded once. */
+static void pw_cpu_all_reduce_half(const pw_cpu__rendezvous_t* record, pw_dtype_t dtype,
+                                   size_t n, bool mean, void* out) {
+  const pw_cpu__launch_t* first = record->members;
+  for (size_t k = 0; k < n; ++k) {
+    float sum = 0.0f;
+    for (const pw_cpu__launch_t* m = first; m != NULL; m = m->member_next) {
+      sum += pw_cpu__half_load(dtype, m->inputs[0]->data, k);
+    }
+    pw_cpu__half_store(dtype, out, k, mean ? sum / (float)record->expected : sum);
+  }
+}
 
 static void pw_cpu_all_reduce(const pw_cpu__rendezvous_t* record, bool mean) {
   pw_backend_executable_t exe = record->executable;
@@ -137,14 +159,18 @@ static void pw_cpu_all_reduce(const pw_cpu__rendezvous_t* record, bool mean) {
   size_t n = pw_cpu__elements(&exe->output_shards[0]);
   pw_cpu__launch_t* first = record->members;
   void* out = first->outputs[0]->data;
-  memcpy(out, first->inputs[0]->data, bytes);
-  for (pw_cpu__launch_t* m = first->member_next; m != NULL; m = m->member_next) {
+  if (pw_cpu__is_half(dtype)) {
+    pw_cpu_all_reduce_half(record, dtype, n, mean, out);
+  } else {
+    memcpy(out, first->inputs[0]->data, bytes);
+  }
+  for (pw_cpu__launch_t* m = first->member_next; m != NULL && !pw_cpu__is_half(dtype);
+       m = m->member_next) {
     const void* in = m->inputs[0]->data;
     switch (dtype) {
       case PW_DTYPE_F32: PW_CPU_SUM_LOOP(float, out, in, n, PW_CPU_ADD); break;
       case PW_DTYPE_F64: PW_CPU_SUM_LOOP(double, out, in, n, PW_CPU_ADD); break;
-      case PW_DTYPE_I32: PW_CPU_SUM_LOOP(int32_t, out, in, n, PW_CPU_ADD_I32); break;
-      case PW_DTYPE_I64: PW_CPU_SUM_LOOP(int64_t, out, in, n, PW_CPU_ADD_I64); break;
+      PW_CPU__FOR_EACH_INT(PW_CPU_INT_SUM_CASE)
       default: break; /* excluded by the kernel's signature */
     }
   }
@@ -446,8 +472,9 @@ static pw_status_t pw_cpu_check_all_gather(void* user, const pw_cpu_program_t* p
 }
 
 static const pw_cpu_param_spec_t pw_cpu_reduce_numeric[] = {
-    {"x", PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_INT, -1}};
-static const pw_cpu_param_spec_t pw_cpu_reduce_float[] = {{"x", PW_CPU_DTYPES_FLOAT, -1}};
+    {"x", PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_HALF | PW_CPU_DTYPES_INTEGER, -1}};
+static const pw_cpu_param_spec_t pw_cpu_reduce_float[] = {
+    {"x", PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_HALF, -1}};
 static const pw_cpu_param_spec_t pw_cpu_any_x[] = {{"x", PW_CPU_DTYPES_ANY, -1}};
 static const pw_cpu_param_spec_t pw_cpu_any_y[] = {{"y", PW_CPU_DTYPES_ANY, -1}};
 

@@ -6,9 +6,11 @@
  * gains a leading dimension G (the size of that mesh axis) split over the
  * same axis: each device writes its partial result there, and a following
  * all_reduce_sum adds the partials (data-parallel gradients). Sums run in
- * index order, in the parameters' dtype. */
+ * index order, in the parameters' dtype; integer sums wrap, f16/bf16 sums
+ * run in f32 and round once (cpu_dtypes.h). matmul is f32/f64 only. */
 #include <string.h>
 
+#include "backends/cpu/cpu_dtypes.h"
 #include "backends/cpu/cpu_internal.h"
 
 /*---------------------------------------------------------------------------
@@ -154,6 +156,23 @@ static pw_status_t pw_cpu_check_matmul(void* user, const pw_cpu_program_t* progr
     }                                                                     \
   } while (0)
 
+/* Integer sums (reduce_sum only: the signature keeps integers from the
+ * mean), wrapping in the unsigned type U. */
+#define PW_CPU_REDUCE_INT(T, U)                                           \
+  do {                                                                    \
+    const T* x = call->inputs[0].data;                                    \
+    T* y = call->outputs[0].data;                                         \
+    for (size_t o = 0; o < outer; ++o) {                                  \
+      for (size_t i = 0; i < inner; ++i) {                                \
+        U sum = 0;                                                        \
+        for (size_t r = 0; r < length; ++r) {                             \
+          sum += (U)x[(o * length + r) * inner + i];                      \
+        }                                                                 \
+        y[o * inner + i] = (T)sum;                                        \
+      }                                                                   \
+    }                                                                     \
+  } while (0)
+
 static pw_status_t pw_cpu_run_reduce(const pw_cpu_kernel_call_t* call) {
   const bool mean = call->user != NULL;
   const uint32_t axis =
@@ -165,10 +184,30 @@ static pw_status_t pw_cpu_run_reduce(const pw_cpu_kernel_call_t* call) {
   for (uint32_t i = axis + 1; i < shard->rank; ++i) inner *= (size_t)shard->dims[i];
   const size_t length = (size_t)shard->dims[axis];
   const int64_t global = call->program->inputs[0].shape.dims[axis];
-  if (call->outputs[0].dtype == PW_DTYPE_F32) {
-    PW_CPU_REDUCE(float);
-  } else {
-    PW_CPU_REDUCE(double);
+  const pw_dtype_t dtype = call->outputs[0].dtype;
+  switch (dtype) {
+    case PW_DTYPE_F32: PW_CPU_REDUCE(float); break;
+    case PW_DTYPE_F64: PW_CPU_REDUCE(double); break;
+    case PW_DTYPE_F16:
+    case PW_DTYPE_BF16:
+      for (size_t o = 0; o < outer; ++o) {
+        for (size_t i = 0; i < inner; ++i) {
+          float sum = 0.0f;
+          for (size_t r = 0; r < length; ++r) {
+            sum += pw_cpu__half_load(dtype, call->inputs[0].data, (o * length + r) * inner + i);
+          }
+          pw_cpu__half_store(dtype, call->outputs[0].data, o * inner + i,
+                             mean ? sum / (float)global : sum);
+        }
+      }
+      break;
+#define PW_CPU_REDUCE_INT_CASE(DTYPE, T, U) \
+  case DTYPE: PW_CPU_REDUCE_INT(T, U); break;
+    PW_CPU__FOR_EACH_INT(PW_CPU_REDUCE_INT_CASE)
+#undef PW_CPU_REDUCE_INT_CASE
+    default:
+      return pw_status_make(PW_STATUS_INTERNAL, "kernel '%s': no loop for dtype %s",
+                            mean ? "reduce_mean" : "reduce_sum", pw_dtype_name(dtype));
   }
   return NULL;
 }
@@ -232,8 +271,12 @@ static const pw_cpu_param_spec_t pw_cpu_matmul_out[] = {{"c", PW_CPU_DTYPES_FLOA
 static const pw_cpu_attr_spec_t pw_cpu_matmul_attrs[] = {
     {"transpose_a", PW_CPU_ATTR_NUMBER, false},
     {"transpose_b", PW_CPU_ATTR_NUMBER, false}};
-static const pw_cpu_param_spec_t pw_cpu_reduce_in[] = {{"x", PW_CPU_DTYPES_FLOAT, -1}};
-static const pw_cpu_param_spec_t pw_cpu_reduce_out[] = {{"y", PW_CPU_DTYPES_FLOAT, -1}};
+#define PW_CPU_REDUCE_MEAN_DTYPES (PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_HALF)
+#define PW_CPU_REDUCE_SUM_DTYPES (PW_CPU_REDUCE_MEAN_DTYPES | PW_CPU_DTYPES_INTEGER)
+static const pw_cpu_param_spec_t pw_cpu_reduce_in[] = {{"x", PW_CPU_REDUCE_SUM_DTYPES, -1}};
+static const pw_cpu_param_spec_t pw_cpu_reduce_out[] = {{"y", PW_CPU_REDUCE_SUM_DTYPES, -1}};
+static const pw_cpu_param_spec_t pw_cpu_mean_in[] = {{"x", PW_CPU_REDUCE_MEAN_DTYPES, -1}};
+static const pw_cpu_param_spec_t pw_cpu_mean_out[] = {{"y", PW_CPU_REDUCE_MEAN_DTYPES, -1}};
 static const pw_cpu_attr_spec_t pw_cpu_reduce_attrs[] = {
     {"axis", PW_CPU_ATTR_NUMBER, true}};
 
@@ -254,8 +297,8 @@ const pw_cpu__builtin_t pw_cpu__linalg_kernels[] = {
       .run = pw_cpu_run_reduce},
      PW_CPU__NOT_COLLECTIVE},
     {{.struct_size = sizeof(pw_cpu_kernel_def_t), .name = "reduce_mean",
-      .input_count = 1, .inputs = pw_cpu_reduce_in, .output_count = 1,
-      .outputs = pw_cpu_reduce_out, .attr_count = 1, .attrs = pw_cpu_reduce_attrs,
+      .input_count = 1, .inputs = pw_cpu_mean_in, .output_count = 1,
+      .outputs = pw_cpu_mean_out, .attr_count = 1, .attrs = pw_cpu_reduce_attrs,
       .flags = PW_CPU_KERNEL_SAME_DTYPE, .check = pw_cpu_check_reduce,
       .run = pw_cpu_run_reduce, .user = (void*)pw_cpu_mean_tag},
      PW_CPU__NOT_COLLECTIVE},

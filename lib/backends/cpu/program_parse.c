@@ -254,7 +254,9 @@ static pw_status_t pw_cpu_parse_type(uint32_t line, pw_cpu_token_t token,
   size_t name_length = (size_t)(open - token.text);
   if (!pw_dtype_parse(token.text, name_length, out_dtype)) {
     pw_cpu_token_t name = {token.text, name_length};
-    return pw_cpu_syntax(line, "unknown dtype '%.*s%s' (expected f32, f64, i32, i64 or u8)",
+    return pw_cpu_syntax(line, "unknown dtype '%.*s%s' (expected f32, f64, bf16, f16, "
+                         "f8e4m3fn, f8e5m2, i8, i16, i32, i64, u8, u16, u32, u64, "
+                         "bool, c64 or a numpy name such as float32)",
                          PW_CPU_QUOTE(name));
   }
   const char* p = open + 1;

@@ -11,10 +11,9 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-#define PW_CPU_VALID_DTYPES                                             \
-  (PW_CPU_DTYPE_BIT(PW_DTYPE_F32) | PW_CPU_DTYPE_BIT(PW_DTYPE_F64) |    \
-   PW_CPU_DTYPE_BIT(PW_DTYPE_I32) | PW_CPU_DTYPE_BIT(PW_DTYPE_I64) |    \
-   PW_CPU_DTYPE_BIT(PW_DTYPE_U8))
+/* Every valid dtype's bit (1 .. PW_DTYPE_COUNT - 1). */
+#define PW_CPU_VALID_DTYPES (((UINT32_C(1) << PW_DTYPE_COUNT) - 1) & ~UINT32_C(1))
+_Static_assert(PW_DTYPE_COUNT <= 32, "PW_CPU_DTYPE_BIT masks hold 32 dtypes");
 
 uint32_t pw_cpu__mesh_axis_size(const pw_mesh_shape_t* mesh, uint32_t axis) {
   if (axis == PW_MESH_AXIS_ALL) return pw_mesh_shape_device_count(mesh);
@@ -274,7 +273,7 @@ static pw_status_t pw_cpu_validate_param(const pw_cpu__kernel_t* kernel,
   }
   if (spec->dtypes != PW_CPU_DTYPES_ANY &&
       (spec->dtypes & PW_CPU_DTYPE_BIT(param->dtype)) == 0) {
-    char allowed[64];
+    char allowed[256];
     pw_cpu_dtype_list(spec->dtypes, allowed, sizeof(allowed));
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "%s%s: kernel '%s' does not take dtype %s here (it takes %s)",

@@ -120,8 +120,40 @@ static bool pw_sim_tombstone_arrival(pw_sim__group_t* g, pw_sim__group_t** link)
   return true;
 }
 
+/* Adds element |at| of |in| into |acc| for the integer and full-width
+ * float dtypes; integers wrap (unsigned arithmetic of their width). */
+static void pw_sim_add_element(pw_dtype_t dtype, unsigned char* acc, const unsigned char* in,
+                               size_t width) {
+  if (dtype == PW_DTYPE_F32) {
+    float a, x;
+    memcpy(&a, acc, 4);
+    memcpy(&x, in, 4);
+    a += x;
+    memcpy(acc, &a, 4);
+  } else if (dtype == PW_DTYPE_F64) {
+    double a, x;
+    memcpy(&a, acc, 8);
+    memcpy(&x, in, 8);
+    a += x;
+    memcpy(acc, &a, 8);
+  } else if (width == 8) {
+    uint64_t a, x;
+    memcpy(&a, acc, 8);
+    memcpy(&x, in, 8);
+    a += x;
+    memcpy(acc, &a, 8);
+  } else { /* 1, 2 or 4 bytes: the low |width| bytes of a 32-bit sum */
+    uint32_t a = 0, x = 0;
+    memcpy(&a, acc, width);
+    memcpy(&x, in, width);
+    a += x;
+    memcpy(acc, &a, width); /* little-endian hosts, as the library assumes */
+  }
+}
+
 /* The data effect of all_reduce_sum: output 0 of every member = sum of
- * input 0 over the group, in mesh order (wrapping for integers). */
+ * input 0 over the group, in mesh order (wrapping for integers; f16 and
+ * bf16 summed in f32 and rounded once). */
 void pw_sim__all_reduce(pw_sim__group_t* g) {
   pw_backend_executable_t e = g->parts[0]->executable;
   size_t bytes = e->input_bytes[0];
@@ -129,34 +161,23 @@ void pw_sim__all_reduce(pw_sim__group_t* g) {
   size_t width = pw_dtype_size(dtype);
   unsigned char* out0 = g->parts[0]->output0->data;
   if (out0 == NULL || bytes == 0) return;
-  memcpy(out0, g->parts[0]->input0->data, bytes);
-  for (uint32_t m = 1; m < g->expected; ++m) {
-    const unsigned char* in = g->parts[m]->input0->data;
-    for (size_t at = 0; at < bytes; at += width) {
-      if (dtype == PW_DTYPE_F32) {
-        float a, x;
-        memcpy(&a, out0 + at, 4);
-        memcpy(&x, in + at, 4);
-        a += x;
-        memcpy(out0 + at, &a, 4);
-      } else if (dtype == PW_DTYPE_F64) {
-        double a, x;
-        memcpy(&a, out0 + at, 8);
-        memcpy(&x, in + at, 8);
-        a += x;
-        memcpy(out0 + at, &a, 8);
-      } else if (dtype == PW_DTYPE_I32) {
-        uint32_t a, x;
-        memcpy(&a, out0 + at, 4);
-        memcpy(&x, in + at, 4);
-        a += x;
-        memcpy(out0 + at, &a, 4);
-      } else {
-        uint64_t a, x;
-        memcpy(&a, out0 + at, 8);
-        memcpy(&x, in + at, 8);
-        a += x;
-        memcpy(out0 + at, &a, 8);
+  if (dtype == PW_DTYPE_F16 || dtype == PW_DTYPE_BF16) {
+    for (size_t at = 0; at < bytes; at += 2) {
+      float sum = 0.0f;
+      for (uint32_t m = 0; m < g->expected; ++m) {
+        uint16_t bits;
+        memcpy(&bits, (const unsigned char*)g->parts[m]->input0->data + at, 2);
+        sum += dtype == PW_DTYPE_BF16 ? pw_bf16_to_f32(bits) : pw_f16_to_f32(bits);
+      }
+      uint16_t out = dtype == PW_DTYPE_BF16 ? pw_f32_to_bf16(sum) : pw_f32_to_f16(sum);
+      memcpy(out0 + at, &out, 2);
+    }
+  } else {
+    memcpy(out0, g->parts[0]->input0->data, bytes);
+    for (uint32_t m = 1; m < g->expected; ++m) {
+      const unsigned char* in = g->parts[m]->input0->data;
+      for (size_t at = 0; at < bytes; at += width) {
+        pw_sim_add_element(dtype, out0 + at, in + at, width);
       }
     }
   }

@@ -283,6 +283,19 @@ static pw_status_t pw_sim_directive(unsigned line, const pw_sim_token_t* tokens,
   return NULL;
 }
 
+/* The dtypes all_reduce_sum adds (pw_sim__all_reduce): not bool, the f8
+ * types or c64. */
+static bool pw_sim_summable(pw_dtype_t dtype) {
+  switch (dtype) {
+    case PW_DTYPE_F32: case PW_DTYPE_F64: case PW_DTYPE_F16: case PW_DTYPE_BF16:
+    case PW_DTYPE_I8: case PW_DTYPE_I16: case PW_DTYPE_I32: case PW_DTYPE_I64:
+    case PW_DTYPE_U8: case PW_DTYPE_U16: case PW_DTYPE_U32: case PW_DTYPE_U64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /* Per-kind parameter rules that need no mesh. */
 static pw_status_t pw_sim_kind_rules(const pw_sim__program_t* p) {
   if (p->kind != PW_SIM__COPY && p->kind != PW_SIM__ALL_REDUCE_SUM) return NULL;
@@ -299,10 +312,10 @@ static pw_status_t pw_sim_kind_rules(const pw_sim__program_t* p) {
                           p->name, pw_sim__kind_name(p->kind), pw_dtype_name(dtype),
                           pw_dtype_name(p->outputs[0].dtype));
   }
-  if (p->kind == PW_SIM__ALL_REDUCE_SUM && dtype != PW_DTYPE_F32 && dtype != PW_DTYPE_F64 &&
-      dtype != PW_DTYPE_I32 && dtype != PW_DTYPE_I64) {
+  if (p->kind == PW_SIM__ALL_REDUCE_SUM && !pw_sim_summable(dtype)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "sim program '%s': all_reduce_sum sums f32, f64, i32 or i64, not %s",
+                          "sim program '%s': all_reduce_sum sums f32, f64, f16, bf16 and "
+                          "the integer dtypes, not %s",
                           p->name, pw_dtype_name(dtype));
   }
   return NULL;

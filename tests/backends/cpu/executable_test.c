@@ -128,10 +128,26 @@ Test(cpu_executable, compile_checks_signature_and_mesh) {
                        &f.mesh8, PW_STATUS_INVALID_ARGUMENT,
                        "kernel 'add' takes 2 inputs and 1 outputs; the program has 1 and 1");
   expect_compile_error(&f,
-                       "kernel add\ninput i32[8] replicated\ninput i32[8] replicated\n"
-                       "output i32[8] replicated\n",
+                       "kernel add\ninput bool[8] replicated\ninput bool[8] replicated\n"
+                       "output bool[8] replicated\n",
                        &f.mesh8, PW_STATUS_INVALID_ARGUMENT,
-                       "line 2: input 0 'a' i32[8] replicated: kernel 'add' does not take dtype i32");
+                       "line 2: input 0 'a' bool[8] replicated: kernel 'add' does not take dtype "
+                       "bool here (it takes f32, f64, i32, i64, u8, bf16, f16, i8, i16, u16, u32, "
+                       "u64, c64)");
+  expect_compile_error(&f,
+                       "kernel matmul\ninput bf16[8,8] replicated\ninput bf16[8,8] replicated\n"
+                       "output bf16[8,8] replicated\n",
+                       &f.mesh8, PW_STATUS_INVALID_ARGUMENT,
+                       "kernel 'matmul' does not take dtype bf16 here (it takes f32, f64)");
+  expect_compile_error(&f,
+                       "kernel reduce_mean\ninput i16[8,8] replicated\noutput i16[8] replicated\n"
+                       "attr axis 1\n",
+                       &f.mesh8, PW_STATUS_INVALID_ARGUMENT,
+                       "kernel 'reduce_mean' does not take dtype i16 here");
+  expect_compile_error(&f,
+                       "kernel relu\ninput f8e4m3fn[8] replicated\noutput f8e4m3fn[8] replicated\n",
+                       &f.mesh8, PW_STATUS_INVALID_ARGUMENT,
+                       "kernel 'relu' does not take dtype f8e4m3fn here (it takes f32, f64, bf16, f16)");
   expect_compile_error(&f,
                        "kernel add\ninput f32[8] replicated\ninput f64[8] replicated\n"
                        "output f32[8] replicated\n",

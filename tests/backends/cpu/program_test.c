@@ -88,8 +88,9 @@ Test(cpu_program, parses_scalars_and_numbers_exactly) {
 }
 
 Test(cpu_program, error_unknown_dtype_names_line_and_token) {
-  expect_error("kernel add\ninput f32[4] replicated\ninput f16[4] replicated\n",
-               "line 3", "unknown dtype 'f16'");
+  expect_error("kernel add\ninput f32[4] replicated\ninput f128[4] replicated\n",
+               "line 3", "unknown dtype 'f128'");
+  expect_error("kernel add\ninput BF16[4] replicated\n", "line 2", "unknown dtype 'BF16'");
 }
 
 Test(cpu_program, error_unknown_directive) {

@@ -200,7 +200,7 @@ Test(sim_program, errors_name_line_and_token) {
       {"op a\ntime 3h\n", "unknown duration unit"},
       {"op a\nflops lots\n", "expected a number, got 'lots'"},
       {"kernel copy\n", "line 1: the first directive must be 'op NAME', not 'kernel'"},
-      {"op a\ninput f16[8] replicated\n", "expected DTYPE[DIMS]"},
+      {"op a\ninput f128[8] replicated\n", "expected DTYPE[DIMS]"},
       {"op a\ninput f32[8] split(0,x)\n", "bad mesh axis"},
       {"op a\nwhat 1\n", "unknown directive 'what'"},
       {"op a\ntime 1\ntime 2\n", "line 3: repeated directive 'time'"},
