@@ -535,6 +535,33 @@ typedef struct pw_cpu_kernel_def_t {
 pw_status_t pw_cpu_backend_register_kernel(pw_backend_t backend,
                                            const pw_cpu_kernel_def_t* def);
 
+/* ---- trace.h, runtime dump ---------------------------------------------- */
+typedef struct pw_trace_options_t {
+  size_t struct_size;
+  uint32_t events_per_thread;
+  uint64_t (*clock)(void* clock_user);
+  void* clock_user;
+  const char* clock_name;
+  ...;
+} pw_trace_options_t;
+
+typedef struct pw_trace_stats_t {
+  size_t struct_size;
+  uint64_t events;
+  uint64_t dropped;
+  uint32_t threads;
+  uint32_t recording;
+  ...;
+} pw_trace_stats_t;
+
+pw_status_t pw_runtime_trace_start(pw_runtime_t* runtime, const pw_trace_options_t* options);
+pw_status_t pw_runtime_trace_stop(pw_runtime_t* runtime);
+pw_status_t pw_runtime_trace_stats(pw_runtime_t* runtime, pw_trace_stats_t* out_stats);
+pw_status_t pw_runtime_trace_write_file(pw_runtime_t* runtime, const char* path);
+
+typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
+pw_status_t pw_runtime_dump(pw_runtime_t* runtime, pw_dump_line_fn_t fn, void* user);
+
 /* ---- the module's own support code (src/pwpy_support.h) ----------------- */
 
 /* A thread-safe counting allocator over the system one (leak checks,
@@ -567,3 +594,4 @@ extern "Python" pw_status_t pwpy_kernel_check(void* user,
 extern "Python" void pwpy_event_callback(void* user, pw_status_t status);
 extern "Python" void pwpy_log(pw_log_level_t level, const char* subsystem,
                               const char* message, void* user);
+extern "Python" void pwpy_dump_line(void* user, const char* line);

@@ -404,7 +404,10 @@ static void tj_build_spans(tj_ctx_t* c) {
       continue;
     }
     bool is_end = k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY_DONE;
-    marks[m++] = (tj_mark_t){.gang = r->gang, .t = is_end ? r->since_ns : r->ts_ns, .record = i,
+    /* An end names its start's time; when it cannot (since_ns 0: a trace
+     * on a clock of its own), it sorts by its own, after its start. */
+    uint64_t t = is_end && r->since_ns != 0 ? r->since_ns : r->ts_ns;
+    marks[m++] = (tj_mark_t){.gang = r->gang, .t = t, .record = i,
                              .unit = (uint32_t)tj_unit_of(c, r),
                              .copy = k == PW_OBS_COPY || k == PW_OBS_COPY_DONE, .is_end = is_end};
   }

@@ -21,6 +21,9 @@
 TestSuite(trace_e2e, .fini = pw_test_check_leaks);
 
 static const char* kCopy8 = "copy\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";
+/* The CPU backend's copy of positive data. */
+static const char* kRelu8 =
+    "kernel relu\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";
 
 static void trace_path(char* out, size_t size, const char* name) {
   snprintf(out, size, "%s/%s.json", PW_TRACE_DIR, name);
@@ -75,7 +78,8 @@ static void hop_trace(pw_fixture_backend_t kind, const char* name, uint32_t unit
     OK(pw_vslice_binding(f.client, vs[s], &slice_of[s], &mesh));
   }
   pw_executable_t copy;
-  OK(pw_fixture_compile(&f, vs[0], kCopy8, &copy));
+  bool cpu = kind == PW_FIXTURE_CPU || kind == PW_FIXTURE_CPU_QUEUED;
+  OK(pw_fixture_compile(&f, vs[0], cpu ? kRelu8 : kCopy8, &copy));
   int64_t dims[1] = {8};
   pw_array_spec_t spec = pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
   pw_graph_t g;
@@ -147,7 +151,8 @@ static uint64_t sim_clock(void* user) { return pw_sim_backend_clock(*(pw_backend
 Test(trace_e2e, sim_virtual_clock) {
   pw_sim_backend_options_t so;
   pw_sim_backend_options_init(&so);
-  so.device_count = 4;
+  so.slice_count = 1;
+  so.devices_per_slice = 4;
   so.mode = PW_SIM_MODE_MANUAL; /* the host acts at the time of each completion */
   pw_backend_t backend;
   OK(pw_sim_backend_create(&so, &backend));
@@ -208,7 +213,9 @@ Test(trace_e2e, sim_virtual_clock) {
   json_t* events = json_object_get(root, "traceEvents");
   const char* clock = json_string_value(json_object_get(json_object_get(root, "otherData"), "clock"));
   cr_assert_str_eq(clock, "sim virtual");
-  cr_assert_eq(count_events(events, "X", "step", -1), 3 * 4);
+  /* The sim's four devices are one host's: one lane, one launch per op. */
+  cr_assert_eq(count_events(events, "X", "step", -1), 3);
+  cr_assert(has_thread_name(events, 2, "devices 0-3 (host 0)"), "no lane track");
   size_t i;
   json_t* e;
   double last_end = 0;

@@ -10,6 +10,7 @@ from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
 from ._lifetime import CLOSE_TIMEOUT_S, Lifetime
 from ._lowlevel import CALLBACK_SCOPE, close_or_defer, ffi, in_callback, lib
+from ._trace import Trace, dump_lines
 from ._types import fill_mesh, mesh_from_c, mesh_text, mesh_tuple
 
 _HEALTH_NAMES = {
@@ -291,6 +292,26 @@ class Runtime:
         allocations, failed_allocations, mismatched_frees."""
         with self._life:  # the counters are freed with the runtime
             return {"host": self._host_mem.stats(), "device": self._device_mem.stats()}
+
+    def trace(self, path, *, events_per_thread=0):
+        """A context manager recording a trace of this runtime while its
+        block runs, written to |path| as Chrome Trace Event JSON (open it
+        in ui.perfetto.dev or chrome://tracing) when the block ends:
+
+            with runtime.trace("step.json") as t:
+                run_step()
+            print(t.stats)   # {"events": ..., "dropped": ..., ...}
+
+        |events_per_thread|: each recording thread's ring (0: 65536; full
+        rings drop their oldest events, counted in stats["dropped"])."""
+        return Trace(self, path, events_per_thread)
+
+    def dump(self):
+        """What every device of every slice waits for, one line each (the
+        op its cursor is at, its state, its queue): for a runtime that is
+        stuck (pw_runtime_dump). Returns the lines."""
+        with self._life:
+            return dump_lines(self._ptr)
 
     # -- lifetime
 
@@ -574,6 +595,26 @@ class Client:
     def graph(self, name=None):
         from ._graph import Graph
         return Graph(self, name)
+
+    def trace(self, path, *, events_per_thread=0):
+        """A context manager recording a trace of this runtime while its
+        block runs, written to |path| as Chrome Trace Event JSON (open it
+        in ui.perfetto.dev or chrome://tracing) when the block ends:
+
+            with runtime.trace("step.json") as t:
+                run_step()
+            print(t.stats)   # {"events": ..., "dropped": ..., ...}
+
+        |events_per_thread|: each recording thread's ring (0: 65536; full
+        rings drop their oldest events, counted in stats["dropped"])."""
+        return Trace(self, path, events_per_thread)
+
+    def dump(self):
+        """What every device of every slice waits for, one line each (the
+        op its cursor is at, its state, its queue): for a runtime that is
+        stuck (pw_runtime_dump). Returns the lines."""
+        with self._life:
+            return dump_lines(self._ptr)
 
     # -- lifetime
 

@@ -19,7 +19,7 @@ def _run_steps(client, vs, steps):
     g.output(g.compute(exe, g.compute(exe, x)))
     a = vs.put(f32(8, 4), pw.split(0))
     for _ in range(steps):
-        (out,) = g.run(a, timeout=30)
+        out = g.run(a, timeout=30)
         np.testing.assert_array_equal(out.numpy(), f32(8, 4) * 4)
     exe.release()
 
