@@ -7,7 +7,7 @@
  * (lib/observe/metrics.c); from then on every event the dispatcher
  * reports (submit, admit, launch and its completion, copies, op and
  * execution completion, deadlines) updates per-thread stripes of counters
- * with relaxed atomic adds, never a lock; a read sums the stripes. The
+ * with atomic adds, never a lock; a read sums the stripes. The
  * families, their labels and units are listed in docs/observability.md
  * ("Metrics").
  *
