@@ -568,8 +568,11 @@ PW_SCHED_INLINE void pw_dispatch_launch_done_as(void* user, pw_status_t status,
     return;
   }
   bool expired = timing == &pw_dispatch_expired;
-  if (expired) timing = NULL;
   pw_device_t* d = t->device;
+  if (__builtin_expect(expired, 0)) {
+    timing = NULL;
+    pw__dump_overdue(d, t->queued ? queued_op : d->running);
+  }
   uint64_t reported = UINT64_MAX;
   if (timing != NULL && timing->struct_size >= PW_BACKEND_TIMING_SIZE_V1 &&
       timing->end_ns >= timing->start_ns) {

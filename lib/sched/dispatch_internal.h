@@ -577,6 +577,10 @@ static inline pw_status_t pw_device_annotate(pw_status_t status, const pw_op_t* 
                             m + d->lane_size - 1, d->host_launch.host);
 }
 
+/* Logs the launch of |op| on |d| the watchdog is failing (dump.c); its
+ * completion is claimed and not delivered yet, so |op| is alive. */
+void pw__dump_overdue(pw_device_t* d, const pw_op_t* op);
+
 /* ---- queued.c: queue-ordered launch -------------------------------------- */
 
 /* Asks |slice|'s devices for queue-ordered launch and sets it up (depth,

@@ -7,7 +7,9 @@
  * or runs, its node and names, which stay while its execution is in
  * flight. A busy runtime's ops may retire under the reader: it is for a
  * runtime that is stuck (documented at pw_runtime_dump), and nothing in
- * the runtime calls it on its own. */
+ * the runtime calls it on its own. What the watchdog logs when a launch
+ * misses its deadline (pw__dump_overdue) names only that launch and its
+ * unit's counters: its op cannot retire while its completion is held. */
 #include <stdio.h>
 #include <string.h>
 
@@ -130,4 +132,19 @@ pw_status_t pw_runtime_dump(pw_runtime_t* runtime, pw_dump_line_fn_t fn, void* u
   fn(user, line);
   for (uint32_t s = 0; s < runtime->slice_count; ++s) pw_dump_slice(&runtime->slices[s], fn, user);
   return NULL;
+}
+
+void pw__dump_overdue(pw_device_t* d, const pw_op_t* op) {
+  pw_slice_t* slice = d->slice;
+  char what[256], unit[64], queue[96] = "";
+  pw_dump_op(what, sizeof(what), op);
+  pw_dump_unit(unit, sizeof(unit), d);
+  if (d->queue_depth != 0) {
+    snprintf(queue, sizeof(queue), "; %u of %u launches outstanding in its queue",
+             pw_atomic_load_u32_relaxed(&d->queue_outstanding), d->queue_depth);
+  }
+  pw_log(&slice->runtime->logger, PW_LOG_ERROR, "dispatch",
+         "the watchdog fails a launch that has not completed (its status says why): %s on "
+         "slice '%s' %s (backend '%s')%s; pw_runtime_dump shows every device of a stuck runtime",
+         what, slice->name, unit, pw__backend_name(slice->backend), queue);
 }

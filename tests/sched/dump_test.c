@@ -7,6 +7,7 @@
  * outstanding in a device's queue, which its deadline then fails. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,24 @@ Test(dump, lanes_are_one_line) {
 
 /* ---- queued: a lost launch in the queue --------------------------------- */
 
+/* The runtime's error lines, joined (the watchdog logs from its thread). */
+typedef struct log_t {
+  pthread_mutex_t lock;
+  char text[4096];
+  size_t length;
+} log_t;
+
+static void log_errors(pw_log_level_t level, const char* subsystem, const char* message,
+                       void* user) {
+  log_t* l = user;
+  if (level != PW_LOG_ERROR) return;
+  pthread_mutex_lock(&l->lock);
+  int n = snprintf(l->text + l->length, sizeof(l->text) - l->length, "%s: %s\n", subsystem,
+                   message);
+  if (n > 0 && l->length + (size_t)n < sizeof(l->text)) l->length += (size_t)n;
+  pthread_mutex_unlock(&l->lock);
+}
+
 Test(dump, queued_lost_launch) {
   pw_double_options_t o;
   pw_double_options_init(&o);
@@ -197,6 +216,8 @@ Test(dump, queued_lost_launch) {
   ro.backend_count = 1;
   ro.slices = &slice;
   ro.slice_count = 1;
+  log_t errors = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  ro.logger = (pw_logger_t){log_errors, &errors, PW_LOG_ERROR};
   pw_runtime_t* rt;
   OK(pw_runtime_create(&ro, &rt));
   pw_client_t* client;
@@ -237,6 +258,16 @@ Test(dump, queued_lost_launch) {
   FAILS(pw_event_wait(done, pw_clock_now() + PW_WAIT_NS), PW_STATUS_DEADLINE_EXCEEDED,
         "deadline");
   pw_event_release(done);
+  /* The watchdog said which launch it failed, and its queue. */
+  pthread_mutex_lock(&errors.lock);
+  cr_assert(strstr(errors.text, "dispatch: the watchdog fails a launch that has not completed "
+                                "(its status says why): node 1 (\"link\", gang ") != NULL,
+            "%s", errors.text);
+  cr_assert(strstr(errors.text, "on slice 'q' device 0 (backend 'queue(double)')") != NULL ||
+                strstr(errors.text, "on slice 'q' device 0 (backend '") != NULL,
+            "%s", errors.text);
+  cr_assert(strstr(errors.text, "launches outstanding in its queue") != NULL, "%s", errors.text);
+  pthread_mutex_unlock(&errors.lock);
   OK(pw_buffer_release(client, arg));
   OK(pw_buffer_release(client, out));
   OK(pw_graph_release(client, g));
