@@ -562,6 +562,56 @@ pw_status_t pw_runtime_trace_write_file(pw_runtime_t* runtime, const char* path)
 typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
 pw_status_t pw_runtime_dump(pw_runtime_t* runtime, pw_dump_line_fn_t fn, void* user);
 
+/* ---- metrics.h ------------------------------------------------------------ */
+typedef struct pw_metrics_options_t {
+  size_t struct_size;
+  uint32_t flags;
+  ...;
+} pw_metrics_options_t;
+pw_status_t pw_runtime_metrics_enable(pw_runtime_t* runtime, const pw_metrics_options_t* options);
+pw_status_t pw_runtime_metrics_disable(pw_runtime_t* runtime);
+
+typedef enum pw_metric_type_e {
+  PW_METRIC_COUNTER = 0,
+  PW_METRIC_GAUGE = 1,
+  PW_METRIC_HISTOGRAM = 2,
+} pw_metric_type_t;
+typedef struct pw_metric_label_t {
+  const char* name;
+  const char* value;
+} pw_metric_label_t;
+typedef struct pw_metric_sample_t {
+  size_t struct_size;
+  const char* family;
+  const char* help;
+  pw_metric_type_t type;
+  uint32_t label_count;
+  const pw_metric_label_t* labels;
+  double value;
+  uint32_t bucket_count;
+  const double* bucket_bounds;
+  const uint64_t* bucket_counts;
+  uint64_t count;
+  ...;
+} pw_metric_sample_t;
+typedef pw_status_t (*pw_metrics_visit_fn_t)(void* user, const pw_metric_sample_t* sample);
+pw_status_t pw_runtime_metrics_visit(pw_runtime_t* runtime, pw_metrics_visit_fn_t fn, void* user);
+typedef pw_status_t (*pw_metrics_sink_fn_t)(void* user, const char* data, size_t size);
+pw_status_t pw_runtime_metrics_write_prometheus(pw_runtime_t* runtime, pw_metrics_sink_fn_t sink,
+                                                void* user);
+typedef struct pw_metrics_server_s pw_metrics_server_t;
+typedef struct pw_metrics_server_options_t {
+  size_t struct_size;
+  const char* address;
+  uint16_t port;
+  ...;
+} pw_metrics_server_options_t;
+pw_status_t pw_metrics_server_start(pw_runtime_t* runtime,
+                                    const pw_metrics_server_options_t* options,
+                                    pw_metrics_server_t** out_server);
+uint16_t pw_metrics_server_port(const pw_metrics_server_t* server);
+void pw_metrics_server_stop(pw_metrics_server_t* server);
+
 /* ---- the module's own support code (src/pwpy_support.h) ----------------- */
 
 /* A thread-safe counting allocator over the system one (leak checks,
@@ -595,3 +645,5 @@ extern "Python" void pwpy_event_callback(void* user, pw_status_t status);
 extern "Python" void pwpy_log(pw_log_level_t level, const char* subsystem,
                               const char* message, void* user);
 extern "Python" void pwpy_dump_line(void* user, const char* line);
+extern "Python" pw_status_t pwpy_metric_sample(void* user, const pw_metric_sample_t* sample);
+extern "Python" pw_status_t pwpy_metrics_text(void* user, const char* data, size_t size);

@@ -12,11 +12,24 @@
  * Stopping is a Dekker handshake with every writer: a writer raises its
  * ring's |writing|, fences, and records only if the trace is still on;
  * stop clears |on|, fences, and waits for every ring's |writing| to fall.
- * After that nobody writes a record, so writing reads them unlocked. */
+ * After that nobody writes a record, so writing reads them unlocked. The
+ * fence is asymmetric where Linux offers membarrier(2) (private
+ * expedited): writers only keep the compiler from reordering, and stop
+ * makes every running thread of the process execute a full barrier (a
+ * writer's fence cost most of what recording cost: measured with
+ * `pw-bench shapes --trace`, docs/observability.md). Elsewhere writers
+ * fence. */
+#define _DEFAULT_SOURCE 1 /* syscall(2) */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "observe/observe.h"
 #include "observe/trace_internal.h"
@@ -25,6 +38,30 @@
 #include "pathways/struct_size.h"
 #include "pathways/trace.h"
 #include "plugin/backend_call.h"
+
+/* Whether membarrier(2) private expedited is registered for this process
+ * (0 unknown, 1 yes, 2 no; decided at the first start, never changes). */
+static pw_atomic_u32_t pw_trace_membarrier;
+
+static bool pw_trace_asymmetric(void) {
+  uint32_t known = pw_atomic_load_u32_acquire(&pw_trace_membarrier);
+  if (known != 0) return known == 1;
+  bool ok = false;
+#if defined(__linux__) && defined(SYS_membarrier)
+  ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+  pw_atomic_store_u32_release(&pw_trace_membarrier, ok ? 1 : 2);
+  return ok;
+}
+
+/* The stopper's side of the handshake: a full barrier on every thread. */
+static void pw_trace_barrier_all(bool asymmetric) {
+#if defined(__linux__) && defined(SYS_membarrier)
+  if (asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+#endif
+  (void)asymmetric;
+  pw_atomic_fence_seq_cst();
+}
 
 static _Thread_local struct {
   uint64_t serial;
@@ -84,7 +121,11 @@ static void pw_trace_record(pw_observer_t* self, const pw_obs_event_t* e) {
     return;
   }
   pw_atomic_store_u32_relaxed(&r->writing, 1);
-  pw_atomic_fence_seq_cst();
+  if (t->asymmetric) {
+    atomic_signal_fence(memory_order_seq_cst); /* stop's membarrier is the fence */
+  } else {
+    pw_atomic_fence_seq_cst();
+  }
   /* Records are read only from here: once on, stop has not passed its
    * fence, so a restart cannot have freed them. */
   if (pw_atomic_load_u32_relaxed(&t->on) && r->records == NULL) {
@@ -182,6 +223,7 @@ static pw_status_t pw_trace_start(pw_runtime_t* runtime, const pw_trace_options_
   t->runtime = runtime;
   t->serial = pw_atomic_fetch_add_u64(&serials, 1) + 1;
   t->capacity = capacity;
+  t->asymmetric = pw_trace_asymmetric();
   if (options != NULL && options->clock != NULL) {
     t->clock = options->clock;
     t->clock_user = options->clock_user;
@@ -224,7 +266,7 @@ static pw_status_t pw_trace_stop(pw_observe_t* o) {
   }
   pw__observe_install(o, &o->trace, NULL);
   pw_atomic_store_u32_relaxed(&t->on, 0);
-  pw_atomic_fence_seq_cst();
+  pw_trace_barrier_all(t->asymmetric);
   pthread_mutex_lock(&t->lock);
   for (pw_trace_ring_t* r = t->rings; r != NULL; r = r->next) {
     for (uint32_t spins = 0; pw_atomic_load_u32_acquire(&r->writing) != 0; ++spins) {

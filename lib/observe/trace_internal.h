@@ -24,6 +24,7 @@ typedef struct pw_trace_s {
   pw_runtime_t* runtime;
   uint64_t serial;                /* keys the thread-local ring cache */
   pw_atomic_u32_t on;
+  bool asymmetric;                /* writers skip the fence: stop uses membarrier(2) */
   uint32_t capacity;              /* a power of two */
   uint64_t (*clock)(void* user);  /* NULL: pw_clock_now */
   void* clock_user;

@@ -43,6 +43,7 @@ from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
 from ._runtime import Client, Device, Runtime, Slice, VSlice
+from ._metrics import MetricsServer
 from ._trace import Trace
 from ._types import (ALL, DTYPES, NUMPY_NAMES, REPLICATED, VIEW_DTYPES, ArraySpec, Program,
                      Sharding, bf16_from_float, bf16_to_float, replicated, split)
@@ -51,7 +52,8 @@ __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
-    "Device", "Event", "Executable", "Execution", "Graph", "KernelCall", "Param", "Program",
+    "Device", "Event", "Executable", "Execution", "Graph", "KernelCall", "MetricsServer",
+    "Param", "Program",
     "Runtime", "Sharding", "Slice", "Trace", "VSlice", "Value", "bf16_from_float",
     "bf16_to_float", "replicated", "split",
     "PathwaysError", "CancelledError", "UnknownError", "InvalidArgumentError",

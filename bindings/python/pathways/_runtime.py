@@ -10,6 +10,8 @@ from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
 from ._lifetime import CLOSE_TIMEOUT_S, Lifetime
 from ._lowlevel import CALLBACK_SCOPE, close_or_defer, ffi, in_callback, lib
+from . import _metrics
+from ._metrics import MetricsServer
 from ._trace import Trace, dump_lines
 from ._types import fill_mesh, mesh_from_c, mesh_text, mesh_tuple
 
@@ -305,6 +307,38 @@ class Runtime:
         |events_per_thread|: each recording thread's ring (0: 65536; full
         rings drop their oldest events, counted in stats["dropped"])."""
         return Trace(self, path, events_per_thread)
+
+    def enable_metrics(self):
+        """Starts counting (include/pathways/metrics.h): ops, launches,
+        device time, latencies, transfers, cache hits, per slice and per
+        client. Off by default. FailedPreconditionError when on already."""
+        with self._life:
+            _metrics.enable(self._ptr)
+
+    def disable_metrics(self):
+        """Stops counting (and serving). FailedPreconditionError when off."""
+        with self._life:
+            check(lib.pw_runtime_metrics_disable(self._ptr))
+
+    def metrics(self):
+        """The metrics now, as {family: {"type", "help", "samples"}}; a
+        sample is {"labels": {...}, "value": v}, or for a histogram
+        {"labels", "sum", "count", "buckets": [(upper bound, cumulative
+        count), ...]}. FailedPreconditionError while metrics are off."""
+        with self._life:
+            return _metrics.read(self._ptr)
+
+    def metrics_text(self):
+        """The metrics in the Prometheus text exposition format 0.0.4."""
+        with self._life:
+            return _metrics.prometheus_text(self._ptr)
+
+    def serve_metrics(self, port=0, *, address=None):
+        """Serves the metrics over HTTP (GET /metrics) on |address|
+        (default 127.0.0.1, loopback only) and |port| (0: an ephemeral
+        one, see .port and .url). Returns a MetricsServer (a context
+        manager); metrics must be on."""
+        return MetricsServer(self, port, address)
 
     def dump(self):
         """What every device of every slice waits for, one line each (the
