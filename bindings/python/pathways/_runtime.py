@@ -630,26 +630,6 @@ class Client:
         from ._graph import Graph
         return Graph(self, name)
 
-    def trace(self, path, *, events_per_thread=0):
-        """A context manager recording a trace of this runtime while its
-        block runs, written to |path| as Chrome Trace Event JSON (open it
-        in ui.perfetto.dev or chrome://tracing) when the block ends:
-
-            with runtime.trace("step.json") as t:
-                run_step()
-            print(t.stats)   # {"events": ..., "dropped": ..., ...}
-
-        |events_per_thread|: each recording thread's ring (0: 65536; full
-        rings drop their oldest events, counted in stats["dropped"])."""
-        return Trace(self, path, events_per_thread)
-
-    def dump(self):
-        """What every device of every slice waits for, one line each (the
-        op its cursor is at, its state, its queue): for a runtime that is
-        stuck (pw_runtime_dump). Returns the lines."""
-        with self._life:
-            return dump_lines(self._ptr)
-
     # -- lifetime
 
     def close(self, timeout=CLOSE_TIMEOUT_S):

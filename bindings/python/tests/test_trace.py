@@ -70,6 +70,10 @@ def test_trace_misuse(runtime, tmp_path):
             pass
 
 
+def test_clients_have_no_runtime_calls(client):
+    assert not hasattr(client, "trace") and not hasattr(client, "dump")
+
+
 def test_dump_names_every_device(runtime):
     lines = runtime.dump()
     assert lines[0].startswith("runtime: 2 slices")
