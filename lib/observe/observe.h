@@ -52,8 +52,6 @@ typedef enum pw_obs_kind_t {
   PW_OBS_DEADLINE = 10,
 } pw_obs_kind_t;
 
-#define PW_OBS_KIND_COUNT 11u
-
 /* pw_obs_event_t.flags */
 #define PW_OBS_FAILED 0x1u  /* it failed (status_code) */
 #define PW_OBS_QUEUED 0x2u  /* a queue-ordered launch */
