@@ -99,12 +99,30 @@ typedef struct pw_runtime_options_t {
    * backend offers launch_host and whose devices share hosts; true turns
    * it off (one launch per device: to compare). */
   bool disable_host_launch;
+  /* -- v5 fields start here -- */
+  /* Slice health (see "Failure" below). Every this many nanoseconds a
+   * health thread asks the backends for the health of every device: a
+   * slice with a FAILED device is marked lost, a slice lost that way
+   * whose devices all answer HEALTHY or DEGRADED again comes back. 0: no
+   * polling; a slice is then lost when one of its launches fails with
+   * UNAVAILABLE and a device reports FAILED, or by pw_runtime_lose_slice,
+   * and checked again by pw_runtime_check_health. At least 100 us. */
+  uint64_t health_poll_ns;
+  /* A launch that misses its launch deadline also marks its slice lost
+   * (the watchdog is then a failure detector: a backend that lost a
+   * launch has lost its device). False: only the launch fails. */
+  bool deadline_loses_slice;
+  /* After a slice is lost, how long the runtime waits for its backend to
+   * complete the launches that were outstanding there before it fails
+   * them with UNAVAILABLE itself; 0: 1 s. */
+  uint64_t loss_grace_ns;
 } pw_runtime_options_t;
 
 #define PW_RUNTIME_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_runtime_options_t, slice_count)
 #define PW_RUNTIME_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_runtime_options_t, transport)
 #define PW_RUNTIME_OPTIONS_SIZE_V3 PW_STRUCT_SIZE(pw_runtime_options_t, drain_deadline_ns)
 #define PW_RUNTIME_OPTIONS_SIZE_V4 PW_STRUCT_SIZE(pw_runtime_options_t, disable_host_launch)
+#define PW_RUNTIME_OPTIONS_SIZE_V5 PW_STRUCT_SIZE(pw_runtime_options_t, loss_grace_ns)
 
 /* Creates a runtime. Validates the topology: backends (vtable size, name),
  * meshes, device ranges inside each backend, no device in two slices. On
@@ -124,6 +142,14 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_create(
  * client can be alive: a refusal leaks the runtime and the status. */
 PW_API pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
 
+/* Whether a physical slice takes work (see "Failure" below). */
+typedef enum pw_slice_state_e {
+  PW_SLICE_ONLINE = 0,
+  PW_SLICE_LOST = 1,
+} pw_slice_state_t;
+
+PW_API const char* pw_slice_state_name(pw_slice_state_t state);
+
 /* Out-structs of the topology queries: the caller sets struct_size; the
  * runtime fills only the fields it covers. */
 typedef struct pw_slice_info_t {
@@ -135,9 +161,13 @@ typedef struct pw_slice_info_t {
   char backend[32];            /* backend name */
   pw_device_health_t health;   /* worst health among its devices */
   uint32_t bound_vslices;      /* virtual slices currently bound to it */
+  /* -- v2 fields start here -- */
+  pw_slice_state_t state;
+  uint32_t losses;             /* times it was lost since the runtime began */
 } pw_slice_info_t;
 
 #define PW_SLICE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_slice_info_t, bound_vslices)
+#define PW_SLICE_INFO_SIZE_V2 PW_STRUCT_SIZE(pw_slice_info_t, losses)
 
 typedef struct pw_device_info_t {
   size_t struct_size;          /* set by the caller: sizeof(pw_device_info_t) */
@@ -159,6 +189,93 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_slice_info(
 PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_device_info(
     pw_runtime_t* runtime, uint32_t slice, uint32_t mesh_index,
     pw_device_info_t* out_info);
+
+/* ---- Failure ----------------------------------------------------------
+ *
+ * A physical slice is LOST when the runtime learns that a device of it
+ * failed: a launch there completes with UNAVAILABLE and the backend's
+ * health says FAILED for one of its devices, the health thread finds a
+ * FAILED device (health_poll_ns), a launch misses its deadline
+ * (deadline_loses_slice), or the host says so (pw_runtime_lose_slice: a
+ * detector of its own, a lost host). Then, within a bounded time:
+ *   - nothing more is launched there: every op that reaches a device of
+ *     the slice resolves with UNAVAILABLE naming the slice, and a gang op
+ *     spanning it resolves on its other slices' devices with ABORTED
+ *     (they would wait in the gang for the lost part);
+ *   - launches outstanding there complete as the backend fails them, or,
+ *     loss_grace_ns after the loss, with UNAVAILABLE from the runtime;
+ *   - every op that reads their outputs fails with their status, and
+ *     every buffer whose shards lived on the slice is lost: reading it
+ *     (pw_buffer_to_host), passing it to a submission or transferring it
+ *     off the slice is DATA_LOSS naming the slice (the memory is gone even
+ *     if the slice comes back);
+ *   - no new virtual slice binds to it, and the virtual slices bound to
+ *     it say so (pw_vslice_info);
+ *   - every client with a topology callback is told (PW_TOPOLOGY_SLICE_LOST).
+ * Work on other slices is untouched. A slice lost through its devices'
+ * health comes back (PW_TOPOLOGY_SLICE_BACK) when every device reports
+ * HEALTHY or DEGRADED again at a health check; one lost by the host or
+ * the watchdog, when the host calls pw_runtime_restore_slice. Buffers
+ * made before the loss stay lost. */
+
+typedef enum pw_topology_change_e {
+  PW_TOPOLOGY_SLICE_LOST = 1,
+  PW_TOPOLOGY_SLICE_BACK = 2,
+} pw_topology_change_t;
+
+PW_API const char* pw_topology_change_name(pw_topology_change_t change);
+
+/* One change, as a topology callback receives it (valid during the call). */
+typedef struct pw_topology_event_t {
+  size_t struct_size;          /* sizeof(pw_topology_event_t) of the runtime */
+  pw_topology_change_t change;
+  uint32_t slice;              /* physical slice index */
+  const char* slice_name;
+  uint32_t losses;             /* the slice's count of losses, this one included */
+  /* LOST: why (the failed launch's status, the device the health check
+   * found FAILED, the host's reason). Borrowed. NULL for BACK. */
+  pw_status_t cause;
+  uint64_t time_ns;            /* pw_clock_now() when the runtime saw it */
+} pw_topology_event_t;
+
+#define PW_TOPOLOGY_EVENT_SIZE_V1 PW_STRUCT_SIZE(pw_topology_event_t, time_ns)
+
+/* Called once per change of any slice, in the order they happened, on the
+ * runtime's health thread (never on the thread that detected the change,
+ * so that a callback may submit work, wait for it, create virtual slices
+ * and query the topology). It must not destroy its client or the runtime;
+ * a callback that blocks delays the later events of every client. */
+typedef void (*pw_topology_fn_t)(void* user, const pw_topology_event_t* event);
+
+/* Sets (fn NULL: clears) |client|'s topology callback. Changes from now on
+ * are delivered; a change already queued may be delivered too. When the
+ * call returns after clearing, or pw_client_destroy returns, no delivery
+ * to the old callback is running or will run. FAILED_PRECONDITION when
+ * called from the client's own callback to clear it (the wait would never
+ * end). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_set_topology_callback(pw_client_t* client,
+                                                                      pw_topology_fn_t fn,
+                                                                      void* user);
+
+/* Asks the backends for every device's health now and applies it (slices
+ * with a FAILED device lost, slices lost by health whose devices are all
+ * usable back). |out_changes| (may be NULL): how many slices changed.
+ * Events go out on the health thread as usual. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_check_health(pw_runtime_t* runtime,
+                                                              uint32_t* out_changes);
+
+/* Marks physical slice |slice| lost for |reason| (copied into the cause,
+ * UNAVAILABLE), as if its devices had failed. OK and nothing happens when
+ * it is lost already. OUT_OF_RANGE for a bad index, INVALID_ARGUMENT for
+ * a NULL runtime. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtime,
+                                                            uint32_t slice,
+                                                            const char* reason);
+
+/* Brings lost slice |slice| back online. FAILED_PRECONDITION, naming the
+ * device, while a device of it reports FAILED; OK when it is online. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_restore_slice(pw_runtime_t* runtime,
+                                                               uint32_t slice);
 
 /* One line of pw_runtime_dump's report: NUL-terminated, no newline,
  * valid during the call only. */
@@ -330,6 +447,26 @@ typedef struct pw_vslice_span_t {
 PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create_spanning(pw_client_t* client,
                                                                 const pw_vslice_span_t* span,
                                                                 pw_vslice_t* out_vslice);
+
+/* What a virtual slice is bound to and whether it can run. */
+typedef struct pw_vslice_info_t {
+  size_t struct_size;          /* set by the caller: sizeof(pw_vslice_info_t) */
+  pw_mesh_shape_t mesh;        /* the virtual mesh */
+  uint32_t slice_count;        /* physical slices it spans (1 unless spanning) */
+  uint32_t first_slice;        /* the lowest-numbered of them */
+  /* Of those, how many are lost now, and the lowest-numbered lost one
+   * (UINT32_MAX when none is). Work placed on it fails while any is. */
+  uint32_t lost_slices;
+  uint32_t first_lost_slice;
+  /* Whether a slice of it was lost since it was bound: its buffers made
+   * before then are gone, even if every slice is back. */
+  bool lost_since_bound;
+} pw_vslice_info_t;
+
+#define PW_VSLICE_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_vslice_info_t, lost_since_bound)
+
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_info(pw_client_t* client, pw_vslice_t vslice,
+                                                     pw_vslice_info_t* out_info);
 
 /* The physical slices |vslice| is bound to, in mesh order: writes up to
  * |capacity| indices to |out_slices| (may be NULL when capacity is 0) and

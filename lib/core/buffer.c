@@ -32,6 +32,7 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
   PW_RETURN_IF_ERROR(pw_allocator_calloc(rt->allocator, sizeof(*b), 0, (void**)&b));
   pw__object_init(&b->header, PW_OBJECT_BUFFER, rt, pw_buffer_destroy);
   b->slice = vslice->slice;
+  b->losses = pw_atomic_load_u32_acquire(&vslice->slice->losses);
   b->mesh = vslice->mesh;
   b->spec = *spec;
   b->shard_bytes = shard_bytes;

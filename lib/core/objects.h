@@ -17,6 +17,7 @@ typedef struct pw_vslice_obj_s {
   pw_slice_t* slice;       /* binding: a physical or a composite slice */
   pw_mesh_shape_t mesh;    /* as asked; same device count as the slice */
   pw_client_t* client;
+  uint32_t losses;         /* slice->losses when it was bound */
 } pw_vslice_obj_t;
 
 typedef struct pw_executable_obj_s {
@@ -55,6 +56,9 @@ typedef struct pw_buffer_obj_s {
   pw_vslice_obj_t* vslice;   /* retained */
   pw_array_spec_t spec;
   size_t total_bytes;
+  /* slice->losses when it was made: a loss since then took its shards
+   * (lib/sched/health.c, pw__buffer_lost). */
+  uint32_t losses;
 } pw_buffer_obj_t;
 
 /* A buffer of |spec| on |vslice| without shards yet. |total_bytes| and

@@ -31,6 +31,13 @@ typedef struct pw_slice_s {
    * the slice is made: vtables do not change), else NULL and launches go
    * through the checked shim, which names what is missing. */
   pw_status_t (*launch)(void* self, const pw_backend_launch_t* launch);
+  /* Failure (lib/sched/health.c), read at every launch: a physical
+   * slice's 1 while it is lost, a composite's count of its lost parts;
+   * and how many times it (a composite: any of its parts) was lost, which
+   * buffers and virtual slices remember to tell that they outlived a
+   * loss. Both written under runtime->lock. */
+  pw_atomic_u32_t lost;
+  pw_atomic_u32_t losses;
   uint32_t host;
   uint32_t first_device;
   /* Queue-ordered launch: the depth every device of the slice takes
@@ -89,6 +96,11 @@ typedef struct pw_slice_s {
   uint32_t* span_position;
   struct pw_slice_s* self;
   struct pw_slice_s* composite_next;  /* runtime->composites (runtime->lock) */
+  /* Physical, while lost (lib/sched/health.c, under its change lock):
+   * why (owned), and whether its devices' health said so (it then comes
+   * back when they recover; otherwise when the host restores it). */
+  pw_status_t lost_cause;
+  bool lost_by_health;
 } pw_slice_t;
 
 /* Handle ids (layout in lib/core/handles.c): kind:4 | runtime salt:10 |
@@ -172,6 +184,14 @@ struct pw_runtime_s {
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
   bool no_host_launch; /* host launch turned off: one launch per device */
+  /* Failure (pw_runtime_options_t v5; lib/sched/health.c): the health
+   * thread's state (made at create), its polling period (0: none),
+   * whether a missed launch deadline loses the slice, and the grace
+   * given to a lost slice's outstanding launches. */
+  struct pw_health_s* health;
+  uint64_t health_poll_ns;
+  bool deadline_loses_slice;
+  uint64_t loss_grace_ns;
   /* Observers (lib/observe/observe.h): the hub, made at create, and the
    * same pointer published here only while a trace or the metrics are
    * on; NULL otherwise, which is all the hot path reads. */

@@ -119,6 +119,12 @@ pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
   size_t total_bytes = 0, shard_bytes = 0;
   pw_status_t status = pw_array_spec_byte_sizes(spec, &vs->mesh, &total_bytes, &shard_bytes);
   pw_buffer_obj_t* b = NULL;
+  if (status == NULL && pw_atomic_load_u32_acquire(&vs->slice->lost) != 0 &&
+      pw__health_still_lost(vs->slice)) {
+    status = pw_status_make(PW_STATUS_UNAVAILABLE,
+                            "the vslice is bound to slice '%s', which has a lost part",
+                            vs->slice->name);
+  }
   if (status == NULL) status = pw__buffer_create(vs, spec, total_bytes, shard_bytes, &b);
   pw__object_release(o);
   if (status != NULL) return pw_status_annotate(status, "pw_buffer_from_host");
@@ -165,6 +171,7 @@ pw_status_t pw_buffer_to_host(pw_client_t* client, pw_buffer_t buffer, void* dst
                             size, b->total_bytes);
   }
   if (status == NULL) status = pw_event_wait(b->ready, deadline);
+  if (status == NULL) status = pw__buffer_lost(b, "pw_buffer_to_host");
   /* Read each block once, from the first device that holds it. */
   uint32_t blocks = 1;
   if (status == NULL && b->spec.sharding.kind == PW_SHARDING_SPLIT) {

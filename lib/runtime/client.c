@@ -156,6 +156,7 @@ pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadl
     return pw_status_annotate(status, "pw_client_destroy: client left as it is, destroy it "
                                       "again later");
   }
+  pw__health_forget(client); /* no topology call to it runs from here on */
   pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw__client_attachment_free(client, &client->graph_memo);

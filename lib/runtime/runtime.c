@@ -49,6 +49,12 @@ static pw_status_t pw_runtime_check_options(const pw_runtime_options_t* options)
   for (uint32_t b = 0; b < options->backend_count; ++b) {
     PW_RETURN_IF_ERROR_CTX(pw__backend_check(&options->backends[b]), "backends[%u]", b);
   }
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, loss_grace_ns) &&
+      options->health_poll_ns != 0 && options->health_poll_ns < 100000) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "health_poll_ns %llu is below the 100 us minimum (0: no polling)",
+                          (unsigned long long)options->health_poll_ns);
+  }
   if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, sched_policy) &&
       options->sched_policy.vtable != NULL) {
     PW_RETURN_IF_ERROR(pw__policy_check(&options->sched_policy));
@@ -101,6 +107,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
    * before the device states: a completion a plugin still delivers while
    * it shuts down finds its token (lib/sched/dispatch.c). */
   pw__watchdog_stop(rt);
+  pw__health_destroy(rt);
   pw__workers_destroy(rt->workers);
   pw__observe_destroy(rt);
   for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);
@@ -145,6 +152,13 @@ static void pw_runtime_configure_scheduling(pw_runtime_t* rt,
   /* v4: host launch. */
   if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, disable_host_launch)) {
     rt->no_host_launch = options->disable_host_launch;
+  }
+  /* v5: failure. */
+  rt->loss_grace_ns = UINT64_C(1000000000);
+  if (PW_STRUCT_HAS_FIELD(options, pw_runtime_options_t, loss_grace_ns)) {
+    rt->health_poll_ns = options->health_poll_ns;
+    rt->deadline_loses_slice = options->deadline_loses_slice;
+    if (options->loss_grace_ns != 0) rt->loss_grace_ns = options->loss_grace_ns;
   }
 }
 
@@ -268,6 +282,7 @@ pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
   }
   status = pw__workers_create(allocator, rt->worker_count, &rt->workers);
   if (status == NULL) status = pw__observe_create(rt);
+  if (status == NULL) status = pw__health_create(rt);
   if (status != NULL) {
     pw_runtime_free(rt);
     return pw_status_annotate(status, "pw_runtime_create");
@@ -315,15 +330,6 @@ uint32_t pw_runtime_slice_count(const pw_runtime_t* runtime) {
   return runtime ? runtime->slice_count : 0;
 }
 
-static pw_device_health_t pw_slice_health(pw_slice_t* slice) {
-  pw_device_health_t worst = PW_DEVICE_HEALTHY;
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_device_health_t h = pw__backend_health(slice->backend, slice->group_devices[i]);
-    if (h > worst) worst = h;
-  }
-  return worst;
-}
-
 /* Fills all of |info| (zeroed by the caller) for pw_runtime_slice_info. */
 static pw_status_t pw_runtime_slice_info_fill(pw_runtime_t* runtime, uint32_t slice,
                                               pw_slice_info_t* info) {
@@ -337,9 +343,11 @@ static pw_status_t pw_runtime_slice_info_fill(pw_runtime_t* runtime, uint32_t sl
   info->device_count = s->device_count;
   info->host = s->host;
   snprintf(info->backend, sizeof(info->backend), "%s", pw__backend_name(s->backend));
-  info->health = pw_slice_health(s);
+  info->health = pw__slice_worst_health(s);
   pthread_mutex_lock(&runtime->lock);
   info->bound_vslices = s->bound_vslices;
+  info->state = pw_atomic_load_u32_relaxed(&s->lost) ? PW_SLICE_LOST : PW_SLICE_ONLINE;
+  info->losses = pw_atomic_load_u32_relaxed(&s->losses);
   pthread_mutex_unlock(&runtime->lock);
   return NULL;
 }

@@ -80,6 +80,12 @@ pw_status_t pw__slice_composite(pw_runtime_t* rt, pw_slice_t* const* parts, uint
       used += n > 0 ? (size_t)n : 0;
     }
   }
+  /* Its parts' losses are counted here from now on (runtime lock held,
+   * as health.c's updates are). */
+  uint32_t lost = 0;
+  for (uint32_t p = 0; p < count; ++p) lost += pw_atomic_load_u32_relaxed(&parts[p]->lost);
+  pw_atomic_init_u32(&c->lost, lost);
+  pw_atomic_init_u32(&c->losses, 0);
   c->self = c;
   c->composite_next = rt->composites;
   rt->composites = c;
@@ -122,15 +128,12 @@ static bool pw_client_uses_slice(pw_client_t* client, pw_slice_t* slice) {
   return used;
 }
 
-/* The worst health among |slice|'s devices, as pw_runtime_slice_info
- * reports it (a value past FAILED counts as failed). */
+/* The health the resource manager goes by: the backend's, and FAILED
+ * while the runtime holds the slice lost (lib/sched/health.c), whatever
+ * the backend says. */
 static pw_device_health_t pw_slice_health(pw_slice_t* slice) {
-  pw_device_health_t worst = PW_DEVICE_HEALTHY;
-  for (uint32_t i = 0; i < slice->device_count; ++i) {
-    pw_device_health_t h = pw__backend_health(slice->backend, slice->group_devices[i]);
-    if (h > worst) worst = h;
-  }
-  return worst;
+  if (pw_atomic_load_u32_acquire(&slice->lost) != 0) return PW_DEVICE_FAILED;
+  return pw__slice_worst_health(slice);
 }
 
 /* Whether |slice| can be bound at all: no failed device. A degraded one
@@ -168,6 +171,7 @@ static pw_status_t pw_vslice_bind(pw_client_t* client, pw_vslice_obj_t* vs, pw_s
   pw_runtime_t* rt = client->runtime;
   for (uint32_t p = 0; p < slice->span_count; ++p) slice->span[p]->bound_vslices++;
   vs->slice = slice;
+  vs->losses = pw_atomic_load_u32_relaxed(&slice->losses);
   pthread_mutex_unlock(&rt->lock);
   char mesh_text[32];
   pw_mesh_shape_format(&vs->mesh, mesh_text, sizeof(mesh_text));
@@ -189,6 +193,7 @@ pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
                           "pw_vslice_create: unknown flags 0x%x", flags);
   }
   pw_runtime_t* rt = client->runtime;
+  pw__health_refresh(rt); /* slices lost by health that recovered may bind */
   uint32_t want = pw_mesh_shape_device_count(mesh);
   pw_vslice_obj_t* vs = NULL;
   PW_RETURN_IF_ERROR(pw_vslice_new(client, mesh, &vs));
@@ -380,6 +385,7 @@ pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_
     return pw_vslice_create(client, &span->mesh, span->flags, out_vslice);
   }
   pw_runtime_t* rt = client->runtime;
+  pw__health_refresh(rt);
   if (span->slice_count > rt->slice_count) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_vslice_create_spanning: slice_count %u exceeds the runtime's "
@@ -460,5 +466,33 @@ pw_status_t pw_vslice_slices(pw_client_t* client, pw_vslice_t vslice, uint32_t* 
   }
   *out_count = slice->span_count;
   pw__object_release(o);
+  return NULL;
+}
+
+pw_status_t pw_vslice_info(pw_client_t* client, pw_vslice_t vslice, pw_vslice_info_t* out_info) {
+  if (client == NULL || out_info == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_vslice_info: %s is NULL",
+                          client == NULL ? "client" : "out_info");
+  }
+  PW_RETURN_IF_ERROR(
+      PW_STRUCT_CHECK(out_info, pw_vslice_info_t, PW_VSLICE_INFO_SIZE_V1, "pw_vslice_info"));
+  pw_object_t* o = NULL;
+  PW_RETURN_IF_ERROR(pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &o));
+  pw_vslice_obj_t* vs = (pw_vslice_obj_t*)o;
+  pw_slice_t* slice = vs->slice;
+  pw_vslice_info_t info;
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  info.mesh = vs->mesh;
+  info.slice_count = slice->span_count;
+  info.first_slice = slice->span[0]->index;
+  info.first_lost_slice = UINT32_MAX;
+  for (uint32_t p = 0; p < slice->span_count; ++p) {
+    if (pw_atomic_load_u32_acquire(&slice->span[p]->lost) == 0) continue;
+    if (info.lost_slices++ == 0) info.first_lost_slice = slice->span[p]->index;
+  }
+  info.lost_since_bound = pw_atomic_load_u32_acquire(&slice->losses) != vs->losses;
+  pw__object_release(o);
+  pw_struct_fill(out_info, &info, sizeof(info));
   return NULL;
 }

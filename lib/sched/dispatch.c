@@ -636,6 +636,14 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     pw_dispatch_device_done(d);
     return;
   }
+  if (pw_op_slice_lost(op)) {
+    pw_status_t refused = pw__health_refusal(d, op);
+    if (refused != NULL) {
+      d->done_status = refused;
+      pw_dispatch_device_done(d);
+      return;
+    }
+  }
   pw_slice_t* slice = op->slice;
   if (op->flags & PW_OP_TRANSFER) {
     if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();

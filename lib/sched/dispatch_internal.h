@@ -565,8 +565,11 @@ static inline pw_status_t pw_device_launch_op(pw_device_t* d, pw_op_t* op, void*
 
 /* Annotates a failure of |op| on |d| with the node, slice and device (or
  * the lane's devices). */
+void pw__health_launch_failed(pw_device_t* d, pw_status_t status); /* health.c */
+
 static inline pw_status_t pw_device_annotate(pw_status_t status, const pw_op_t* op,
-                                             const pw_device_t* d) {
+                                             pw_device_t* d) {
+  if (pw_status_code(status) == PW_STATUS_UNAVAILABLE) pw__health_launch_failed(d, status);
   uint32_t m = pw_op_mesh_index(op, d);
   if (d->lane_size == 1) {
     return pw_status_annotate(status, "node %u (\"%s\") on slice '%s' device %u", op->plan->node,
@@ -610,6 +613,30 @@ static inline void pw_token_set_deadline(pw_completion_token_t* t, pw_op_t* op) 
     return;
   }
   pw__watchdog_arm(t, ns);
+}
+
+/* ---- health.c: slices lost and back ------------------------------------- */
+
+/* Loses physical |slice| for |cause| (owned; UNAVAILABLE): true when it
+ * was online. |by_health|: its devices' health said so (it comes back
+ * when they recover). */
+bool pw__health_lose(pw_slice_t* slice, pw_status_t cause, bool by_health);
+/* Applies every device's health now (pw_runtime_check_health); returns
+ * the slices that changed. */
+uint32_t pw__health_check(pw_runtime_t* rt);
+/* A launch on |d| failed with UNAVAILABLE (|status|, borrowed): loses
+ * its slice when a device of it reports FAILED (or its backend reports
+ * no health). */
+void pw__health_launch_failed(pw_device_t* d, pw_status_t status);
+/* Why |op| must not launch on |d| now that a slice is lost: UNAVAILABLE
+ * when |d|'s slice is, ABORTED when another part of its gang is; NULL
+ * when none is any more. Cold: the caller saw op->slice->lost set. */
+pw_status_t pw__health_refusal(const pw_device_t* d, const pw_op_t* op);
+
+/* Whether |op| may not launch because a slice it runs on is lost: one
+ * load per launch. */
+static inline bool pw_op_slice_lost(const pw_op_t* op) {
+  return __builtin_expect(pw_atomic_load_u32_relaxed(&op->slice->lost) != 0, 0);
 }
 
 /* ---- transfer.c ---------------------------------------------------------- */

@@ -133,6 +133,11 @@ static pw_status_t pw_submit_check_arg(const pw_submission_t* s, uint32_t i,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "args[%u]: buffer is %s, parameter %u expects %s", i, have, i, expect);
   }
+  if (__builtin_expect(pw_atomic_load_u32_relaxed(&b->slice->losses) != b->losses, 0)) {
+    char what[32];
+    snprintf(what, sizeof(what), "args[%u]", i);
+    return pw__buffer_lost(b, what);
+  }
   return NULL;
 }
 

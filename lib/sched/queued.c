@@ -151,6 +151,14 @@ void pw__queued_launch(pw_device_t* d, pw_op_t* op) {
     pw__dispatch_device_advance(d);
     return;
   }
+  pw_status_t refused = pw_op_slice_lost(op) ? pw__health_refusal(d, op) : NULL;
+  if (refused != NULL) {
+    /* A slice of its gang is lost: not launched here either (the parts
+     * that did launch fail in the backend or at the loss's grace). */
+    pw__dispatch_queued_done(d, op, 0, refused, 0);
+    pw__dispatch_device_advance(d);
+    return;
+  }
   pw_completion_token_t* t = pw_queued_token(d);
   pw_atomic_store_ptr_relaxed(&t->op, op);
   if (slice->runtime->sched_charge) {

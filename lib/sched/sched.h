@@ -55,9 +55,30 @@ bool pw__dispatch_running(void);
  * event callback, or plugin code called from the dispatcher): destroy
  * functions that wait for work refuse to run there (FAILED_PRECONDITION),
  * since the work may need this thread to return first. */
+/* Whether this thread is delivering topology events (lib/sched/health.c). */
+bool pw__health_in_callback(void);
 static inline bool pw__in_callback(void) {
-  return pw__event_callback_depth() != 0 || pw__dispatch_running();
+  return pw__event_callback_depth() != 0 || pw__dispatch_running() || pw__health_in_callback();
 }
+
+/* Slice health (lib/sched/health.c): the state made at runtime create
+ * and freed at destroy (after the clients: it stops the health thread);
+ * a destroyed client's topology callback removed (no call to it running
+ * once this returns); the worst health the backend reports among a
+ * slice's devices (a value past FAILED counts as failed); and DATA_LOSS
+ * naming |what| when a loss since |b| was made took its shards, else
+ * NULL (one load while nothing was lost). */
+pw_status_t pw__health_create(pw_runtime_t* rt);
+void pw__health_destroy(pw_runtime_t* rt);
+void pw__health_forget(pw_client_t* client);
+pw_device_health_t pw__slice_worst_health(pw_slice_t* slice);
+pw_status_t pw__buffer_lost(const pw_buffer_obj_t* b, const char* what);
+/* Whether a part of |slice| (physical or composite) is lost, after
+ * bringing back those lost through health whose devices all answer
+ * usable again; pw__health_refresh does that for every lost slice (before
+ * the resource manager picks slices). Cold: for slices seen lost. */
+bool pw__health_still_lost(pw_slice_t* slice);
+void pw__health_refresh(pw_runtime_t* rt);
 /* Frees the execution blocks |client| keeps for reuse (pw_client_trim). */
 void pw__dispatch_client_trim(pw_client_t* client);
 /* At pw_client_destroy, once nothing is in flight: frees the cached

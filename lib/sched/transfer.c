@@ -203,6 +203,14 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   pw_buffer_obj_t* dst = op->outputs[0];
   pw_runtime_t* rt = op->slice->runtime;
   uint32_t m0 = pw_op_mesh_index(op, d), n = d->lane_size;
+  pw_slice_t* from = op->inputs[0]->slice;
+  if (__builtin_expect(pw_atomic_load_u32_relaxed(&from->lost) != 0, 0)) {
+    d->done_status = pw_status_make(PW_STATUS_DATA_LOSS,
+                                    "the transfer's input lived on slice '%s', which is lost",
+                                    from->name);
+    pw__dispatch_device_done(d);
+    return;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     if (dst->shards[m0 + i] != NULL) continue;
     pw_status_t status = pw__backend_allocate(op->slice->backend, d->backend_device + i,

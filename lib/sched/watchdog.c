@@ -65,11 +65,31 @@ static void pw_watchdog_check(pw_completion_token_t* t, void* ctx) {
   if (state & 1) return;
   uint64_t deadline = pw_atomic_load_u64_relaxed(&t->deadline);
   if (deadline == 0 || now < deadline) return;
+  pw_slice_t* slice = t->device->slice;
+  if (pw_atomic_load_u32_acquire(&slice->lost) != 0) {
+    /* The grace a loss gave it (health.c), or a deadline that passed
+     * since: the backend did not fail it. */
+    pw__dispatch_expire(pw_watchdog_user(t, state),
+                        pw_status_make(PW_STATUS_UNAVAILABLE,
+                                       "slice '%s' is lost and backend '%s' did not complete "
+                                       "the launch outstanding there",
+                                       slice->name, pw__backend_name(slice->backend)));
+    return;
+  }
+  if (slice->runtime->deadline_loses_slice) {
+    (void)pw__health_lose(slice,
+                          pw_status_make(PW_STATUS_UNAVAILABLE,
+                                         "a launch on device %u did not complete by its "
+                                         "deadline (backend '%s'; %.3f ms late)",
+                                         t->device->mesh_index, pw__backend_name(slice->backend),
+                                         (double)(now - deadline) / 1e6),
+                          false);
+  }
   pw__dispatch_expire(pw_watchdog_user(t, state),
                       pw_status_make(PW_STATUS_DEADLINE_EXCEEDED,
                                      "the launch did not complete by its deadline (backend "
                                      "'%s'; %.3f ms late)",
-                                     pw__backend_name(t->device->slice->backend),
+                                     pw__backend_name(slice->backend),
                                      (double)(now - deadline) / 1e6));
 }
 

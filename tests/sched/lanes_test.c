@@ -312,8 +312,14 @@ Test(lanes, chip_failure_fails_its_lane_once) {
         "devices 4-7 (host 1)");
   pw_event_release(done);
   OK(pw_buffer_release(e.client, res));
-  /* Repaired, the same graph runs again, through the same lanes. */
+  /* The slice is lost with the chip, and |arg|'s shards with it. */
+  FAILS(pw_graph_submit(e.client, g, &arg, 1, NULL, &res, 1, &done), PW_STATUS_DATA_LOSS,
+        "args[0]: its shards lived on slice 'slice0', which is lost");
+  /* Repaired, the slice comes back when it is used again and the same
+   * graph runs on a new upload, through the same lanes. */
   OK(pw_sim_backend_repair(e.sim, PW_SIM_FAIL_CHIP, 6));
+  OK(pw_buffer_release(e.client, arg));
+  arg = upload(&e, e.vs[0], in, 8);
   res = run1(&e, g, arg);
   download(&e, res, out, 8);
   for (uint32_t i = 0; i < 8; ++i) cr_assert_float_eq(out[i], 36.0f, 1e-3);

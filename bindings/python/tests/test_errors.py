@@ -128,8 +128,13 @@ def test_unavailable_when_a_device_fails(runtime, client, vs):
     with pytest.raises(pw.UnavailableError):
         ex.outputs[0].numpy(timeout=30)
     assert "failed: UnavailableError" in repr(ex.outputs[0])
+    # The slice was lost with its device, and x's shards with it.
+    with pytest.raises(pw.DataLossError, match="island"):
+        g.run(x, timeout=30)
     runtime.set_device_health("island", 3, "healthy")
-    np.testing.assert_array_equal(g.run(x, timeout=30).numpy(), f32(8, 2))
+    x2 = vs.put(f32(8, 2), pw.split(0))
+    np.testing.assert_array_equal(g.run(x2, timeout=30).numpy(), f32(8, 2))
+    x2.release()
     del ex
     g.release()
     exe.release()
