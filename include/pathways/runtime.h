@@ -373,6 +373,9 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_client_slice_stats(
 /* The client's name (valid while it lives). */
 PW_API const char* pw_client_name(const pw_client_t* client);
 
+/* The runtime |client| belongs to (NULL for NULL). */
+PW_API pw_runtime_t* pw_client_runtime(const pw_client_t* client);
+
 /* Flags for pw_vslice_create. */
 typedef enum pw_vslice_flags_e {
   PW_VSLICE_DEFAULT = 0,

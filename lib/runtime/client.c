@@ -265,3 +265,7 @@ uint32_t pw_client_live_handles(pw_client_t* client) {
 const char* pw_client_name(const pw_client_t* client) {
   return client ? client->name : "";
 }
+
+pw_runtime_t* pw_client_runtime(const pw_client_t* client) {
+  return client ? client->runtime : NULL;
+}

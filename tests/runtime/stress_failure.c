@@ -15,6 +15,7 @@
  * Criterion). Usage: stress_runtime_failure [iterations-per-thread] */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ typedef struct shared_s {
   uint32_t last_change[SLICES]; /* 0 none yet, else the last change seen */
   uint32_t events[SLICES];
   int errors;
-  volatile int stop;
+  atomic_int stop;
 } shared_t;
 
 typedef struct worker_s {
@@ -185,7 +186,7 @@ static void* worker_main(void* arg) {
 static void* chaos_main(void* arg) {
   shared_t* s = arg;
   uint32_t round = 0;
-  while (!s->stop) {
+  while (!atomic_load(&s->stop)) {
     /* Slice 1 through its device's health, slice 2 through the host. */
     pw_status_free(pw_cpu_backend_set_health(s->backend, PER_SLICE + 1, PW_DEVICE_FAILED));
     if (round % 2) pw_status_free(pw_runtime_check_health(s->runtime, NULL));
@@ -257,7 +258,7 @@ static int run_mode(uint32_t stream_depth) {
   pthread_create(&chaos, NULL, chaos_main, &s);
   for (uint32_t i = 0; i < SLICES; ++i) pthread_create(&threads[i], NULL, worker_main, &w[i]);
   for (uint32_t i = 0; i < SLICES; ++i) pthread_join(threads[i], NULL);
-  s.stop = 1;
+  atomic_store(&s.stop, 1);
   pthread_join(chaos, NULL);
   for (uint32_t i = 0; i < SLICES; ++i) {
     st = pw_client_destroy(w[i].client);
