@@ -23,6 +23,7 @@
 #include "pathways/graph_format.h"
 #include "pathways/store.h"
 #include "pathways/cache.h"
+#include "pathways/snapshot.h"
 #include "pathways/metrics.h"
 #include "pathways/trace.h"
 #include "pathways/transport.h"

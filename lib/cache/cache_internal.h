@@ -2,9 +2,10 @@
  * with lib/runtime/executable.c.
  *
  *   entry.c       the framed, checksummed, zstd-compressed store entry
- *   store_call.c  checked calls into a host-plugged store vtable
  *   cache.c       memory tier (LRU by bytes), single flight, stats
  *   compile.c     compile keys, compiling through the cache, runtime hook
+ *
+ * Store calls go through plugin/store_call.h.
  */
 #ifndef PW_CACHE_CACHE_INTERNAL_H_
 #define PW_CACHE_CACHE_INTERNAL_H_
@@ -12,6 +13,7 @@
 #include "pathways/backend.h"
 #include "pathways/cache.h"
 #include "pathways/store.h"
+#include "plugin/store_call.h"
 
 /* ---- store entries (docs/formats.md, "Cache entry") ----------------------- */
 
@@ -53,18 +55,7 @@ pw_status_t pw__cache_entry_decode(const pw_cache_key_t* key, const void* entry,
                                    pw_cache_zstd_t* zstd, void** out_value,
                                    size_t* out_value_size, uint64_t* out_fill_ns);
 
-/* ---- checked store calls -------------------------------------------------- */
-
-/* INVALID_ARGUMENT unless |store| has a vtable of at least v1 size. */
-pw_status_t pw__store_check(const pw_store_t* store);
-const char* pw__store_name(const pw_store_t* store);
-void pw__store_destroy(const pw_store_t* store);
-pw_status_t pw__store_get(const pw_store_t* store, const char* key, pw_allocator_t allocator,
-                          void** out_bytes, size_t* out_size);
-pw_status_t pw__store_put(const pw_store_t* store, const char* key, const void* bytes,
-                          size_t size);
-pw_status_t pw__store_remove(const pw_store_t* store, const char* key);
-pw_status_t pw__store_list(const pw_store_t* store, pw_store_list_fn_t fn, void* user);
+/* ---- checked store calls: plugin/store_call.h ------------------------------ */
 
 /* ---- compiling through the cache ------------------------------------------ */
 

@@ -1,6 +1,6 @@
 /* Internal: what every checked call into a host-plugged vtable shares —
  * backends (backend_call.h), transports (transport_call.h), stores
- * (cache/store_call.c) and scheduler policies (policy_call.h). One
+ * (store_call.h) and scheduler policies (policy_call.h). One
  * pw__plug_kind_t describes a plug; these helpers do, the same way for
  * each, the vtable version check, the required/optional method check (a
  * NULL method or one beyond struct_size is absent, never a crash), the

@@ -4,7 +4,8 @@
  * its out-values is INTERNAL. */
 #include <string.h>
 
-#include "cache/cache_internal.h"
+#include "plugin/store_call.h"
+
 #include "plugin/plug.h"
 
 static const pw__plug_kind_t pw_store_kind = {

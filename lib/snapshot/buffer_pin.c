@@ -1,0 +1,17 @@
+/* The snapshotter's own reference to a caller's buffer: a second handle of
+ * the client's table on the same buffer object. The public API has no
+ * buffer retain, and a take must survive the caller releasing its handle
+ * right after (the cut is the set of values at the call), so this one file
+ * reaches into lib/core's handle table: a look-up returns a new reference
+ * to the object, and inserting that reference gives a handle of our own
+ * (released with pw_buffer_release once copied). Everything else in this
+ * module uses the public API. */
+#include "core/handles.h"
+#include "snapshot/snapshot_internal.h"
+
+pw_status_t pw__snap_pin(pw_client_t* client, pw_buffer_t buffer, pw_buffer_t* out_pin) {
+  out_pin->id = 0;
+  pw_object_t* object = NULL;
+  PW_RETURN_IF_ERROR(pw__handle_lookup(client, buffer.id, PW_OBJECT_BUFFER, "buffer", &object));
+  return pw__handle_insert(client, object, &out_pin->id);
+}
