@@ -24,6 +24,7 @@
 #include "pathways/store.h"
 #include "pathways/cache.h"
 #include "pathways/snapshot.h"
+#include "pathways/elastic.h"
 #include "pathways/metrics.h"
 #include "pathways/trace.h"
 #include "pathways/transport.h"
