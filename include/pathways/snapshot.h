@@ -117,9 +117,11 @@ PW_API pw_status_t pw_snapshotter_destroy(pw_snapshotter_t* snapshotter);
  * copied). Returns at once; the host copy runs on the snapshotter's
  * thread. |*out_copied| (optional) completes when the snapshot is complete
  * in host memory (OK: it is held and restorable) or failed; |*out_persisted|
- * (optional) when it is in the store (OK), or failed to get there (the
- * store's error; FAILED_PRECONDITION without a store; CANCELLED when it was
- * dropped from the ring before its turn, or by destroy's cancel). Release
+ * (optional) when it is in the store and the store's older snapshots are
+ * deleted (OK), or with the error that stopped it (the store's or the
+ * allocator's; a failed prune leaves the snapshot stored, see
+ * pw_snapshot_info's |persisted|; FAILED_PRECONDITION without a store;
+ * CANCELLED when it was dropped from the ring before its turn). Release
  * both. Errors, nothing taken: INVALID_ARGUMENT (NULL arguments, a count of
  * 0 or too many, a name too long), the buffer look-up's error naming the
  * index (NOT_FOUND released, PERMISSION_DENIED another client's),

@@ -94,7 +94,7 @@ bool pw__snap_parse_key(const pw_snapshotter_t* s, const char* key, uint64_t* ou
     return true;
   }
   uint64_t ignored;
-  if (strlen(p) == 14 && p[0] == '-' && p[6] == '-' && pw_snap_digits(p + 1, 5, &ignored) &&
+  if (strlen(p) == 13 && p[0] == '-' && p[6] == '-' && pw_snap_digits(p + 1, 5, &ignored) &&
       pw_snap_digits(p + 7, 6, &ignored)) {
     *out_is_manifest = false;
     return true;

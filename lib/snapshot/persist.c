@@ -73,23 +73,25 @@ void pw__snap_keys_free(pw_snapshotter_t* s, pw_snap_keys_t* keys) {
 
 /* ---- pruning --------------------------------------------------------------------- */
 
-static void pw_snap_remove(pw_snapshotter_t* s, const char* key) {
+/* Removes |key|; a failure other than NOT_FOUND is kept in |*first| (the
+ * first one) and logged. */
+static void pw_snap_remove(pw_snapshotter_t* s, const char* key, pw_status_t* first) {
   pw_status_t status = pw__store_remove(&s->store, key);
   if (status != NULL && pw_status_code(status) != PW_STATUS_NOT_FOUND) {
     pw_log(&s->logger, PW_LOG_WARN, PW_SNAPSHOT_LOG, "pruning store '%s': removing '%s': %s",
            pw__store_name(&s->store), key, pw_status_message(status));
+    if (first != NULL && *first == NULL) {
+      *first = pw_status_annotate(status, "removing '%s'", key);
+      return;
+    }
   }
   pw_status_free(status);
 }
 
-void pw__snap_prune(pw_snapshotter_t* s) {
+pw_status_t pw__snap_prune(pw_snapshotter_t* s) {
   pw_snap_keys_t keys;
-  pw_status_t status = pw__snap_list_keys(s, &keys);
-  if (status != NULL) {
-    pw_log(&s->logger, PW_LOG_WARN, PW_SNAPSHOT_LOG, "pruning: %s", pw_status_message(status));
-    pw_status_free(status);
-    return;
-  }
+  PW_RETURN_IF_ERROR(pw__snap_list_keys(s, &keys));
+  pw_status_t first = NULL;
   /* Kept: the |keep| newest steps that have a manifest. Everything else of
    * this prefix goes: older manifests first (so that their snapshot stops
    * being complete before its values go), then values of steps without a
@@ -103,16 +105,17 @@ void pw__snap_prune(pw_snapshotter_t* s) {
     if (kept_count < s->keep) {
       kept[kept_count++] = keys.items[i].step;
     } else {
-      pw_snap_remove(s, keys.items[i].key);
+      pw_snap_remove(s, keys.items[i].key, &first);
     }
   }
   for (uint32_t i = 0; i < keys.count; ++i) {
     if (keys.items[i].manifest) continue;
     bool keep = false;
     for (uint32_t k = 0; k < kept_count && !keep; ++k) keep = kept[k] == keys.items[i].step;
-    if (!keep) pw_snap_remove(s, keys.items[i].key);
+    if (!keep) pw_snap_remove(s, keys.items[i].key, &first);
   }
   pw__snap_keys_free(s, &keys);
+  return first;
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -166,7 +169,7 @@ static void pw_snap_unwrite(pw_snapshotter_t* s, const pw_snap_manifest_t* m) {
       if (m->buffers[i].chunks[c].stored_bytes == 0) continue;
       char key[PW_STORE_KEY_MAX + 1];
       pw__snap_value_key(s, m->step, i, c, key);
-      pw_snap_remove(s, key);
+      pw_snap_remove(s, key, NULL);
     }
   }
 }
@@ -208,6 +211,9 @@ pw_status_t pw__snap_persist(pw_snapshotter_t* s, pw_snap_t* snap) {
     pthread_mutex_unlock(&s->mutex);
   }
   pw__snap_manifest_free(s->allocator, &m);
-  if (status == NULL) pw__snap_prune(s);
+  /* The snapshot is in the store (info.persisted); a failure to delete
+   * older ones is still the persist's error: the store holds more than
+   * |keep|. */
+  if (status == NULL) status = pw_status_annotate(pw__snap_prune(s), "pruning older snapshots");
   return status;
 }

@@ -134,9 +134,11 @@ typedef struct pw_snap_keys_t {
 } pw_snap_keys_t;
 pw_status_t pw__snap_list_keys(pw_snapshotter_t* s, pw_snap_keys_t* out);
 void pw__snap_keys_free(pw_snapshotter_t* s, pw_snap_keys_t* keys);
-/* Deletes the store's snapshots of this prefix below the |keep| newest
- * manifests, and data values of steps below them. Logs what fails. */
-void pw__snap_prune(pw_snapshotter_t* s);
+/* Deletes the store's snapshots of this prefix but the |keep| newest
+ * manifests' (their manifests first, then their values), and values of
+ * steps without a manifest (torn ones). Logs what fails and returns the
+ * first failure (listing, or a remove other than NOT_FOUND). */
+pw_status_t pw__snap_prune(pw_snapshotter_t* s);
 
 /* ---- formats (format.c) ---------------------------------------------------- */
 
