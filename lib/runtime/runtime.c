@@ -101,6 +101,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
    * before the device states: a completion a plugin still delivers while
    * it shuts down finds its token (lib/sched/dispatch.c). */
   pw__watchdog_stop(rt);
+  pw__host_tasks_stop(rt);
   pw__workers_destroy(rt->workers);
   pw__observe_destroy(rt);
   for (uint32_t i = 0; i < rt->backend_count; ++i) pw__backend_destroy(&rt->backends[i]);

@@ -163,3 +163,15 @@ void pw__report_exec_done(pw_observe_t* o, pw_execution_t* exec, pw_status_t sta
   pw_report_failed(&e, status);
   pw__observe(o, &e);
 }
+
+void pw__report_host(pw_observe_t* o, pw_op_t* op, uint64_t started, pw_status_t status) {
+  pw_obs_event_t e;
+  pw_report_init(&e, started == 0 ? PW_OBS_HOST_TASK : PW_OBS_HOST_TASK_DONE);
+  pw_report_op(&e, op);
+  e.since_ns = started;
+  e.slice = op->slice->index;
+  e.device = 0;
+  e.count = op->slice->device_count;
+  pw_report_failed(&e, status);
+  pw__observe(o, &e);
+}

@@ -118,6 +118,9 @@ uint32_t pw__dispatch_fail_stale(pw_runtime_t* rt, const pw_launch_snapshot_t* s
                                  uint64_t waited_ns);
 /* Stops the runtime's watchdog thread, if it was started. */
 void pw__watchdog_stop(pw_runtime_t* rt);
+/* Stops the runtime's host-task threads, if any were started (nothing
+ * runs then: every client is gone). lib/sched/host_task.c. */
+void pw__host_tasks_stop(pw_runtime_t* rt);
 
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);
