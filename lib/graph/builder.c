@@ -429,3 +429,13 @@ pw_status_t pw_graph_add_host_by_name(pw_client_t* client, pw_graph_t graph, con
                                 name && name[0] ? name : task_name, t, false, vslice, inputs,
                                 input_count, output_specs, output_count, out_node);
 }
+
+pw_status_t pw__graph_add_host_task(pw_client_t* client, pw_graph_t graph, const char* name,
+                                    pw_host_task_obj_t* task, pw_vslice_t vslice,
+                                    const pw_value_t* inputs, uint32_t input_count,
+                                    const pw_array_spec_t* output_specs, uint32_t output_count,
+                                    uint32_t* out_node) {
+  return pw_graph_add_host_task(client, graph, "pw_graph_add_host_by_name", name, task, false,
+                                vslice, inputs, input_count, output_specs, output_count,
+                                out_node);
+}

@@ -40,4 +40,13 @@ pw_status_t pw__host_task_make(pw_allocator_t allocator, const pw_host_task_t* t
 pw_status_t pw__host_task_lookup(pw_client_t* client, const char* task_name,
                                  pw_host_task_obj_t** out_task);
 
+/* pw_graph_add_host_by_name with the task already looked up: takes the
+ * caller's reference to |task| (kept by the graph, or released on
+ * failure). lib/graph/builder.c. */
+pw_status_t pw__graph_add_host_task(pw_client_t* client, pw_graph_t graph, const char* name,
+                                    pw_host_task_obj_t* task, pw_vslice_t vslice,
+                                    const pw_value_t* inputs, uint32_t input_count,
+                                    const pw_array_spec_t* output_specs, uint32_t output_count,
+                                    uint32_t* out_node);
+
 #endif /* PW_GRAPH_HOST_TASK_H_ */

@@ -392,3 +392,79 @@ Test(host_task, registered_tasks_are_found_by_name) {
   cr_assert_eq(atomic_load(&first.destroyed), 1);
   cr_assert_eq(atomic_load(&second.destroyed), 1, "the registry's task goes with the client");
 }
+
+/* ---- graph files ------------------------------------------------------------ */
+
+#include "pathways/graph_format.h"
+
+Test(host_task, graph_files_name_registered_tasks) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_CPU, 1, "2", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2", &vs));
+  pw_executable_t s2;
+  OK(pw_fixture_compile(&f, vs, kScale2, &s2));
+  probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  pw_host_task_t task = task_of(plus_one, &probe);
+  OK(pw_client_register_host_task(f.client, "inc", &task));
+  pw_array_spec_t spec = spec8();
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  uint32_t x, a, h;
+  OK(pw_graph_add_parameter(f.client, g, vs, &spec, &x));
+  OK(pw_graph_add_compute(f.client, g, "a", s2, vs, (pw_value_t[]){pw_value(x, 0)}, 1, &a));
+  OK(pw_graph_add_host_by_name(f.client, g, "bump", "inc", vs, (pw_value_t[]){pw_value(a, 0)}, 1,
+                               &spec, 1, &h));
+  OK(pw_graph_add_output(f.client, g, pw_value(h, 0)));
+  void* bytes = NULL;
+  size_t size = 0;
+  OK(pw_graph_encode(f.client, g, NULL, pw_allocator_system(), &bytes, &size));
+  char* json = NULL;
+  size_t json_size = 0;
+  OK(pw_graph_format_dump_json(bytes, size, pw_allocator_system(), &json, &json_size));
+  cr_assert(strstr(json, "\"v\": 2") != NULL, "%s", json);
+  cr_assert(strstr(json, "\"host\": \"inc\"") != NULL, "%s", json);
+  pw_allocator_free(pw_allocator_system(), json, json_size);
+  /* Decoded by the same client: the same task runs. */
+  pw_graph_decode_options_t o = {sizeof(o), &vs, 1, NULL, 0};
+  pw_graph_t back;
+  OK(pw_graph_decode(f.client, bytes, size, &o, &back));
+  void* again = NULL;
+  size_t again_size = 0;
+  OK(pw_graph_encode(f.client, back, NULL, pw_allocator_system(), &again, &again_size));
+  cr_assert_eq(again_size, size);
+  cr_assert_eq(memcmp(again, bytes, size), 0, "encode -> decode -> encode is byte-identical");
+  pw_allocator_free(pw_allocator_system(), again, again_size);
+  float data[N];
+  for (int i = 0; i < N; ++i) data[i] = (float)i;
+  pw_buffer_t arg, out;
+  OK(pw_buffer_from_host(f.client, vs, &spec, data, sizeof(data), &arg));
+  pw_event_t* done;
+  OK(pw_graph_submit(f.client, back, &arg, 1, NULL, &out, 1, &done));
+  OK(pw_fixture_wait(done));
+  float got[N];
+  OK(pw_buffer_to_host(f.client, out, got, sizeof(got), PW_INFINITE_FUTURE));
+  for (int i = 0; i < N; ++i) cr_assert_eq(got[i], 2.0f * (float)i + 1.0f);
+  /* A client that did not register "inc": NOT_FOUND, naming it. */
+  pw_client_t* other;
+  OK(pw_client_create(f.runtime, NULL, &other));
+  pw_mesh_shape_t m = {1, {2}};
+  pw_vslice_t ovs;
+  OK(pw_vslice_create(other, &m, PW_VSLICE_DEFAULT, &ovs));
+  pw_graph_decode_options_t oo = {sizeof(oo), &ovs, 1, NULL, 0};
+  pw_graph_t none;
+  FAILS(pw_graph_decode(other, bytes, size, &oo, &none), PW_STATUS_NOT_FOUND,
+        "nodes[1].host: host task 'inc' is not registered");
+  pw_client_destroy(other);
+  pw_allocator_free(pw_allocator_system(), bytes, size);
+  /* A task given directly has no name to write. */
+  pw_graph_t anon;
+  OK(pw_graph_create(f.client, &anon));
+  OK(pw_graph_add_host(f.client, anon, "direct", &task, vs, NULL, 0, NULL, 0, NULL));
+  FAILS(pw_graph_encode(f.client, anon, NULL, pw_allocator_system(), &bytes, &size),
+        PW_STATUS_FAILED_PRECONDITION, "graph node 0 (\"direct\"): its host task was given to");
+  pw_fixture_deinit(&f);
+  cr_assert_eq(atomic_load(&probe.calls), 1);
+  cr_assert_eq(atomic_load(&probe.destroyed), 2, "the registered copy and the direct one");
+}
