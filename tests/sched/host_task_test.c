@@ -468,3 +468,128 @@ Test(host_task, graph_files_name_registered_tasks) {
   cr_assert_eq(atomic_load(&probe.calls), 1);
   cr_assert_eq(atomic_load(&probe.destroyed), 2, "the registered copy and the direct one");
 }
+
+/* ---- other dispatch modes: lanes, the sim, no gang order ------------------ */
+
+#include "pathways/backends/sim.h"
+
+/* x -> host (+1) -> host (+1) on |vs| of |client|: 2 more, every element. */
+static pw_status_t run_two_hosts(pw_client_t* client, pw_vslice_t vs, probe_t* probe) {
+  pw_host_task_t task = task_of(plus_one, probe);
+  pw_array_spec_t spec = spec8();
+  pw_graph_t g;
+  PW_RETURN_IF_ERROR(pw_graph_create(client, &g));
+  uint32_t x, h1, h2;
+  OK(pw_graph_add_parameter(client, g, vs, &spec, &x));
+  OK(pw_graph_add_host(client, g, "h1", &task, vs, (pw_value_t[]){pw_value(x, 0)}, 1, &spec, 1,
+                       &h1));
+  OK(pw_graph_add_host(client, g, "h2", &task, vs, (pw_value_t[]){pw_value(h1, 0)}, 1, &spec, 1,
+                       &h2));
+  OK(pw_graph_add_output(client, g, pw_value(h2, 0)));
+  float data[N];
+  for (int i = 0; i < N; ++i) data[i] = (float)i;
+  pw_buffer_t arg, out;
+  OK(pw_buffer_from_host(client, vs, &spec, data, sizeof(data), &arg));
+  pw_event_t* done;
+  OK(pw_graph_submit(client, g, &arg, 1, NULL, &out, 1, &done));
+  pw_status_t status = pw_fixture_wait(done);
+  if (status == NULL) {
+    float got[N];
+    OK(pw_buffer_to_host(client, out, got, sizeof(got), PW_INFINITE_FUTURE));
+    for (int i = 0; i < N; ++i) cr_assert_eq(got[i], (float)i + 2.0f, "[%d] = %g", i, got[i]);
+  }
+  OK(pw_graph_release(client, g));
+  return status;
+}
+
+static void run_on(pw_backend_t backend, uint32_t devices, bool no_gang_order, bool ok,
+                   const char* needle) {
+  pw_slice_desc_t slices[1];
+  memset(slices, 0, sizeof(slices));
+  slices[0].mesh = pw_mesh_shape_make(1, &devices);
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.backends = &backend;
+  ro.backend_count = 1;
+  ro.slices = slices;
+  ro.slice_count = 1;
+  ro.debug_disable_gang_order = no_gang_order;
+  pw_runtime_t* rt;
+  OK(pw_runtime_create(&ro, &rt));
+  pw_client_t* client;
+  OK(pw_client_create(rt, NULL, &client));
+  pw_vslice_t vs;
+  OK(pw_vslice_create(client, &slices[0].mesh, PW_VSLICE_DEFAULT, &vs));
+  probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  pw_status_t status = run_two_hosts(client, vs, &probe);
+  if (ok) {
+    OK(status);
+    cr_assert_eq(atomic_load(&probe.calls), 2);
+    cr_assert_eq(probe.devices_seen, devices);
+  } else {
+    FAILS(status, PW_STATUS_FAILED_PRECONDITION, needle);
+    cr_assert_eq(atomic_load(&probe.calls), 0);
+  }
+  pw_client_destroy(client);
+  pw_runtime_destroy(rt);
+  cr_assert_eq(atomic_load(&probe.destroyed), 2);
+}
+
+Test(host_task, lanes_of_a_queued_sim_slice) {
+  pw_sim_backend_options_t so;
+  pw_sim_backend_options_init(&so);
+  so.slice_count = 1;
+  so.devices_per_slice = 4;
+  so.devices_per_host = 2;
+  so.queue_depth = 4;
+  pw_backend_t sim;
+  OK(pw_sim_backend_create(&so, &sim));
+  run_on(sim, 4, false, true, NULL);
+}
+
+Test(host_task, threaded_sim) {
+  pw_sim_backend_options_t so;
+  pw_sim_backend_options_init(&so);
+  so.slice_count = 1;
+  so.devices_per_slice = 2;
+  so.mode = PW_SIM_MODE_THREADED;
+  pw_backend_t sim;
+  OK(pw_sim_backend_create(&so, &sim));
+  run_on(sim, 2, false, true, NULL);
+}
+
+Test(host_task, sim_virtual_memory_has_no_host_pointers) {
+  pw_sim_backend_options_t so;
+  pw_sim_backend_options_init(&so);
+  so.slice_count = 1;
+  so.devices_per_slice = 2;
+  so.memory = PW_SIM_MEMORY_VIRTUAL;
+  pw_backend_t sim;
+  OK(pw_sim_backend_create(&so, &sim));
+  run_on(sim, 2, false, false,
+         "node 1 (\"h1\") on slice 'slice0': host task: input 0: backend 'sim' gives no host "
+         "pointer for its shard on device 0");
+}
+
+Test(host_task, without_gang_order) {
+  pw_cpu_backend_options_t o;
+  pw_cpu_backend_options_init(&o);
+  o.device_count = 4;
+  pw_backend_t cpu;
+  OK(pw_cpu_backend_create(&o, &cpu));
+  run_on(cpu, 4, true, true, NULL);
+}
+
+Test(host_task, double_lanes) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_LANES, 1, "4", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "4", &vs));
+  probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  OK(run_two_hosts(f.client, vs, &probe));
+  cr_assert_eq(probe.devices_seen, 4);
+  pw_fixture_deinit(&f);
+}
