@@ -593,3 +593,40 @@ Test(host_task, double_lanes) {
   cr_assert_eq(probe.devices_seen, 4);
   pw_fixture_deinit(&f);
 }
+
+/* ---- traces --------------------------------------------------------------- */
+
+typedef struct text_t {
+  char data[1 << 16];
+  size_t size;
+} text_t;
+
+static pw_status_t collect_text(void* user, const char* bytes, size_t size) {
+  text_t* t = user;
+  size_t room = sizeof(t->data) - 1 - t->size;
+  size_t n = size < room ? size : room;
+  memcpy(t->data + t->size, bytes, n);
+  t->size += n;
+  t->data[t->size] = '\0';
+  return NULL;
+}
+
+Test(host_task, traces_draw_host_tasks) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_CPU, 1, "2", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2", &vs));
+  OK(pw_runtime_trace_start(f.runtime, NULL));
+  probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  OK(run_two_hosts(f.client, vs, &probe));
+  OK(pw_runtime_trace_stop(f.runtime));
+  static text_t text;
+  text.size = 0;
+  OK(pw_runtime_trace_write(f.runtime, collect_text, &text));
+  cr_assert(strstr(text.data, "\"host h1\"") != NULL, "%.2000s", text.data);
+  cr_assert(strstr(text.data, "\"host h2\"") != NULL);
+  cr_assert(strstr(text.data, "\"cat\": \"host\"") != NULL || strstr(text.data, "\"cat\":\"host\"") != NULL,
+            "%.2000s", text.data);
+  pw_fixture_deinit(&f);
+}
