@@ -128,7 +128,8 @@ typedef struct pw_graph_encode_options_t {
 #define PW_GRAPH_ENCODE_OPTIONS_SIZE_V1 \
   PW_STRUCT_SIZE(pw_graph_encode_options_t, executables_by_hash)
 
-/* Encodes |graph| (parameter, compute and transfer nodes; it need not be
+/* Encodes |graph| (parameter, compute, transfer and host nodes, the last
+ * only with tasks added by name: pw_graph_add_host_by_name; it need not be
  * finalized, but must be valid as a file: no dangling or cyclic inputs)
  * into |*out_bytes|, allocated from |allocator| (zero = system; free with
  * the same allocator and |*out_size|). Buffers are numbered parameters

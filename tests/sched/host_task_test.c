@@ -630,3 +630,103 @@ Test(host_task, traces_draw_host_tasks) {
             "%.2000s", text.data);
   pw_fixture_deinit(&f);
 }
+
+/* ---- a queued slice: the task waits for the device queues to drain ------- */
+
+#include <pthread.h>
+
+#include "support/queue_wrapper.h"
+
+/* A kernel that holds its devices until the test opens the gate. */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  uint32_t started, finished;
+  bool open;
+} g_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false};
+
+static pw_status_t gate_run(const pw_cpu_kernel_call_t* call) {
+  pthread_mutex_lock(&g_gate.lock);
+  g_gate.started++;
+  pthread_cond_broadcast(&g_gate.cond);
+  while (!g_gate.open) pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+  memcpy(call->outputs[0].data, call->inputs[0].data, call->outputs[0].size);
+  g_gate.finished++;
+  pthread_mutex_unlock(&g_gate.lock);
+  return NULL;
+}
+
+static pw_status_t after_gate(void* user, const pw_host_task_context_t* c) {
+  probe_t* p = user;
+  pthread_mutex_lock(&g_gate.lock);
+  p->pointers_ok = g_gate.finished == c->device_count; /* every launch before it completed */
+  pthread_mutex_unlock(&g_gate.lock);
+  atomic_fetch_add(&p->calls, 1);
+  return NULL;
+}
+
+Test(host_task, on_a_queued_slice_runs_after_the_queued_ops_before_it_completed) {
+  pw_cpu_backend_options_t o;
+  pw_cpu_backend_options_init(&o);
+  o.device_count = 2;
+  o.worker_count = 2;
+  pw_backend_t cpu, queued;
+  OK(pw_cpu_backend_create(&o, &cpu));
+  pw_cpu_param_spec_t any = {"x", PW_CPU_DTYPES_ANY, -1};
+  pw_cpu_kernel_def_t def = {sizeof(def), "gate", 1, &any, 1, &any, 0, NULL, 0, NULL, gate_run,
+                             NULL};
+  OK(pw_cpu_backend_register_kernel(cpu, &def));
+  pw_queue_wrapper_options_t qo = {.depth = 4, .ordered = true};
+  OK(pw_queue_wrapper_create(&qo, cpu, &queued));
+  pw_slice_desc_t slices[1] = {{"q", {1, {2}}, 0, 0, 0}};
+  pw_runtime_options_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.struct_size = sizeof(ro);
+  ro.backends = &queued;
+  ro.backend_count = 1;
+  ro.slices = slices;
+  ro.slice_count = 1;
+  pw_runtime_t* rt;
+  OK(pw_runtime_create(&ro, &rt));
+  pw_client_t* client;
+  OK(pw_client_create(rt, NULL, &client));
+  pw_mesh_shape_t m = {1, {2}};
+  pw_vslice_t vs;
+  OK(pw_vslice_create(client, &m, PW_VSLICE_DEFAULT, &vs));
+  const char* text = "kernel gate\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";
+  pw_executable_t gate;
+  OK(pw_executable_compile(client, vs, text, strlen(text), NULL, &gate));
+  probe_t probe;
+  memset(&probe, 0, sizeof(probe));
+  pw_host_task_t task = {sizeof(task), after_gate, &probe, NULL};
+  pw_array_spec_t spec = spec8();
+  pw_graph_t g;
+  OK(pw_graph_create(client, &g));
+  uint32_t x, a, h;
+  OK(pw_graph_add_parameter(client, g, vs, &spec, &x));
+  OK(pw_graph_add_compute(client, g, "gate", gate, vs, (pw_value_t[]){pw_value(x, 0)}, 1, &a));
+  /* No data edge: only the slice's order puts the task after the gate. */
+  OK(pw_graph_add_host(client, g, "after", &task, vs, NULL, 0, NULL, 0, &h));
+  OK(pw_graph_add_output(client, g, pw_value(a, 0)));
+  float data[N] = {0};
+  pw_buffer_t arg, out;
+  OK(pw_buffer_from_host(client, vs, &spec, data, sizeof(data), &arg));
+  pw_event_t* done;
+  OK(pw_graph_submit(client, g, &arg, 1, NULL, &out, 1, &done));
+  pthread_mutex_lock(&g_gate.lock);
+  while (g_gate.started < 2) pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+  pthread_mutex_unlock(&g_gate.lock);
+  /* Both devices are inside the gate, their cursors already past it (queued
+   * launch): the run cannot finish, and the task has not run. */
+  FAILS(pw_event_wait(done, pw_deadline_from_timeout(50000000)), PW_STATUS_DEADLINE_EXCEEDED, "");
+  cr_assert_eq(atomic_load(&probe.calls), 0, "the host task ran while its queues held launches");
+  pthread_mutex_lock(&g_gate.lock);
+  g_gate.open = true;
+  pthread_cond_broadcast(&g_gate.cond);
+  pthread_mutex_unlock(&g_gate.lock);
+  OK(pw_fixture_wait(done));
+  cr_assert_eq(atomic_load(&probe.calls), 1);
+  cr_assert(probe.pointers_ok, "the task saw %u of 2 launches completed", g_gate.finished);
+  pw_client_destroy(client);
+  pw_runtime_destroy(rt);
+}

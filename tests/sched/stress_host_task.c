@@ -1,6 +1,7 @@
 /* Stress: host nodes between compute ops, resubmitted from several
  * threads (even ones with their own client, odd ones sharing one) onto
- * two 2-device CPU slices, with several runs in flight:
+ * four 2-device CPU slices (a shared client binds each once), with
+ * several runs in flight:
  *
  *   x -> scale 2 -> host (+1) -> scale 3 -> host (+1) -> y = 6x + 4
  *
@@ -134,7 +135,7 @@ static int run_config(const char* label, pw_fixture_backend_t kind, pw_sched_pol
   pw_test_allocator_t t;
   pw_test_allocator_init(&t);
   pw_fixture_t f;
-  pw_status_t s = pw_fixture_init_sched(&f, kind, 2, "2", pw_test_allocator(&t), policy, window);
+  pw_status_t s = pw_fixture_init_sched(&f, kind, 4, "2", pw_test_allocator(&t), policy, window);
   if (s != NULL) {
     char m[512];
     pw_status_format(s, m, sizeof(m));
