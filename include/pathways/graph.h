@@ -83,14 +83,18 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_transfer(
  *
  * One call per run of the node, with every device's shards of the mesh
  * (not one call per device), on a thread of the runtime's host-task pool
- * (started on first use; never a backend's or a submitter's thread, and
- * no runtime lock is held), so a slow task (writing a snapshot, reading a
- * batch) delays only its own slice. It must not wait for work that is
- * ordered after it on its slice (a later op, or a run submitted behind
- * it): that would deadlock its slice. Output shards are allocated by the
- * runtime before the call, as a compute op's; their contents are what the
- * function leaves there. Input shards must not be written (other ops may
- * read them at the same time). A task has no launch deadline. */
+ * (started on first use, at most 8 tasks at once across the runtime;
+ * never a backend's or a submitter's thread, and no runtime lock is
+ * held), so a slow task (writing a snapshot, reading a batch) delays only
+ * its own slice. It must not wait for work that is ordered after it on
+ * its slice (a later op, or a run submitted behind it): that would
+ * deadlock the slice; a task that never returns keeps its run, and
+ * pw_client_destroy, waiting. The destroy functions refuse to run inside
+ * a task (FAILED_PRECONDITION), as inside an event callback. Output
+ * shards are allocated by the runtime before the call, as a compute op's;
+ * their contents are what the function leaves there. Input shards must
+ * not be written (other ops may read them at the same time). A task has
+ * no launch deadline. */
 
 /* What a host function gets: valid during the call only. */
 typedef struct pw_host_task_context_t {

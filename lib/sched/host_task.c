@@ -35,6 +35,11 @@
 
 #define PW_HOST_POOL_MAX 8u
 
+/* Set while this thread runs a host task's function (pw__in_callback). */
+static _Thread_local bool pw_host_task_here;
+
+bool pw__host_task_running(void) { return pw_host_task_here; }
+
 typedef struct pw_host_pool_s {
   pw_allocator_t allocator;
   pthread_mutex_t lock;
@@ -137,7 +142,9 @@ static pw_status_t pw_host_call(pw_op_t* op) {
     c.outputs = (void* const* const*)(rows + op->input_count);
     c.output_bytes = sizes + op->input_count;
     const pw_host_task_obj_t* task = p->host_task;
+    pw_host_task_here = true;
     status = task->fn(task->user, &c);
+    pw_host_task_here = false;
   }
   pw_allocator_free(allocator, scratch, bytes);
   return status;

@@ -51,12 +51,15 @@ typedef struct pw_graph_exec_s {
  * runtime is running plugin code (a backend's launch or done, a
  * transport's copy or its completion) or callbacks on it. */
 bool pw__dispatch_running(void);
+/* Whether this thread runs a host task's function (lib/sched/host_task.c). */
+bool pw__host_task_running(void);
 /* Whether this thread is inside a callback the runtime is running (an
- * event callback, or plugin code called from the dispatcher): destroy
- * functions that wait for work refuse to run there (FAILED_PRECONDITION),
- * since the work may need this thread to return first. */
+ * event callback, plugin code called from the dispatcher, a host task):
+ * destroy functions that wait for work refuse to run there
+ * (FAILED_PRECONDITION), since the work may need this thread to return
+ * first. */
 static inline bool pw__in_callback(void) {
-  return pw__event_callback_depth() != 0 || pw__dispatch_running();
+  return pw__event_callback_depth() != 0 || pw__dispatch_running() || pw__host_task_running();
 }
 /* Frees the execution blocks |client| keeps for reuse (pw_client_trim). */
 void pw__dispatch_client_trim(pw_client_t* client);

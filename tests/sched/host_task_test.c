@@ -730,3 +730,34 @@ Test(host_task, on_a_queued_slice_runs_after_the_queued_ops_before_it_completed)
   pw_client_destroy(client);
   pw_runtime_destroy(rt);
 }
+
+/* ---- destroy calls from inside a task ------------------------------------- */
+
+static pw_client_t* g_victim;
+
+static pw_status_t destroys(void* user, const pw_host_task_context_t* c) {
+  (void)c;
+  pw_status_t s = pw_client_destroy(g_victim);
+  *(pw_status_code_t*)user = pw_status_code(s);
+  pw_status_free(s);
+  return NULL;
+}
+
+Test(host_task, destroy_calls_inside_a_task_are_refused) {
+  pw_fixture_t f;
+  OK(pw_fixture_init(&f, PW_FIXTURE_CPU, 1, "2", pw_allocator_system()));
+  pw_vslice_t vs;
+  OK(pw_fixture_vslice(&f, "2", &vs));
+  OK(pw_client_create(f.runtime, NULL, &g_victim));
+  pw_status_code_t code = PW_STATUS_OK;
+  pw_host_task_t task = {sizeof(task), destroys, &code, NULL};
+  pw_graph_t g;
+  OK(pw_graph_create(f.client, &g));
+  OK(pw_graph_add_host(f.client, g, "d", &task, vs, NULL, 0, NULL, 0, NULL));
+  pw_event_t* done;
+  OK(pw_graph_submit(f.client, g, NULL, 0, NULL, NULL, 0, &done));
+  OK(pw_fixture_wait(done));
+  cr_assert_eq(code, PW_STATUS_FAILED_PRECONDITION);
+  pw_client_destroy(g_victim);
+  pw_fixture_deinit(&f);
+}
