@@ -154,10 +154,11 @@ static pw_status_t pw_host_call(pw_op_t* op) {
  * pool thread could start) and counts its devices out. */
 static void pw_host_run(pw_op_t* op, pw_status_t status) {
   pw_runtime_t* rt = op->slice->runtime;
-  PW_REPORT(rt, pw__report_host, op, 0, NULL);
-  uint64_t started = pw_observing(rt) != NULL ? (uint64_t)pw_clock_now() : 0;
+  pw_observe_t* o = pw_observing(rt);
+  uint64_t started = o != NULL ? pw__report_host(o, op, false, 0, NULL) : 0;
   if (status == NULL) status = pw_host_call(op);
-  PW_REPORT(rt, pw__report_host, op, started != 0 ? started : 1, status);
+  o = pw_observing(rt);
+  if (o != NULL) (void)pw__report_host(o, op, true, started, status);
   if (status != NULL) {
     status = pw_status_annotate(status, "node %u (\"%s\") on slice '%s': host task",
                                 op->plan->node, op->plan->name, op->slice->name);
