@@ -128,7 +128,7 @@ case("valid_transfer", graph(
     buffers=[buf(), buf(), buf(1, sharding="replicated")],
     nodes=[node("a", [0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
     outputs=[2]), "ok")
-case("bad_version", graph(v=2), "v: unknown format version 2")
+case("bad_version", graph(v=3), "v: unknown format version 3")
 case("bad_no_version", {k: v for k, v in graph().items() if k != "v"}, "missing key \"v\"")
 case("bad_unknown_key", graph(extra=1), "graph: unknown key \"extra\"")
 case("bad_wrong_type", graph(parameters="0"), "parameters: expected an array, found a text")
@@ -194,6 +194,31 @@ case("bad_transfer_arity", graph(
 case("bad_cross_slice_input", graph(
     vslices=[[2, 4], [8]], buffers=[buf(1), buf()]),
     "nodes[0].inputs[0]: buffer 0 lives on vslice 1, the node runs on vslice 0")
+# Host nodes (version 2): a task the decoding client registered by name.
+def host(name, task, inputs, outputs, vslice=0):
+    return {"name": name, "host": task, "vslice": vslice, "inputs": inputs, "outputs": outputs}
+
+
+case("valid_host", graph(
+    v=2, buffers=[buf() for _ in range(4)],
+    nodes=[node("c", [0], [1]), host("save", "snapshot", [1], [2]), node("d", [2], [3])],
+    outputs=[3]), "ok")
+case("valid_host_no_io", graph(
+    v=2, nodes=[node("c", [0], [1]), host("tick", "snapshot", [], [])]), "ok")
+case("bad_host_in_v1", graph(
+    buffers=[buf() for _ in range(3)], nodes=[node("c", [0], [1]), host("h", "snapshot", [1], [2])],
+    outputs=[2]), "nodes[1].host: host nodes need format version 2 (the file says 1)")
+case("bad_v2_without_host", graph(v=2), "v: version 2 is for graphs with host nodes")
+case("bad_host_and_executable", graph(
+    v=2, nodes=[dict(node("c", [0], [1]), host="snapshot")]),
+    "has both \"executable\" and \"host\"")
+case("bad_host_name", graph(
+    v=2, nodes=[node("c", [0], [1]), host("h", "snap shot", [], [])]),
+    "nodes[1].host: a host task name is [A-Za-z0-9_.-]")
+case("bad_host_cross_slice", graph(
+    v=2, vslices=[[2, 4], [8]], buffers=[buf(), buf(), buf(1)],
+    nodes=[node("c", [0], [1]), host("h", "snapshot", [1], [2])], outputs=[2]),
+    "nodes[1].outputs[0]: buffer 2 lives on vslice 1, the node runs on vslice 0")
 case("bad_hash_and_program", graph(executables=[dict(exe(), hash=bytes(16))]),
      "has both \"hash\" and an inline program")
 

@@ -368,6 +368,40 @@ pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const c
                                   uint32_t* out_node);
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph,
                                 pw_value_t value);
+typedef struct pw_host_task_context_t {
+  size_t struct_size;
+  uint32_t node;
+  const char* name;
+  uint64_t gang_id;
+  uint32_t device_count;
+  uint32_t input_count;
+  uint32_t output_count;
+  const pw_array_spec_t* input_specs;
+  const pw_array_spec_t* output_specs;
+  void* const* const* inputs;
+  const size_t* input_bytes;
+  void* const* const* outputs;
+  const size_t* output_bytes;
+} pw_host_task_context_t;
+typedef pw_status_t (*pw_host_task_fn_t)(void* user, const pw_host_task_context_t* context);
+typedef struct pw_host_task_t {
+  size_t struct_size;
+  pw_host_task_fn_t fn;
+  void* user;
+  void (*destroy)(void* user);
+} pw_host_task_t;
+pw_status_t pw_graph_add_host(pw_client_t* client, pw_graph_t graph, const char* name,
+                              const pw_host_task_t* task, pw_vslice_t vslice,
+                              const pw_value_t* inputs, uint32_t input_count,
+                              const pw_array_spec_t* output_specs, uint32_t output_count,
+                              uint32_t* out_node);
+pw_status_t pw_client_register_host_task(pw_client_t* client, const char* task_name,
+                                         const pw_host_task_t* task);
+pw_status_t pw_graph_add_host_by_name(pw_client_t* client, pw_graph_t graph, const char* name,
+                                      const char* task_name, pw_vslice_t vslice,
+                                      const pw_value_t* inputs, uint32_t input_count,
+                                      const pw_array_spec_t* output_specs,
+                                      uint32_t output_count, uint32_t* out_node);
 pw_status_t pw_graph_finalize(pw_client_t* client, pw_graph_t graph);
 
 typedef struct pw_graph_counts_t {
@@ -647,3 +681,5 @@ extern "Python" void pwpy_log(pw_log_level_t level, const char* subsystem,
 extern "Python" void pwpy_dump_line(void* user, const char* line);
 extern "Python" pw_status_t pwpy_metric_sample(void* user, const pw_metric_sample_t* sample);
 extern "Python" pw_status_t pwpy_metrics_text(void* user, const char* data, size_t size);
+extern "Python" pw_status_t pwpy_host_task_run(void* user, const pw_host_task_context_t* context);
+extern "Python" void pwpy_host_task_destroy(void* user);

@@ -72,6 +72,104 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_transfer(
     pw_client_t* client, pw_graph_t graph, const char* name, pw_value_t input,
     pw_vslice_t vslice, pw_sharding_t sharding, uint32_t* out_node);
 
+/* ---- host tasks -----------------------------------------------------------
+ *
+ * A host node runs a host function on the host of its virtual slice, in
+ * that slice's gang order: after the slice's earlier ops completed on
+ * every device (on a queue-ordered slice, after its device queues
+ * drained), and before any later op of the slice launches. The function
+ * reads its inputs' and writes its outputs' shards in place, through the
+ * backend's host pointers (pw_backend_vtable_t.host_pointer): no copies.
+ *
+ * One call per run of the node, with every device's shards of the mesh
+ * (not one call per device), on a thread of the runtime's host-task pool
+ * (started on first use, at most 8 tasks at once across the runtime;
+ * never a backend's or a submitter's thread, and no runtime lock is
+ * held), so a slow task (writing a snapshot, reading a batch) delays only
+ * its own slice. It must not wait for work that is ordered after it on
+ * its slice (a later op, or a run submitted behind it): that would
+ * deadlock the slice; a task that never returns keeps its run, and
+ * pw_client_destroy, waiting. The destroy functions refuse to run inside
+ * a task (FAILED_PRECONDITION), as inside an event callback. Output
+ * shards are allocated by the runtime before the call, as a compute op's;
+ * their contents are what the function leaves there. Input shards must
+ * not be written (other ops may read them at the same time). A task has
+ * no launch deadline. */
+
+/* What a host function gets: valid during the call only. */
+typedef struct pw_host_task_context_t {
+  size_t struct_size;            /* sizeof as the library knows it */
+  uint32_t node;                 /* graph node id */
+  const char* name;              /* the node's name */
+  uint64_t gang_id;              /* this run's gang id of the node */
+  uint32_t device_count;         /* devices of the mesh: shards per array */
+  uint32_t input_count;
+  uint32_t output_count;
+  const pw_array_spec_t* input_specs;   /* input_count */
+  const pw_array_spec_t* output_specs;  /* output_count */
+  /* inputs[k][m]: host pointer of input k's shard on mesh index m (read
+   * only), input_bytes[k] the bytes of each of its shards; likewise the
+   * outputs (written by the function). */
+  void* const* const* inputs;
+  const size_t* input_bytes;
+  void* const* const* outputs;
+  const size_t* output_bytes;
+} pw_host_task_context_t;
+
+#define PW_HOST_TASK_CONTEXT_SIZE_V1 PW_STRUCT_SIZE(pw_host_task_context_t, output_bytes)
+
+/* Runs one host node: NULL (OK), or an error that fails the node (named in
+ * the message: "node 3 ("save") on slice 's0': host task: ...") and its
+ * dependents, as a failed launch does; the run's done event gets it. */
+typedef pw_status_t (*pw_host_task_fn_t)(void* user, const pw_host_task_context_t* context);
+
+/* A host function: copied by pw_graph_add_host and
+ * pw_client_register_host_task. |fn| may run on several threads at once
+ * (nodes of different slices, or runs of one graph on different slices).
+ * |destroy| (optional) is called once with |user| when nothing uses the
+ * task any more: for pw_graph_add_host, when the graph is gone (after
+ * its last run); for a registered task, when it is replaced or the client
+ * is destroyed and no graph uses it. If the call that would take the task
+ * fails, |destroy| is not called: the caller still owns |user|. */
+typedef struct pw_host_task_t {
+  size_t struct_size;            /* sizeof(pw_host_task_t) */
+  pw_host_task_fn_t fn;          /* required */
+  void* user;
+  void (*destroy)(void* user);   /* may be NULL */
+} pw_host_task_t;
+
+#define PW_HOST_TASK_SIZE_V1 PW_STRUCT_SIZE(pw_host_task_t, destroy)
+
+/* Adds a host node running |task| on |vslice| over |inputs| (|input_count|
+ * values on |vslice|'s slice and mesh; they may name nodes not added yet)
+ * with |output_count| outputs of |output_specs| (each checked against
+ * |vslice|'s mesh now; allocated by the runtime at each run). |name| (may
+ * be NULL: "host") is copied. The backend of |vslice| must give host
+ * pointers (checked at finalize: FAILED_PRECONDITION naming node and
+ * backend). A graph with a node added this way cannot be written by
+ * pw_graph_encode (the function has no name): use
+ * pw_graph_add_host_by_name for that. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_host(
+    pw_client_t* client, pw_graph_t graph, const char* name, const pw_host_task_t* task,
+    pw_vslice_t vslice, const pw_value_t* inputs, uint32_t input_count,
+    const pw_array_spec_t* output_specs, uint32_t output_count, uint32_t* out_node);
+
+/* Registers |task| under |task_name| (1..63 bytes of [A-Za-z0-9_.-]) for
+ * |client|: pw_graph_add_host_by_name and decoded graphs (pw_graph_decode,
+ * whose host nodes name their task) use it. A name registered again is
+ * replaced for later uses (graphs that use the old task keep it).
+ * Thread-safe. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_client_register_host_task(pw_client_t* client,
+                                                                   const char* task_name,
+                                                                   const pw_host_task_t* task);
+
+/* pw_graph_add_host with the task registered as |task_name| (NOT_FOUND
+ * naming it if there is none); the graph format writes that name. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_host_by_name(
+    pw_client_t* client, pw_graph_t graph, const char* name, const char* task_name,
+    pw_vslice_t vslice, const pw_value_t* inputs, uint32_t input_count,
+    const pw_array_spec_t* output_specs, uint32_t output_count, uint32_t* out_node);
+
 /* Declares |value| as graph output number k (k = outputs declared before). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_output(pw_client_t* client,
                                                           pw_graph_t graph,

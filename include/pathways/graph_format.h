@@ -1,4 +1,4 @@
-/* libpathways: graphs as bytes (CBOR, format version 1).
+/* libpathways: graphs as bytes (CBOR, format versions 1 and 2).
  *
  * Runtimes hand programs over as bytes. A graph file is one CBOR map
  * (docs/formats.md has the full schema):
@@ -14,7 +14,11 @@
  *    "nodes":       [{"name": "mm", "executable": 0, "vslice": 0,
  *                     "inputs": [buffer, ...], "outputs": [buffer, ...]},
  *                    {"name": "t", "vslice": 1, "inputs": [b], "outputs": [b2]}
- *                    (no "executable": a transfer node), ...],
+ *                    (no "executable": a transfer node),
+ *                    {"name": "save", "host": "snapshot", "vslice": 0,
+ *                     "inputs": [...], "outputs": [...]}
+ *                    (version 2: a host node running the task the decoding
+ *                    client registered as "snapshot"), ...],
  *    "outputs":     [buffer, ...]}
  *
  * Buffers are the edges: a parameter or a node output. The encoder writes
@@ -49,7 +53,10 @@
 
 PW_EXTERN_C_BEGIN
 
-#define PW_GRAPH_FORMAT_VERSION 1u
+/* The newest format version read and written: 2 adds host nodes. A graph
+ * without host nodes is written as version 1 (byte for byte what earlier
+ * releases wrote); one with host nodes as version 2. Both are read. */
+#define PW_GRAPH_FORMAT_VERSION 2u
 /* Deepest nesting of arrays and maps a graph file may use. */
 #define PW_GRAPH_FORMAT_MAX_DEPTH 8u
 
@@ -121,7 +128,8 @@ typedef struct pw_graph_encode_options_t {
 #define PW_GRAPH_ENCODE_OPTIONS_SIZE_V1 \
   PW_STRUCT_SIZE(pw_graph_encode_options_t, executables_by_hash)
 
-/* Encodes |graph| (parameter, compute and transfer nodes; it need not be
+/* Encodes |graph| (parameter, compute, transfer and host nodes, the last
+ * only with tasks added by name: pw_graph_add_host_by_name; it need not be
  * finalized, but must be valid as a file: no dangling or cyclic inputs)
  * into |*out_bytes|, allocated from |allocator| (zero = system; free with
  * the same allocator and |*out_size|). Buffers are numbered parameters

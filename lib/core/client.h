@@ -2,7 +2,8 @@
  * handle table, its per-thread stripes of in-flight counts and references
  * (client.c), and the words other modules keep in it: the scheduler
  * entries, submission order, block cache and armed graphs are lib/sched's
- * (only it reads or writes them), the decoded-graph memo lib/graph_format's.
+ * (only it reads or writes them), the decoded-graph memo lib/graph_format's,
+ * the host-task registry lib/graph's.
  * Not installed. */
 #ifndef PW_CORE_CLIENT_H_
 #define PW_CORE_CLIENT_H_
@@ -67,6 +68,9 @@ struct pw_client_s {
   pthread_cond_t idle_cond;
   /* Decoded-graph memo (a pw_client_attachment_t of lib/graph_format). */
   pw_atomic_ptr_t graph_memo;
+  /* Host tasks registered by name (a pw_client_attachment_t of lib/graph,
+   * host_task.c). */
+  pw_atomic_ptr_t host_tasks;
   /* Scheduler window only: a client's ops enter the slice sequences in the
    * order it submitted them (submit_seq numbers them, admit_next is the
    * next to admit), so no op is admitted before an op it may depend on.

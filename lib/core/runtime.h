@@ -181,6 +181,9 @@ struct pw_runtime_s {
   uint64_t drain_deadline_ns;
   pw_atomic_ptr_t watchdog;    /* struct pw_watchdog_s*, NULL until started */
   pthread_mutex_t watchdog_lock;
+  /* The threads that run host ops (struct pw_host_pool_s*,
+   * lib/sched/host_task.c), NULL until the first one runs. */
+  pw_atomic_ptr_t host_pool;
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
   bool no_host_launch; /* host launch turned off: one launch per device */

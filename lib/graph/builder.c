@@ -1,6 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
-/* The graph builder: pw_graph_add_parameter, _compute, _transfer and
- * _output, and the storage they grow (chunks, name chunks, the references
+/* The graph builder: pw_graph_add_parameter, _compute, _transfer, _host
+ * (and _host_by_name) and _output, and the storage they grow (chunks, name chunks, the references
  * that keep nodes' vslices and executables alive). Handles are resolved
  * at add time, so a released or foreign handle is rejected right there;
  * the structure is checked at finalize (validate.c). */
@@ -95,6 +95,7 @@ typedef struct pw_graph_addition_s {
   const pw_value_t* inputs;
   const pw_array_spec_t* spec;      /* parameter */
   pw_sharding_t sharding;           /* transfer */
+  pw_graph_host_t host;             /* host: taken by the graph on success */
 } pw_graph_addition_t;
 
 /* Appends |add| to |g| (locked, not finalized): nothing changes on failure.
@@ -138,6 +139,9 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
       status = pw__graph_chunks_add(rt, &g->transfers,
                                    PW_GRAPH_TRANSFER_CHUNK * sizeof(pw_graph_transfer_t));
     }
+  } else if (status == NULL && node->kind == PW_GRAPH_NODE_HOST) {
+    status = pw_graph_reserve(rt, (void**)&g->hosts, &g->host_capacity, g->host_count, 1,
+                              sizeof(pw_graph_host_t), PW_GRAPH_MAX_NODES);
   }
   if (status == NULL && add->copy_name != NULL) {
     status = pw_graph_copy_name(g, add->copy_name, &node->name);
@@ -151,6 +155,9 @@ static pw_status_t pw_graph_append_locked(pw_graph_obj_t* g, pw_graph_addition_t
       pw_graph_transfer_t* t = pw_graph_transfer_at(g, g->transfer_count++);
       t->spec = NULL;
       t->sharding = add->sharding;
+    } else if (node->kind == PW_GRAPH_NODE_HOST) {
+      node->extra = g->host_count;
+      g->hosts[g->host_count++] = add->host;
     }
     node->input_start = input_start;
     if (node->input_count) {
@@ -237,6 +244,11 @@ static pw_status_t pw_graph_add_node(pw_client_t* client, pw_graph_obj_t* g, con
       node->name = own;
     } else {
       add->copy_name = own;
+    }
+  } else if (status == NULL && node->kind == PW_GRAPH_NODE_HOST) {
+    for (uint32_t k = 0; status == NULL && k < add->host.output_count; ++k) {
+      status = pw_array_spec_check(&add->host.specs[k], &node->vslice->mesh);
+      if (status) status = pw_status_annotate(status, "%s: output spec %u", what, k);
     }
   } else if (status == NULL && node->kind == PW_GRAPH_NODE_TRANSFER &&
              add->sharding.kind != PW_SHARDING_REPLICATED &&
@@ -331,3 +343,99 @@ pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_
   return status;
 }
 
+
+/* ---- host nodes ------------------------------------------------------------ */
+
+/* Lets go of |task| after a failed add: a |fresh| one (made for this
+ * call) without its destroy, since the caller still owns its user. */
+static void pw_graph_host_task_drop(pw_host_task_obj_t* task, bool fresh) {
+  if (fresh) task->destroy = NULL; /* only this call holds it */
+  pw__host_task_release(task);
+}
+
+/* pw_graph_add_host's and _by_name's body: |task| (one reference) goes to
+ * the graph on success and is dropped on failure. */
+static pw_status_t pw_graph_add_host_task(pw_client_t* client, pw_graph_t graph, const char* what,
+                                          const char* name, pw_host_task_obj_t* task, bool fresh,
+                                          pw_vslice_t vslice, const pw_value_t* inputs,
+                                          uint32_t input_count,
+                                          const pw_array_spec_t* output_specs,
+                                          uint32_t output_count, uint32_t* out_node) {
+  pw_status_t status = NULL;
+  if (input_count > PW_BACKEND_MAX_PARAMS || output_count > PW_BACKEND_MAX_PARAMS) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: %u inputs and %u outputs (maximum %d each)",
+                            what, input_count, output_count, PW_BACKEND_MAX_PARAMS);
+  } else if (input_count > 0 && inputs == NULL) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: inputs is NULL", what);
+  } else if (output_count > 0 && output_specs == NULL) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: output_specs is NULL", what);
+  }
+  pw_graph_obj_t* g = NULL;
+  if (status == NULL) status = pw_graph_get(client, graph, &g);
+  pw_graph_addition_t add;
+  memset(&add, 0, sizeof(add));
+  if (status == NULL && output_count > 0) {
+    status = pw_allocator_malloc(client->runtime->allocator,
+                                 output_count * sizeof(pw_array_spec_t), 0,
+                                 (void**)&add.host.specs);
+    if (status == NULL) memcpy(add.host.specs, output_specs, output_count * sizeof(pw_array_spec_t));
+    if (status != NULL) pw__object_release(&g->header);
+  }
+  if (status != NULL) {
+    pw_graph_host_task_drop(task, fresh);
+    return status;
+  }
+  add.node.kind = PW_GRAPH_NODE_HOST;
+  add.node.input_count = input_count;
+  add.inputs = inputs;
+  add.host.task = task;
+  add.host.output_count = output_count;
+  if (name && name[0]) {
+    add.copy_name = name;
+  } else {
+    add.node.name = "host";
+  }
+  status = pw_graph_add_node(client, g, what, &add, vslice.id, NULL, NULL, out_node);
+  if (status != NULL) {
+    if (add.host.specs) {
+      pw_allocator_free(client->runtime->allocator, add.host.specs,
+                        output_count * sizeof(pw_array_spec_t));
+    }
+    pw_graph_host_task_drop(task, fresh);
+  }
+  return status;
+}
+
+pw_status_t pw_graph_add_host(pw_client_t* client, pw_graph_t graph, const char* name,
+                              const pw_host_task_t* task, pw_vslice_t vslice,
+                              const pw_value_t* inputs, uint32_t input_count,
+                              const pw_array_spec_t* output_specs, uint32_t output_count,
+                              uint32_t* out_node) {
+  if (client == NULL) return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "client is NULL");
+  pw_host_task_obj_t* t = NULL;
+  PW_RETURN_IF_ERROR(pw__host_task_make(client->runtime->allocator, task, "pw_graph_add_host", &t));
+  return pw_graph_add_host_task(client, graph, "pw_graph_add_host", name, t, true, vslice, inputs,
+                                input_count, output_specs, output_count, out_node);
+}
+
+pw_status_t pw_graph_add_host_by_name(pw_client_t* client, pw_graph_t graph, const char* name,
+                                      const char* task_name, pw_vslice_t vslice,
+                                      const pw_value_t* inputs, uint32_t input_count,
+                                      const pw_array_spec_t* output_specs,
+                                      uint32_t output_count, uint32_t* out_node) {
+  pw_host_task_obj_t* t = NULL;
+  PW_RETURN_IF_ERROR(pw__host_task_lookup(client, task_name, &t));
+  return pw_graph_add_host_task(client, graph, "pw_graph_add_host_by_name",
+                                name && name[0] ? name : task_name, t, false, vslice, inputs,
+                                input_count, output_specs, output_count, out_node);
+}
+
+pw_status_t pw__graph_add_host_task(pw_client_t* client, pw_graph_t graph, const char* name,
+                                    pw_host_task_obj_t* task, pw_vslice_t vslice,
+                                    const pw_value_t* inputs, uint32_t input_count,
+                                    const pw_array_spec_t* output_specs, uint32_t output_count,
+                                    uint32_t* out_node) {
+  return pw_graph_add_host_task(client, graph, "pw_graph_add_host_by_name", name, task, false,
+                                vslice, inputs, input_count, output_specs, output_count,
+                                out_node);
+}

@@ -27,6 +27,12 @@ static void pw_graph_destroy(pw_object_t* object) {
   pw_allocator_free(a, g->param_specs, g->param_capacity * sizeof(pw_array_spec_t));
   pw_graph_chunks_free(a, &g->transfers, PW_GRAPH_TRANSFER_CHUNK * sizeof(pw_graph_transfer_t));
   pw_graph_chunks_free(a, &g->specs, PW_GRAPH_SPEC_CHUNK * sizeof(pw_array_spec_t));
+  for (uint32_t i = 0; i < g->host_count; ++i) {
+    pw_graph_host_t* h = &g->hosts[i];
+    if (h->specs) pw_allocator_free(a, h->specs, h->output_count * sizeof(pw_array_spec_t));
+    pw__host_task_release(h->task); /* may run its destroy: nothing runs the graph now */
+  }
+  pw_allocator_free(a, g->hosts, g->host_capacity * sizeof(pw_graph_host_t));
   for (pw_graph_name_chunk_t* c = g->names; c != NULL;) {
     pw_graph_name_chunk_t* next = c->next;
     pw_allocator_free(a, c, sizeof(*c) + c->size);
@@ -115,10 +121,17 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
   out_view->kind = n->kind == PW_GRAPH_NODE_PARAMETER  ? PW__GRAPH_NODE_PARAMETER
                    : n->kind == PW_GRAPH_NODE_COMPUTE  ? PW__GRAPH_NODE_COMPUTE
                    : n->kind == PW_GRAPH_NODE_TRANSFER ? PW__GRAPH_NODE_TRANSFER
+                   : n->kind == PW_GRAPH_NODE_HOST     ? PW__GRAPH_NODE_HOST
                                                        : PW__GRAPH_NODE_OTHER;
   static const pw_array_spec_t no_spec;
   if (n->kind == PW_GRAPH_NODE_TRANSFER) {
     out_view->transfer_sharding = pw_graph_transfer_at(graph, n->extra)->sharding;
+  }
+  if (n->kind == PW_GRAPH_NODE_HOST) {
+    const pw_graph_host_t* h = &graph->hosts[n->extra];
+    out_view->host_task = h->task;
+    out_view->host_specs = h->specs;
+    out_view->output_count = h->output_count;
   }
   out_view->name = n->name;
   out_view->vslice = n->vslice;

@@ -12,12 +12,14 @@
 
 struct pw_graph_obj_s;
 struct pw_plan_s;
+struct pw_host_task_obj_s;
 
 typedef enum pw__graph_node_kind_e {
   PW__GRAPH_NODE_PARAMETER = 1,
   PW__GRAPH_NODE_COMPUTE = 2,
   PW__GRAPH_NODE_OTHER = 3,  /* a kind the reader does not know */
   PW__GRAPH_NODE_TRANSFER = 4,
+  PW__GRAPH_NODE_HOST = 5,
 } pw__graph_node_kind_t;
 
 typedef struct pw__graph_node_view_t {
@@ -28,8 +30,12 @@ typedef struct pw__graph_node_view_t {
   const pw_array_spec_t* spec;      /* parameter */
   pw_sharding_t transfer_sharding;  /* transfer: the destination sharding */
   uint32_t param_index;             /* parameter */
-  uint32_t input_count;             /* compute, transfer (1) */
+  uint32_t input_count;             /* compute, transfer (1), host */
   const pw_value_t* inputs;
+  /* Host: its task (graph/host_task.h), its outputs and their specs. */
+  const struct pw_host_task_obj_s* host_task;
+  const pw_array_spec_t* host_specs;
+  uint32_t output_count;
 } pw__graph_node_view_t;
 
 /* Looks |graph| up, retains and locks it. */

@@ -18,17 +18,19 @@
 #define PW_GRAPH_GRAPH_OBJ_H_
 
 #include "graph/graph_internal.h"
+#include "graph/host_task.h"
 #include "graph/plan.h"
 
 typedef enum pw_graph_node_kind_e {
   PW_GRAPH_NODE_PARAMETER = 1,
   PW_GRAPH_NODE_COMPUTE = 2,
   PW_GRAPH_NODE_TRANSFER = 3,
+  PW_GRAPH_NODE_HOST = 4,
 } pw_graph_node_kind_t;
 
-/* Compute and transfer nodes become ops of the plan. */
+/* Compute, transfer and host nodes become ops of the plan. */
 static inline bool pw_graph_is_op(pw_graph_node_kind_t kind) {
-  return kind == PW_GRAPH_NODE_COMPUTE || kind == PW_GRAPH_NODE_TRANSFER;
+  return kind != PW_GRAPH_NODE_PARAMETER;
 }
 
 typedef struct pw_graph_node_s {
@@ -36,7 +38,8 @@ typedef struct pw_graph_node_s {
   uint32_t input_count;
   uint32_t input_start;             /* first input (pw_graph_inputs) */
   uint32_t extra;                   /* parameter: its index; transfer: its
-                                       entry in pw_graph_obj_t.transfers */
+                                       entry in pw_graph_obj_t.transfers;
+                                       host: in pw_graph_obj_t.hosts */
   const char* name;                 /* NUL-terminated, at most 63 bytes;
                                        lives as long as the graph */
   pw_vslice_obj_t* vslice;          /* held by the graph */
@@ -49,6 +52,14 @@ typedef struct pw_graph_transfer_s {
                                        pw_graph_obj_t.specs; NULL before */
   pw_sharding_t sharding;           /* the destination sharding */
 } pw_graph_transfer_t;
+
+/* What a host node has beyond a node: its task (one reference) and its
+ * outputs' specs (an allocation of its own, which never moves). */
+typedef struct pw_graph_host_s {
+  pw_host_task_obj_t* task;
+  pw_array_spec_t* specs;
+  uint32_t output_count;
+} pw_graph_host_t;
 
 /* The copies of the last transfer lowered, for the next one that moves
  * the same specs between the same meshes (a pipeline's transfers mostly
@@ -108,6 +119,9 @@ typedef struct pw_graph_obj_s {
   uint32_t param_capacity;
   pw_graph_chunks_t transfers;      /* of PW_GRAPH_TRANSFER_CHUNK */
   uint32_t transfer_count;
+  pw_graph_host_t* hosts;           /* host nodes (few: a plain array) */
+  uint32_t host_count;
+  uint32_t host_capacity;
   /* Transfers' resolved output specs; consecutive equal ones are stored
    * once (|last_spec|). */
   pw_graph_chunks_t specs;          /* of PW_GRAPH_SPEC_CHUNK */
@@ -156,11 +170,15 @@ static inline const pw_value_t* pw_graph_inputs(const pw_graph_obj_t* g,
 }
 
 /* The output spec of a parameter or transfer node (a zero spec for a
- * transfer before finalize resolves it). */
+ * transfer before finalize resolves it); a host node's first. */
 static inline const pw_array_spec_t* pw_graph_node_spec(const pw_graph_obj_t* g,
                                                         const pw_graph_node_t* n) {
   static const pw_array_spec_t unresolved;
   if (n->kind == PW_GRAPH_NODE_PARAMETER) return &g->param_specs[n->extra];
+  if (n->kind == PW_GRAPH_NODE_HOST) {
+    const pw_graph_host_t* h = &g->hosts[n->extra];
+    return h->output_count ? &h->specs[0] : &unresolved;
+  }
   const pw_array_spec_t* spec = pw_graph_transfer_at(g, n->extra)->spec;
   return spec ? spec : &unresolved;
 }

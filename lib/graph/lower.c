@@ -159,16 +159,20 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
   const pw_graph_node_t* n = pw_graph_node_at(g, id);
   pw_plan_op_t* op = &plan->ops[i];
   bool transfer = n->kind == PW_GRAPH_NODE_TRANSFER;
+  const pw_graph_host_t* host = n->kind == PW_GRAPH_NODE_HOST ? &g->hosts[n->extra] : NULL;
   *op = (pw_plan_op_t){
-      .kind = transfer ? PW_PLAN_TRANSFER : PW_PLAN_COMPUTE,
+      .kind = transfer ? PW_PLAN_TRANSFER : host ? PW_PLAN_HOST : PW_PLAN_COMPUTE,
       .node = id,
       .name = n->name,
       .executable = n->executable,
       .vslice = n->vslice,
       .input_count = n->input_count,
       .inputs = input_store,
-      .output_count = transfer ? 1 : n->executable->signature.output_count,
+      .output_count = transfer ? 1 : host ? host->output_count
+                                          : n->executable->signature.output_count,
       .successors = successors,
+      .host_task = host ? host->task : NULL,
+      .host_specs = host ? host->specs : NULL,
   };
   plan->op_count = i + 1;
   const pw_value_t* inputs = pw_graph_inputs(g, n);
@@ -180,7 +184,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
     if (src->kind == PW_GRAPH_NODE_PARAMETER) {
       in->param = (int32_t)src->extra;
       in->op = -1;
-    } else {  /* compute or transfer: an op */
+    } else {  /* compute, transfer or host: an op */
       in->param = -1;
       in->op = (int32_t)op_of_node[inputs[k].node];
       bool dup = false;

@@ -33,6 +33,7 @@ typedef struct pw_plan_copy_s {
 typedef enum pw_plan_op_kind_e {
   PW_PLAN_COMPUTE = 0,
   PW_PLAN_TRANSFER = 1,  /* moves input 0 onto |vslice| with |transfer_spec| */
+  PW_PLAN_HOST = 2,      /* runs |host_task| on |vslice|'s host */
 } pw_plan_op_kind_t;
 
 /* Computes the copies of a transfer from |src| over |src_mesh| to |dst|
@@ -72,6 +73,10 @@ typedef struct pw_plan_op_s {
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
+  /* PW_PLAN_HOST only (executable is NULL): the task (the graph holds
+   * it) and the outputs' specs (the graph's). */
+  struct pw_host_task_obj_s* host_task;
+  const pw_array_spec_t* host_specs;
 } pw_plan_op_t;
 
 /* The head of what the dispatcher derives from a plan (lib/sched/plan.c):

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "graph/graph_obj.h"
+#include "plugin/backend_call.h"
 
 /* The label of an error: |what|, followed by |index| unless it is
  * UINT32_MAX ("input 2"). Formatted only when there is an error. */
@@ -41,6 +42,16 @@ pw_status_t pw__graph_value_spec(const pw_graph_obj_t* g, pw_value_t value, cons
                             label, value.output, value.node);
     }
     *out_spec = &g->param_specs[src->extra];
+  } else if (src->kind == PW_GRAPH_NODE_HOST) {
+    const pw_graph_host_t* h = &g->hosts[src->extra];
+    if (value.output >= h->output_count) {
+      pw_graph_label(label, sizeof(label), what, index);
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "%s: refers to output %u of host node %u (\"%s\"), which has %u "
+                            "outputs",
+                            label, value.output, value.node, src->name, h->output_count);
+    }
+    *out_spec = &h->specs[value.output];
   } else if (src->kind == PW_GRAPH_NODE_TRANSFER) {
     if (value.output != 0) {
       pw_graph_label(label, sizeof(label), what, index);
@@ -197,11 +208,40 @@ pw_status_t pw__graph_cycle_error(const pw_graph_obj_t* g, const uint32_t* indeg
                         "graph has a cycle: node %s <- node %u", path, seen_at_start);
 }
 
+/* A host node: its inputs live on its slice and mesh (any spec), and its
+ * backend gives host pointers. */
+static pw_status_t pw_graph_check_host(const pw_graph_obj_t* g, uint32_t id) {
+  const pw_graph_node_t* n = pw_graph_node_at(g, id);
+  const pw_slice_t* slice = n->vslice->slice;
+  const pw_backend_t* backend = slice->backend;
+  if (!PW__BACKEND_HAS(backend, host_pointer)) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "host task on slice '%s': backend '%s' has no host_pointer (a host "
+                          "task reads and writes shards in host memory)",
+                          slice->name, pw__backend_name(backend));
+  }
+  const pw_value_t* inputs = pw_graph_inputs(g, n);
+  for (uint32_t i = 0; i < n->input_count; ++i) {
+    const pw_array_spec_t* spec = NULL;
+    const pw_vslice_obj_t* src_vslice = NULL;
+    PW_RETURN_IF_ERROR(pw__graph_value_spec(g, inputs[i], "input", i, &spec, &src_vslice));
+    if (src_vslice != n->vslice &&
+        (src_vslice->slice != slice || !pw_mesh_shape_equal(&src_vslice->mesh, &n->vslice->mesh))) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "input %u lives on slice '%s', the host task runs on slice '%s' "
+                            "(moving data between slices needs a transfer node)",
+                            i, src_vslice->slice->name, slice->name);
+    }
+  }
+  return NULL;
+}
+
 /* Checks op node |id|'s specs (its producers' are resolved) and resolves a
  * transfer's output; errors name the node. */
 pw_status_t pw__graph_check_op(pw_graph_obj_t* g, uint32_t id, const void* checked[2]) {
   const pw_graph_node_t* n = pw_graph_node_at(g, id);
   pw_status_t status = n->kind == PW_GRAPH_NODE_TRANSFER ? pw_graph_resolve_transfer(g, id)
+                       : n->kind == PW_GRAPH_NODE_HOST   ? pw_graph_check_host(g, id)
                                                           : pw_graph_check_compute(g, id, checked);
   if (status) status = pw_status_annotate(status, "graph node %u (\"%s\")", id, n->name);
   return status;

@@ -43,11 +43,14 @@ typedef struct pw_gdoc_buffer_t {
   pw_array_spec_t spec;
 } pw_gdoc_buffer_t;
 
-/* A compute node, or a transfer node (no executable: one input moved onto
- * the node's vslice; its output buffer's sharding is the destination's). */
+/* A compute node, a transfer node (no executable: one input moved onto
+ * the node's vslice; its output buffer's sharding is the destination's),
+ * or a host node (|host| names its task: version 2). */
 typedef struct pw_gdoc_node_t {
   const char* name;               /* not NUL-terminated */
   size_t name_size;
+  const char* host;               /* host node: its task's name; else NULL */
+  size_t host_size;
   bool transfer;
   uint32_t executable;            /* compute */
   uint32_t vslice;
@@ -59,6 +62,7 @@ typedef struct pw_gdoc_node_t {
 
 typedef struct pw_gdoc_t {
   pw_allocator_t allocator;
+  uint32_t version;               /* 1, or 2 when it has host nodes */
   uint32_t vslice_count;
   pw_mesh_shape_t* vslices;
   uint32_t exe_count;

@@ -82,14 +82,15 @@ static pw_status_t pw_gcheck_nodes(pw_gcheck_t* c) {
   char path[96];
   for (uint32_t n = 0; n < doc->node_count; ++n) {
     const pw_gdoc_node_t* node = &doc->nodes[n];
-    if (!node->transfer && node->executable >= doc->exe_count) {
+    bool compute = !node->transfer && node->host == NULL;
+    if (compute && node->executable >= doc->exe_count) {
       return PW_GDOC_ERR("nodes[%u].executable: refers to executable %u, which does not "
                          "exist (%u executables)",
                          n, node->executable, doc->exe_count);
     }
     snprintf(path, sizeof(path), "nodes[%u].vslice", n);
     PW_RETURN_IF_ERROR(pw_gcheck_vslice_ref(doc, node->vslice, path));
-    const pw_gdoc_exe_t* exe = node->transfer ? NULL : &doc->exes[node->executable];
+    const pw_gdoc_exe_t* exe = compute ? &doc->exes[node->executable] : NULL;
     if (exe) c->exe_used[node->executable] = 1;
     if (exe && !exe->by_hash &&
         !pw_mesh_shape_equal(&doc->vslices[exe->vslice], &doc->vslices[node->vslice])) {

@@ -348,7 +348,7 @@ static pw_status_t pw_gdec_buffer_field(pw_gdec_t* d, uint32_t key, void* object
 }
 
 static const char* const pw_gdoc_node_keys[] = {"name", "executable", "vslice", "inputs",
-                                                "outputs"};
+                                                "outputs", "host"};
 
 static pw_status_t pw_gdec_refs(pw_gdec_t* d, uint32_t* refs, uint32_t* out_count) {
   PW_RETURN_IF_ERROR(pw_gdec_array(d, PW_GDOC_MIN_REF, PW_BACKEND_MAX_PARAMS, out_count));
@@ -367,7 +367,23 @@ static pw_status_t pw_gdec_node_field(pw_gdec_t* d, uint32_t key, void* object) 
     case 1: return pw_gdec_ref(d, &n->executable);
     case 2: return pw_gdec_ref(d, &n->vslice);
     case 3: return pw_gdec_refs(d, n->inputs, &n->input_count);
-    default: return pw_gdec_refs(d, n->outputs, &n->output_count);
+    case 4: return pw_gdec_refs(d, n->outputs, &n->output_count);
+    default: {
+      if (d->doc->version < 2) {
+        return pw_gdec_error(d, "host nodes need format version 2 (the file says %u)",
+                             d->doc->version);
+      }
+      PW_RETURN_IF_ERROR(pw_gdec_text(d, 1, PW_GDOC_NAME_MAX, &n->host, &n->host_size));
+      for (size_t i = 0; i < n->host_size; ++i) {
+        char c = n->host[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-')) {
+          return pw_gdec_error(d, "a host task name is [A-Za-z0-9_.-], not \"%.*s\"",
+                               (int)n->host_size, n->host);
+        }
+      }
+      return NULL;
+    }
   }
 }
 
@@ -423,12 +439,16 @@ static pw_status_t pw_gdec_top_field(pw_gdec_t* d, uint32_t key, void* object) {
       for (uint32_t i = 0; i < count; ++i) {
         size_t old = pw_gpath_index(&d->path, i);
         uint32_t seen;
-        PW_RETURN_IF_ERROR(pw_gdec_map(d, pw_gdoc_node_keys, 5, pw_gdec_node_field,
+        PW_RETURN_IF_ERROR(pw_gdec_map(d, pw_gdoc_node_keys, 6, pw_gdec_node_field,
                                        &doc->nodes[i], &seen));
-        /* Without "executable" the node is a transfer. */
-        PW_RETURN_IF_ERROR(pw_gdec_require(d, pw_gdoc_node_keys, 5, seen, 0x1Du));
+        /* Without "executable" (or "host") the node is a transfer. */
+        PW_RETURN_IF_ERROR(pw_gdec_require(d, pw_gdoc_node_keys, 6, seen, 0x1Du));
         pw_gdoc_node_t* node = &doc->nodes[i];
-        node->transfer = !(seen & 0x2u);
+        if ((seen & 0x2u) && (seen & 0x20u)) {
+          return pw_gdec_error(d, "has both \"executable\" and \"host\" (a node is a compute "
+                               "or a host node)");
+        }
+        node->transfer = !(seen & 0x22u);
         if (node->transfer && (node->input_count != 1 || node->output_count != 1)) {
           return pw_gdec_error(d, "a transfer node (one without \"executable\") has one input "
                                "and one output, not %u and %u",
@@ -465,10 +485,11 @@ static pw_status_t pw_gdec_version(pw_gdec_t* d) {
       size_t old = pw_gpath_key(&d->path, "v");
       uint64_t version;
       PW_RETURN_IF_ERROR(pw_gdec_uint(d, UINT64_MAX, &version));
-      if (version != PW_GRAPH_FORMAT_VERSION) {
+      if (version == 0 || version > PW_GRAPH_FORMAT_VERSION) {
         return pw_gdec_error(d, "unknown format version %" PRIu64 " (this library reads "
-                             "version %u)", version, PW_GRAPH_FORMAT_VERSION);
+                             "versions 1 to %u)", version, PW_GRAPH_FORMAT_VERSION);
       }
+      d->doc->version = (uint32_t)version;
       pw_gpath_pop(&d->path, old);
       return NULL;
     }
@@ -493,6 +514,16 @@ pw_status_t pw__gdoc_decode(pw_gdoc_t* doc, const void* bytes, size_t size) {
     uint32_t seen = 0;
     status = pw_gdec_map(&d, pw_gdoc_top_keys, 7, pw_gdec_top_field, NULL, &seen);
     if (status == NULL) status = pw_gdec_require(&d, pw_gdoc_top_keys, 7, seen, 0x7Fu);
+  }
+  if (status == NULL && doc->version == 2) {
+    /* One encoding per graph: version 2 only where version 1 cannot say it. */
+    bool host = false;
+    for (uint32_t i = 0; i < doc->node_count && !host; ++i) host = doc->nodes[i].host != NULL;
+    if (!host) {
+      status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "v: version 2 is for graphs with host nodes, and this one has "
+                              "none (it is written as version 1)");
+    }
   }
   if (status != NULL) pw__gdoc_free(doc);
   return status;

@@ -9,6 +9,7 @@
 void pw__gdoc_init(pw_gdoc_t* doc, pw_allocator_t allocator) {
   memset(doc, 0, sizeof(*doc));
   doc->allocator = pw_allocator_is_valid(allocator) ? allocator : pw_allocator_system();
+  doc->version = 1;
 }
 
 void pw__gdoc_free(pw_gdoc_t* doc) {
@@ -107,6 +108,10 @@ static void pw_gdoc_emit_exe(pw_cbor_writer_t* w, const pw_gdoc_exe_t* e) {
 
 static void pw_gdoc_emit_node(pw_cbor_writer_t* w, const pw_gdoc_node_t* n) {
   pw__cbor_write_map(w, n->transfer ? 4 : 5);
+  if (n->host != NULL) {
+    pw__cbor_write_key(w, "host"); /* "host" sorts before "name" */
+    pw__cbor_write_text(w, n->host, n->host_size);
+  }
   pw__cbor_write_key(w, "name");
   pw__cbor_write_text(w, n->name, n->name_size);
   pw__cbor_write_key(w, "inputs");
@@ -115,7 +120,7 @@ static void pw_gdoc_emit_node(pw_cbor_writer_t* w, const pw_gdoc_node_t* n) {
   pw__cbor_write_uint(w, n->vslice);
   pw__cbor_write_key(w, "outputs");
   pw_gdoc_emit_refs(w, n->outputs, n->output_count);
-  if (n->transfer) return;
+  if (n->transfer || n->host != NULL) return;
   pw__cbor_write_key(w, "executable");
   pw__cbor_write_uint(w, n->executable);
 }
@@ -123,7 +128,7 @@ static void pw_gdoc_emit_node(pw_cbor_writer_t* w, const pw_gdoc_node_t* n) {
 void pw__gdoc_emit(pw_cbor_writer_t* w, const pw_gdoc_t* doc) {
   pw__cbor_write_map(w, 7);
   pw__cbor_write_key(w, "v");
-  pw__cbor_write_uint(w, PW_GRAPH_FORMAT_VERSION);
+  pw__cbor_write_uint(w, doc->version);
   pw__cbor_write_key(w, "nodes");
   pw__cbor_write_array(w, doc->node_count);
   for (uint32_t i = 0; i < doc->node_count; ++i) pw_gdoc_emit_node(w, &doc->nodes[i]);

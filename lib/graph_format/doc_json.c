@@ -118,7 +118,7 @@ static void pw_json_doc(pw_json_t* j, const pw_gdoc_t* doc) {
   char hex[33];
   pw_graph_hash_t hash = pw__gdoc_hash(doc);
   pw_graph_hash_format(&hash, hex);
-  pw_json_printf(j, "{\n  \"v\": %u,\n  \"hash\": \"%s\",\n  \"vslices\": [", PW_GRAPH_FORMAT_VERSION,
+  pw_json_printf(j, "{\n  \"v\": %u,\n  \"hash\": \"%s\",\n  \"vslices\": [", doc->version,
                  hex);
   for (uint32_t i = 0; i < doc->vslice_count; ++i) {
     char mesh[48];
@@ -146,6 +146,10 @@ static void pw_json_doc(pw_json_t* j, const pw_gdoc_t* doc) {
     pw_json_string(j, n->name, n->name_size);
     if (n->transfer) {
       pw_json_printf(j, ", \"transfer\": true, \"vslice\": %u, \"inputs\": ", n->vslice);
+    } else if (n->host != NULL) {
+      pw_json_lit(j, ", \"host\": ");
+      pw_json_string(j, n->host, n->host_size);
+      pw_json_printf(j, ", \"vslice\": %u, \"inputs\": ", n->vslice);
     } else {
       pw_json_printf(j, ", \"executable\": %u, \"vslice\": %u, \"inputs\": ", n->executable,
                      n->vslice);

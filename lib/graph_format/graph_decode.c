@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/host_task.h"
 #include "graph_format/doc.h"
 #include "pathways/struct_size.h"
 #include "core/objects.h"
@@ -151,6 +152,7 @@ typedef struct pw_gbind_t {
   pw_executable_t* exe_handles;    /* per file executable */
   bool* exe_compiled;              /* handle made here (released at the end) */
   pw_value_t* value_of;            /* per buffer */
+  pw_host_task_obj_t** hosts;      /* retained, per file node (host nodes) */
   pw_graph_t graph;
 } pw_gbind_t;
 
@@ -226,6 +228,20 @@ static pw_status_t pw_gbind_by_hash(pw_gbind_t* b) {
   return status;
 }
 
+/* Looks up each host node's task among the client's registered ones. */
+static pw_status_t pw_gbind_hosts(pw_gbind_t* b) {
+  for (uint32_t n = 0; n < b->doc.node_count; ++n) {
+    const pw_gdoc_node_t* node = &b->doc.nodes[n];
+    if (node->host == NULL) continue;
+    char name[PW_GDOC_NAME_MAX + 1];
+    memcpy(name, node->host, node->host_size);
+    name[node->host_size] = '\0';
+    PW_RETURN_IF_ERROR_CTX(pw__host_task_lookup(b->client, name, &b->hosts[n]), "nodes[%u].host",
+                           n);
+  }
+  return NULL;
+}
+
 static pw_hash128_t pw_gbind_memo_key(const pw_gbind_t* b) {
   pw_graph_hash_t canonical = pw__gdoc_hash(&b->doc);
   pw_hasher_t h;
@@ -236,6 +252,10 @@ static pw_hash128_t pw_gbind_memo_key(const pw_gbind_t* b) {
   }
   for (uint32_t e = 0; e < b->doc.exe_count; ++e) {
     pw__hasher_update_u64(&h, (uint64_t)(uintptr_t)(b->doc.exes[e].by_hash ? b->exes[e] : NULL));
+  }
+  /* A task registered again under the same name makes another graph. */
+  for (uint32_t n = 0; n < b->doc.node_count; ++n) {
+    if (b->hosts[n] != NULL) pw__hasher_update_u64(&h, (uint64_t)(uintptr_t)b->hosts[n]);
   }
   return pw__hasher_final(&h);
 }
@@ -273,7 +293,9 @@ static pw_status_t pw_gbind_check_nodes(const pw_gbind_t* b) {
   const pw_gdoc_t* doc = &b->doc;
   for (uint32_t n = 0; n < doc->node_count; ++n) {
     const pw_gdoc_node_t* node = &doc->nodes[n];
-    if (node->transfer) continue; /* pw__gdoc_check did dtype and shape */
+    /* pw__gdoc_check did a transfer's dtype and shape; a host node's
+     * outputs are the specs its buffers give. */
+    if (node->transfer || node->host != NULL) continue;
     const pw_executable_obj_t* x = b->exes[node->executable];
     const pw_vslice_obj_t* vs = b->vslices[node->vslice];
     const pw_executable_signature_t* sig = &x->signature;
@@ -348,6 +370,17 @@ static pw_status_t pw_gbind_build(pw_gbind_t* b) {
     char name[PW_GDOC_NAME_MAX + 1];
     memcpy(name, node->name, node->name_size);
     name[node->name_size] = '\0';
+    if (node->host != NULL) {
+      pw_array_spec_t specs[PW_BACKEND_MAX_PARAMS];
+      for (uint32_t k = 0; k < node->output_count; ++k) specs[k] = doc->buffers[node->outputs[k]].spec;
+      pw_host_task_obj_t* task = b->hosts[n];
+      b->hosts[n] = NULL; /* the graph's now, or released */
+      PW_RETURN_IF_ERROR_CTX(
+          pw__graph_add_host_task(client, b->graph, name, task, b->options->vslices[node->vslice],
+                                  inputs, node->input_count, specs, node->output_count, NULL),
+          "nodes[%u]", n);
+      continue;
+    }
     if (node->transfer) {
       PW_RETURN_IF_ERROR_CTX(
           pw_graph_add_transfer(client, b->graph, name, inputs[0],
@@ -394,6 +427,8 @@ static void pw_gbind_free(pw_gbind_t* b) {
   pw_allocator_free(b->a, b->exe_handles, (size_t)doc->exe_count * sizeof(*b->exe_handles));
   pw_allocator_free(b->a, b->exe_compiled, (size_t)doc->exe_count * sizeof(*b->exe_compiled));
   pw_allocator_free(b->a, b->value_of, (size_t)doc->buffer_count * sizeof(*b->value_of));
+  for (uint32_t n = 0; b->hosts && n < doc->node_count; ++n) pw__host_task_release(b->hosts[n]);
+  pw_allocator_free(b->a, b->hosts, (size_t)doc->node_count * sizeof(*b->hosts));
   pw__gdoc_free(&b->doc);
 }
 
@@ -420,7 +455,9 @@ pw_status_t pw_graph_decode(pw_client_t* client, const void* bytes, size_t size,
   if (!status) status = pw_gbind_alloc(&b, doc->exe_count, sizeof(*b.exe_handles), &b.exe_handles);
   if (!status) status = pw_gbind_alloc(&b, doc->exe_count, sizeof(bool), &b.exe_compiled);
   if (!status) status = pw_gbind_alloc(&b, doc->buffer_count, sizeof(*b.value_of), &b.value_of);
+  if (!status) status = pw_gbind_alloc(&b, doc->node_count, sizeof(*b.hosts), &b.hosts);
   if (!status) status = pw_gbind_vslices(&b);
+  if (!status) status = pw_gbind_hosts(&b);
   if (!status) status = pw_gbind_by_hash(&b);
   pw_hash128_t key = {0, 0};
   if (!status) {

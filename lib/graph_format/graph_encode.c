@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "graph/graph_internal.h"
+#include "graph/host_task.h"
 #include "graph_format/doc.h"
 #include "pathways/struct_size.h"
 
@@ -132,7 +133,9 @@ static pw_status_t pw_genc_value(const pw_genc_t* c, pw_value_t value, const cha
                           value.node, c->node_count);
   }
   pw__graph_node(c->g, value.node, &src);
-  uint32_t outputs = src.kind == PW__GRAPH_NODE_COMPUTE ? src.executable->signature.output_count : 1;
+  uint32_t outputs = src.kind == PW__GRAPH_NODE_COMPUTE ? src.executable->signature.output_count
+                     : src.kind == PW__GRAPH_NODE_HOST  ? src.output_count
+                                                        : 1;
   if (value.output >= outputs) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "%s: refers to output %u of node %u (\"%s\"), which has %u outputs",
@@ -152,8 +155,17 @@ static pw_status_t pw_genc_scan(pw_genc_t* c, const pw_graph_encode_options_t* o
     if (n.kind == PW__GRAPH_NODE_OTHER) {
       return pw_status_make(PW_STATUS_UNIMPLEMENTED,
                             "graph node %u (\"%s\"): this kind of node has no graph file "
-                            "encoding yet (format version %u has parameters and computes)",
+                            "encoding yet (format version %u has parameters, computes, "
+                            "transfers and host nodes)",
                             id, n.name, PW_GRAPH_FORMAT_VERSION);
+    }
+    if (n.kind == PW__GRAPH_NODE_HOST && n.host_task->name[0] == '\0') {
+      return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                            "graph node %u (\"%s\"): its host task was given to "
+                            "pw_graph_add_host and has no name a graph file could refer to "
+                            "(register it with pw_client_register_host_task and add the node "
+                            "with pw_graph_add_host_by_name)",
+                            id, n.name);
     }
     if (!pw__utf8_valid((const uint8_t*)n.name, strlen(n.name))) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -175,6 +187,11 @@ static pw_status_t pw_genc_scan(pw_genc_t* c, const pw_graph_encode_options_t* o
     c->buffer_base[id] = buffers;
     if (n.kind == PW__GRAPH_NODE_TRANSFER) {
       buffers += 1;
+      continue;
+    }
+    if (n.kind == PW__GRAPH_NODE_HOST) {
+      buffers += n.output_count;
+      c->doc.version = 2;
       continue;
     }
     buffers += n.executable->signature.output_count;
@@ -275,6 +292,25 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
       doc->buffers[node->outputs[0]].vslice = v;
       doc->buffers[node->outputs[0]].spec.sharding = n.transfer_sharding;
       continue; /* dtype and shape: pw_genc_transfers */
+    }
+    if (n.kind == PW__GRAPH_NODE_HOST) {
+      node->host = n.host_task->name;
+      node->host_size = strlen(n.host_task->name);
+      node->executable = UINT32_MAX;
+      node->input_count = n.input_count;
+      for (uint32_t k = 0; k < n.input_count; ++k) {
+        char what[128];
+        snprintf(what, sizeof(what), "graph node %u (\"%s\") input %u", id, n.name, k);
+        PW_RETURN_IF_ERROR(pw_genc_value(c, n.inputs[k], what, &node->inputs[k]));
+      }
+      node->output_count = n.output_count;
+      for (uint32_t k = 0; k < n.output_count; ++k) {
+        uint32_t b = c->buffer_base[id] + k;
+        node->outputs[k] = b;
+        doc->buffers[b].vslice = v;
+        doc->buffers[b].spec = n.host_specs[k];
+      }
+      continue;
     }
     node->executable =
         pw_genc_index((const void**)c->exes, &c->exe_count, n.executable, false);

@@ -50,6 +50,12 @@ typedef enum pw_obs_kind_t {
   /* A launch did not complete in time and the watchdog failed it (a
    * LAUNCH_DONE with PW_OBS_FAILED follows). */
   PW_OBS_DEADLINE = 10,
+  /* A host op's function was called on the host of its slice (|device|
+   * 0, |count| the slice's devices: one call for all of them)... */
+  PW_OBS_HOST_TASK = 11,
+  /* ...and returned (|since_ns| the HOST_TASK's |ts_ns|; PW_OBS_FAILED
+   * when it failed). */
+  PW_OBS_HOST_TASK_DONE = 12,
 } pw_obs_kind_t;
 
 /* pw_obs_event_t.flags */

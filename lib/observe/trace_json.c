@@ -12,7 +12,9 @@
  *   pid 2 + s        physical slice s: one thread per unit of dispatch
  *                    (a device or a lane), in mesh order; each launch an
  *                    "X" from LAUNCH to LAUNCH_DONE, each transfer part an
- *                    "X" from COPY to COPY_DONE, failures and deadlines
+ *                    "X" from COPY to COPY_DONE, each host task an "X"
+ *                    (cat "host") from HOST_TASK to HOST_TASK_DONE on the
+ *                    unit of the slice's device 0, failures and deadlines
  *                    as instants, graph edges (FLOW) as "s"/"f" flows.
  * On a track, an X starts at max(its launch, the previous X's end), so X
  * events never overlap there (a queue runs its launches in order); the
@@ -42,12 +44,15 @@ typedef struct tj_unit_t {
 } tj_unit_t;
 
 /* A start or an end record, for pairing (tj_pair). */
+/* What a span is (tj_mark_t.copy, tj_span_t.copy). */
+enum { TJ_LAUNCH = 0, TJ_COPY = 1, TJ_HOST = 2 };
+
 typedef struct tj_mark_t {
   uint64_t gang;
   uint64_t t;      /* a start's ts_ns, an end's since_ns */
   size_t record;
   uint32_t unit;
-  uint8_t copy;    /* COPY/COPY_DONE rather than LAUNCH/LAUNCH_DONE */
+  uint8_t copy;    /* TJ_COPY: COPY/COPY_DONE, TJ_HOST: HOST_TASK(_DONE), else a launch */
   uint8_t is_end;
 } tj_mark_t;
 
@@ -303,7 +308,14 @@ static bool tj_is_launch_kind(uint32_t kind) {
 }
 
 static bool tj_is_copy_kind(uint32_t kind) {
-  return kind == PW_OBS_COPY || kind == PW_OBS_COPY_DONE || kind == PW_OBS_FLOW || kind == PW_OBS_DEADLINE;
+  return kind == PW_OBS_COPY || kind == PW_OBS_COPY_DONE || kind == PW_OBS_FLOW || kind == PW_OBS_DEADLINE ||
+         kind == PW_OBS_HOST_TASK || kind == PW_OBS_HOST_TASK_DONE;
+}
+
+/* A record that starts or ends an "X" span, and which end. */
+static bool tj_is_span_kind(uint32_t k) {
+  return k == PW_OBS_LAUNCH || k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY || k == PW_OBS_COPY_DONE ||
+         k == PW_OBS_HOST_TASK || k == PW_OBS_HOST_TASK_DONE;
 }
 
 /* The unit a record is drawn on (TJ_NONE: none). */
@@ -385,8 +397,7 @@ static void tj_build_spans(tj_ctx_t* c) {
   size_t n = 0;
   for (size_t i = 0; i < d->record_count; ++i) {
     uint32_t k = d->records[i].kind;
-    n += (k == PW_OBS_LAUNCH || k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY || k == PW_OBS_COPY_DONE) &&
-         tj_on_unit(&d->records[i]);
+    n += tj_is_span_kind(k) && tj_on_unit(&d->records[i]);
   }
   tj_mark_t* marks = tj_alloc(c, n, sizeof(*marks));
   c->spans = tj_alloc(c, n, sizeof(*c->spans));
@@ -399,17 +410,17 @@ static void tj_build_spans(tj_ctx_t* c) {
   for (size_t i = 0; i < d->record_count; ++i) {
     const pw_trace_record_t* r = &d->records[i];
     uint32_t k = r->kind;
-    if (!(k == PW_OBS_LAUNCH || k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY || k == PW_OBS_COPY_DONE) ||
-        !tj_on_unit(r)) {
-      continue;
-    }
-    bool is_end = k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY_DONE;
+    if (!tj_is_span_kind(k) || !tj_on_unit(r)) continue;
+    bool is_end = k == PW_OBS_LAUNCH_DONE || k == PW_OBS_COPY_DONE || k == PW_OBS_HOST_TASK_DONE;
     /* An end names its start's time; when it cannot (since_ns 0: a trace
      * on a clock of its own), it sorts by its own, after its start. */
     uint64_t t = is_end && r->since_ns != 0 ? r->since_ns : r->ts_ns;
     marks[m++] = (tj_mark_t){.gang = r->gang, .t = t, .record = i,
                              .unit = (uint32_t)tj_unit_of(c, r),
-                             .copy = k == PW_OBS_COPY || k == PW_OBS_COPY_DONE, .is_end = is_end};
+                             .copy = k == PW_OBS_COPY || k == PW_OBS_COPY_DONE   ? TJ_COPY
+                                     : k == PW_OBS_HOST_TASK || k == PW_OBS_HOST_TASK_DONE ? TJ_HOST
+                                                                                         : TJ_LAUNCH,
+                             .is_end = is_end};
   }
   qsort(marks, m, sizeof(*marks), tj_mark_cmp);
   const tj_mark_t* pending = NULL;
@@ -530,9 +541,12 @@ static void tj_emit_span(tj_ctx_t* c, const tj_span_t* s) {
   const tj_unit_t* u = &c->units[s->unit];
   char name[PW_TRACE_NAME_MAX + 8];
   const char* op = r->name[0] != 0 ? r->name : (start != NULL ? start->name : "");
-  snprintf(name, sizeof(name), "%s%.*s", s->copy ? "copy " : "", PW_TRACE_NAME_MAX - 1,
-           op[0] != 0 ? op : (s->copy ? "transfer" : "op"));
-  json_t* e = tj_event(c, "X", name, s->copy ? "copy" : "op", TJ_PID_SLICE0 + u->slice, u->tid, s->show_begin);
+  static const char* const prefix[] = {"", "copy ", "host "};
+  static const char* const fallback[] = {"op", "transfer", "task"};
+  static const char* const cat[] = {"op", "copy", "host"};
+  snprintf(name, sizeof(name), "%s%.*s", prefix[s->copy], PW_TRACE_NAME_MAX - 1,
+           op[0] != 0 ? op : fallback[s->copy]);
+  json_t* e = tj_event(c, "X", name, cat[s->copy], TJ_PID_SLICE0 + u->slice, u->tid, s->show_begin);
   tj_set(c, e, "dur", json_real((double)(s->show_end - s->show_begin) / 1000.0));
   json_t* a = tj_args(c, e);
   tj_set(c, a, "gang", tj_u64(s->gang));
@@ -545,7 +559,7 @@ static void tj_emit_span(tj_ctx_t* c, const tj_span_t* s) {
   uint32_t flags = r->flags | (start != NULL ? start->flags : 0);
   if (flags & PW_OBS_QUEUED) tj_set(c, a, "queued", json_true());
   if (flags & PW_OBS_HOST) tj_set(c, a, "host_launch", json_true());
-  if (s->copy) tj_set(c, a, "bytes", tj_u64(start != NULL ? start->bytes : r->bytes));
+  if (s->copy == TJ_COPY) tj_set(c, a, "bytes", tj_u64(start != NULL ? start->bytes : r->bytes));
   if (r->start_ns != 0 || r->end_ns != 0) {
     tj_set(c, a, "device_start_ns", tj_u64(r->start_ns));
     tj_set(c, a, "device_end_ns", tj_u64(r->end_ns));
@@ -834,8 +848,9 @@ pw_status_t pw__trace_export_json(const pw_trace_dump_t* dump, pw_trace_sink_fn_
       tj_emit_flow(&c, r);
     } else if (r->kind == PW_OBS_DEADLINE && unit != TJ_NONE) {
       tj_emit_unit_instant(&c, r, unit, "deadline");
-    } else if ((r->kind == PW_OBS_LAUNCH_DONE || r->kind == PW_OBS_COPY_DONE) && (r->flags & PW_OBS_FAILED) &&
-               unit != TJ_NONE) {
+    } else if ((r->kind == PW_OBS_LAUNCH_DONE || r->kind == PW_OBS_COPY_DONE ||
+                r->kind == PW_OBS_HOST_TASK_DONE) &&
+               (r->flags & PW_OBS_FAILED) && unit != TJ_NONE) {
       tj_emit_unit_instant(&c, r, unit, "failed");
     } else if (tj_is_controller_kind(r->kind)) {
       tj_emit_controller(&c, r);

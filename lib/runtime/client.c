@@ -160,6 +160,7 @@ pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadl
   pw__dispatch_client_close(client);
   pw__handle_table_deinit(&client->handles, runtime->allocator);
   pw__client_attachment_free(client, &client->graph_memo);
+  pw__client_attachment_free(client, &client->host_tasks);
   pw_allocator_free(runtime->allocator, client->sched_entries,
                     runtime->slice_count * sizeof(pw_sched_entry_t));
   client->sched_entries = NULL;

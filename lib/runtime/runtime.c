@@ -107,6 +107,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
    * before the device states: a completion a plugin still delivers while
    * it shuts down finds its token (lib/sched/dispatch.c). */
   pw__watchdog_stop(rt);
+  pw__host_tasks_stop(rt);
   pw__health_destroy(rt);
   pw__workers_destroy(rt->workers);
   pw__observe_destroy(rt);

@@ -209,9 +209,10 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
     const pw_plan_op_dispatch_t* d = &pd->ops[i];
     bool guarded = pw_op_guarded(rt, d->param_inputs);
     op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
+                          (p->kind == PW_PLAN_HOST ? PW_OP_HOST : 0) |
                           (d->launch_deps == 1 && !guarded ? PW_OP_READY_ON_ONE : 0) |
                           (pw_plan_op_queued(rt, p) ? PW_OP_QUEUED : 0));
-    op->loaded = p->kind == PW_PLAN_TRANSFER ? NULL : p->executable->loaded;
+    op->loaded = p->kind == PW_PLAN_COMPUTE ? p->executable->loaded : NULL;
     op->successors = p->successors;
     op->successor_count = p->successor_count;
     op->external_outputs = p->external_outputs;

@@ -102,6 +102,9 @@ typedef struct pw_device_s {
   uint32_t queue_depth;
   bool queue_slot_held;
   pw_atomic_u32_t queue_outstanding;
+  /* 1 while the device waits at a host op for its queue to drain: the
+   * completion that empties the queue relaunches it (host_task.c). */
+  pw_atomic_u32_t host_drain_wait;
   uint64_t queue_seq;
   pw_completion_token_t* queue_tokens;
   /* When the device last finished a queued launch (host clock; charging

@@ -645,9 +645,13 @@ static void pw_dispatch_device_launch(pw_device_t* d) {
     }
   }
   pw_slice_t* slice = op->slice;
-  if (op->flags & PW_OP_TRANSFER) {
+  if (op->flags & (PW_OP_TRANSFER | PW_OP_HOST)) {
     if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();
-    pw__dispatch_transfer_launch(d, op);
+    if (op->flags & PW_OP_HOST) {
+      pw__host_task_launch(d, op);
+    } else {
+      pw__dispatch_transfer_launch(d, op);
+    }
     return;
   }
   if (slice->runtime->sched_charge) d->launch_ns = pw_clock_now();

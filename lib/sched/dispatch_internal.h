@@ -24,6 +24,7 @@ enum {
   PW_OP_QUEUED = 8u,       /* a compute op on a queue-ordered slice:
                             * launched ahead of its same-slice producers'
                             * completion (queued.c) */
+  PW_OP_HOST = 16u,        /* a host op (host_task.c) */
 };
 
 /* An op record in an execution block (128 bytes on 64-bit hosts, two
@@ -92,6 +93,10 @@ typedef struct pw_op_cold_s {
    * that made due (pw_dispatch_drain). */
   uint32_t queue_deps;
   struct pw_op_s* complete_next;
+  /* A host op: its devices that reached it in this run, and its link in
+   * the host-task pool's queue (host_task.c). */
+  pw_atomic_u32_t host_arrived;
+  struct pw_op_s* host_next;
 } pw_op_cold_t;
 
 /* Set in pw_execution_t.refs while the block is one of an armed graph's own
@@ -237,6 +242,7 @@ static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d)
 
 /* The spec of plan op |p|'s output |k|. */
 static inline const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
+  if (p->kind == PW_PLAN_HOST) return &p->host_specs[k];
   return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.outputs[k];
 }
 
@@ -646,6 +652,13 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op);
 /* Frees |d|'s copy tokens (at slice deinit; for a debug-mode launch slot,
  * when its part is done). */
 void pw__dispatch_free_copy_tokens(pw_device_t* d, pw_allocator_t allocator);
+
+/* ---- host_task.c --------------------------------------------------------- */
+
+/* |d| reached host op |op| (its inputs ready, none failed): the last of
+ * its devices to arrive hands the call to the runtime's host-task pool,
+ * which completes every device of it. */
+void pw__host_task_launch(pw_device_t* d, pw_op_t* op);
 
 /* ---- window.c: the gang scheduler of a runtime with a window ------------ */
 

@@ -61,6 +61,14 @@ static void pw_dump_state(char* out, size_t size, pw_device_t* d, pw_op_t* op,
     uint32_t pending = pw_atomic_load_u32_acquire(&d->transfer_pending);
     snprintf(out, size, "runs transfer %s: %u copies not completed by the transport", what,
              pending > 0 ? pending - 1 : 0);
+  } else if (op->flags & PW_OP_HOST) {
+    if (pw_atomic_load_u32_acquire(&d->host_drain_wait)) {
+      snprintf(out, size, "waits for its queue to drain before host task %s", what);
+    } else {
+      snprintf(out, size, "at host task %s: the slice's other devices have not all reached it, "
+               "or the task runs",
+               what);
+    }
   } else if (op->flags & PW_OP_QUEUED) {
     snprintf(out, size, "at %s, waiting for a queue slot (its queue is full)", what);
   } else {

@@ -33,15 +33,16 @@ typedef struct pw_plan_scratch_s {
 } pw_plan_scratch_t;
 
 /* The producers |p|'s launch waits for: every distinct producing op
- * (static_deps), but for a queued op only transfers, as its compute
- * producers are earlier launches in its own device queues (queued.c). */
+ * (static_deps), but for a queued op only transfers and host ops, as its
+ * compute producers are earlier launches in its own device queues
+ * (queued.c). */
 static uint32_t pw_plan_launch_deps(const pw_runtime_t* rt, const pw_plan_t* plan,
                                     const pw_plan_op_t* p) {
   if (!pw_plan_op_queued(rt, p)) return p->static_deps;
   uint32_t deps = 0;
   for (uint32_t k = 0; k < p->input_count; ++k) {
     int32_t producer = p->inputs[k].param >= 0 ? -1 : (int32_t)p->inputs[k].op;
-    if (producer < 0 || plan->ops[producer].kind != PW_PLAN_TRANSFER) continue;
+    if (producer < 0 || plan->ops[producer].kind == PW_PLAN_COMPUTE) continue;
     bool seen = false;
     for (uint32_t j = 0; j < k && !seen; ++j) {
       seen = p->inputs[j].param < 0 && p->inputs[j].op == p->inputs[k].op;

@@ -9,8 +9,8 @@
  * launch waits only for what is not an earlier launch in its own device
  * queues: a compute op's inputs live on its own slice and mesh, so every
  * compute producer precedes it in the same queues and its launch is
- * implied by queue order (plan.c counts only transfer producers and
- * arguments in the op's pending). The device's cursor then follows the
+ * implied by queue order (plan.c counts only transfer and host producers
+ * and arguments in the op's pending). The device's cursor then follows the
  * slice sequence at launch, not at completion:
  *
  *   launch:  take a queue slot (queue_outstanding < depth, else park at
@@ -129,9 +129,14 @@ static pw_completion_token_t* pw_queued_token(pw_device_t* d) {
 }
 
 void pw__queued_slot_free(pw_device_t* d) {
-  if (pw_atomic_fetch_sub_u32(&d->queue_outstanding, 1) > d->queue_depth) {
+  uint32_t was = pw_atomic_fetch_sub_u32(&d->queue_outstanding, 1);
+  if (was > d->queue_depth) {
     /* A launch is parked: relaunch it, with the slot it counted. */
     d->queue_slot_held = true;
+    pw__dispatch_push_launch(d);
+  } else if (was == 1 && pw_atomic_load_u32_seq_cst(&d->host_drain_wait) != 0 &&
+             pw_atomic_exchange_u32(&d->host_drain_wait, 0) != 0) {
+    /* A host op waits for the queue to drain (host_task.c). */
     pw__dispatch_push_launch(d);
   }
 }

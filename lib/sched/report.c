@@ -163,3 +163,18 @@ void pw__report_exec_done(pw_observe_t* o, pw_execution_t* exec, pw_status_t sta
   pw_report_failed(&e, status);
   pw__observe(o, &e);
 }
+
+uint64_t pw__report_host(pw_observe_t* o, pw_op_t* op, bool done, uint64_t since_ns,
+                         pw_status_t status) {
+  pw_obs_event_t e;
+  pw_report_init(&e, done ? PW_OBS_HOST_TASK_DONE : PW_OBS_HOST_TASK);
+  pw_report_op(&e, op);
+  e.since_ns = done ? since_ns : 0;
+  e.slice = op->slice->index;
+  e.device = 0;
+  e.count = op->slice->device_count;
+  pw_report_failed(&e, status);
+  if (!done) pw_report_flows(o, &e, op);
+  pw__observe(o, &e);
+  return e.ts_ns;
+}

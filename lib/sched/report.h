@@ -25,6 +25,11 @@ void pw__report_launch_done(pw_observe_t* o, pw_device_t* d, struct pw_op_s* op,
                             bool expired);
 void pw__report_copy(pw_observe_t* o, pw_device_t* d, struct pw_op_s* op);
 void pw__report_copy_done(pw_observe_t* o, pw_device_t* d, struct pw_op_s* op, pw_status_t status);
+/* Host op |op|'s call starts (returns the start's ts_ns, with its graph
+ * edges), or (|done|) returned with |status|, having started at
+ * |since_ns| (0: not observed then). host_task.c. */
+uint64_t pw__report_host(pw_observe_t* o, struct pw_op_s* op, bool done, uint64_t since_ns,
+                         pw_status_t status);
 void pw__report_op_done(pw_observe_t* o, struct pw_op_s* op, pw_status_t failure);
 void pw__report_exec_done(pw_observe_t* o, struct pw_execution_s* exec, pw_status_t status);
 

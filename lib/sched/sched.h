@@ -51,14 +51,18 @@ typedef struct pw_graph_exec_s {
  * runtime is running plugin code (a backend's launch or done, a
  * transport's copy or its completion) or callbacks on it. */
 bool pw__dispatch_running(void);
+/* Whether this thread runs a host task's function (lib/sched/host_task.c). */
+bool pw__host_task_running(void);
 /* Whether this thread is inside a callback the runtime is running (an
- * event callback, or plugin code called from the dispatcher): destroy
- * functions that wait for work refuse to run there (FAILED_PRECONDITION),
- * since the work may need this thread to return first. */
+ * event callback, plugin code called from the dispatcher, a host task,
+ * a topology callback): destroy functions that wait for work refuse to
+ * run there (FAILED_PRECONDITION), since the work may need this thread
+ * to return first. */
 /* Whether this thread is delivering topology events (lib/sched/health.c). */
 bool pw__health_in_callback(void);
 static inline bool pw__in_callback(void) {
-  return pw__event_callback_depth() != 0 || pw__dispatch_running() || pw__health_in_callback();
+  return pw__event_callback_depth() != 0 || pw__dispatch_running() || pw__host_task_running() ||
+         pw__health_in_callback();
 }
 
 /* Slice health (lib/sched/health.c): the state made at runtime create
@@ -139,6 +143,9 @@ uint32_t pw__dispatch_fail_stale(pw_runtime_t* rt, const pw_launch_snapshot_t* s
                                  uint64_t waited_ns);
 /* Stops the runtime's watchdog thread, if it was started. */
 void pw__watchdog_stop(pw_runtime_t* rt);
+/* Stops the runtime's host-task threads, if any were started (nothing
+ * runs then: every client is gone). lib/sched/host_task.c. */
+void pw__host_tasks_stop(pw_runtime_t* rt);
 
 /* Initialises/destroys the dispatch state of |slice|. */
 pw_status_t pw__dispatch_slice_init(pw_slice_t* slice);

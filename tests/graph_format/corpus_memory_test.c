@@ -36,6 +36,12 @@ static size_t memory_bound(const pw_gdoc_t* doc, size_t size) {
   return 16 * size + (256u << 10) + 128 * (size_t)pairs;
 }
 
+static pw_status_t noop_task(void* user, const pw_host_task_context_t* context) {
+  (void)user;
+  (void)context;
+  return NULL;
+}
+
 Test(graph_corpus_memory, decoding_and_lowering_every_corpus_file_stays_in_the_bound) {
   pw_test_allocator_t counter;
   pw_test_allocator_init(&counter);
@@ -61,6 +67,8 @@ Test(graph_corpus_memory, decoding_and_lowering_every_corpus_file_stays_in_the_b
      * them (four 8-device slices). */
     pw_client_t* client = NULL;
     OK(pw_client_create(f.runtime, NULL, &client));
+    pw_host_task_t snapshot = {sizeof(snapshot), noop_task, NULL, NULL};
+    OK(pw_client_register_host_task(client, "snapshot", &snapshot)); /* the corpus's host nodes */
     pw_vslice_t vslices[4];
     uint32_t bound_count = 0;
     for (uint32_t i = 0; checked && i < doc.vslice_count && i < 4; ++i) {

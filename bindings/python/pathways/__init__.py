@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._event import Event
 from ._graph import ArmedGraph, Execution, Graph, Value
+from ._host import HostTaskCall
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
@@ -52,7 +53,8 @@ __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
-    "Device", "Event", "Executable", "Execution", "Graph", "KernelCall", "MetricsServer",
+    "Device", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
+    "MetricsServer",
     "Param", "Program",
     "Runtime", "Sharding", "Slice", "Trace", "VSlice", "Value", "bf16_from_float",
     "bf16_to_float", "replicated", "split",

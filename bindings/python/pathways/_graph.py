@@ -96,6 +96,10 @@ class _Node:
         label = f"{self.name!r} " if self.name else ""
         if self.kind == "transfer":
             return f"%{self.index} = {label}transfer({args}): {outs}{where}"
+        if self.kind == "host":
+            lhs = (f"%{self.index}" if len(self.outputs) <= 1
+                   else "(" + ", ".join(v.ref for v in self.outputs) + ")")
+            return f"{lhs} = {label}host({args}): {outs or '()'}{where}"
         lhs = (f"%{self.index}" if len(self.outputs) == 1
                else "(" + ", ".join(v.ref for v in self.outputs) + ")")
         return f"{lhs} = {label}{self.executable.name}({args}): {outs}{where}"
@@ -226,6 +230,56 @@ class Graph(_Runs, ClientHandle):
         n.outputs = (Value(self, node[0], 0, spec, vslice),)
         self._nodes[n.index] = n
         return n.outputs[0]
+
+    def add_host(self, fn, vslice, inputs=(), out_specs=(), name=None):
+        """Adds a host node: |fn|(call) runs on the host of |vslice|'s slice,
+        in its gang order (after the slice's earlier ops completed, before
+        its later ones launch), once per run, on a runtime thread with the
+        GIL taken. call.inputs[k][m] / call.outputs[k][m] are numpy views of
+        the shards on mesh device m (no copies; valid during the call):
+        read the inputs, fill the outputs (|out_specs|: ArraySpecs or text,
+        on |vslice|'s mesh). An exception fails the node (named in the
+        message) and its dependents, like a failed launch. |fn| may be the
+        name of a task registered with Client.register_host_task (then the
+        graph can be encoded). Returns the output Value, a tuple of them,
+        or None without outputs."""
+        from ._host import forget, new_task
+        inputs = tuple(inputs)
+        specs = [as_spec(s) for s in out_specs]
+        cvs = _vslice_handle(vslice)
+        cin = ffi.new("pw_value_t[]", max(1, len(inputs)))
+        for i, v in enumerate(inputs):
+            if not isinstance(v, Value) or v.graph is not self:
+                raise TypeError(f"input {i} of host node {name!r} is not a Value of this "
+                                f"graph: {v!r}")
+            cin[i].node = v.node
+            cin[i].output = v.output
+        cspecs = ffi.new("pw_array_spec_t[]", max(1, len(specs)))
+        for k, s in enumerate(specs):
+            s._to_c(cspecs[k])
+        node = ffi.new("uint32_t*")
+        cname = name.encode() if name else ffi.NULL
+        if isinstance(fn, str):
+            with _Call(self) as ptr:
+                check(lib.pw_graph_add_host_by_name(ptr, self._h[0], cname, fn.encode(), cvs,
+                                                    cin, len(inputs), cspecs, len(specs), node))
+        else:
+            ctask = new_task(fn, repr(name or getattr(fn, "__name__", "host")))
+            try:
+                with _Call(self) as ptr:
+                    check(lib.pw_graph_add_host(ptr, self._h[0], cname, ctask, cvs, cin,
+                                                len(inputs), cspecs, len(specs), node))
+            except BaseException:
+                forget(ctask)
+                raise
+        n = _Node()
+        n.index, n.kind, n.name, n.param = node[0], "host", name, None
+        n.executable, n.vslice, n.inputs = None, vslice, inputs
+        n.outputs = tuple(Value(self, node[0], k, s, vslice) for k, s in enumerate(specs))
+        self._nodes[n.index] = n
+        if not n.outputs:
+            return None
+        return n.outputs[0] if len(n.outputs) == 1 else n.outputs
 
     def output(self, *values):
         """Declares |values| as the next graph outputs, in order."""

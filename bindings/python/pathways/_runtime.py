@@ -630,6 +630,20 @@ class Client:
         from ._graph import Graph
         return Graph(self, name)
 
+    def register_host_task(self, name, fn):
+        """Registers |fn| (see Graph.add_host) as host task |name|
+        ([A-Za-z0-9_.-], 1-63 bytes) of this client: Graph.add_host(name,
+        ...) and decoded graph files whose host nodes name it use it. A name
+        registered again is replaced for later uses."""
+        from ._host import forget, new_task
+        ctask = new_task(fn, repr(name))
+        try:
+            with self._box as ptr:
+                check(lib.pw_client_register_host_task(ptr, name.encode(), ctask))
+        except BaseException:
+            forget(ctask)
+            raise
+
     # -- lifetime
 
     def close(self, timeout=CLOSE_TIMEOUT_S):
