@@ -388,12 +388,19 @@ static pw_status_t pw_elastic_setup(pw_elastic_t* e, const uint32_t* slices, uin
   return status != NULL ? pw_status_annotate(status, "setup on %u slices", count) : NULL;
 }
 
-/* Snapshots the state as of |step| (the state entering it). */
-static pw_status_t pw_elastic_snapshot(pw_elastic_t* e, uint64_t step) {
+/* Snapshots the state as of |step| (the state entering it). At most one
+ * snapshot is in flight: the previous one's copy is waited for first (a
+ * stall only when copies take longer than snapshot_every steps), so a
+ * loss always finds a complete snapshot at most two boundaries back. The
+ * first one is waited for too: until it is copied there is nothing to
+ * restore. */
+static pw_status_t pw_elastic_snapshot(pw_elastic_t* e, uint64_t step, bool first) {
   uint64_t latest = 0;
   pw_status_t status = pw_snapshotter_latest_step(e->snapshotter, &latest);
   if (status == NULL && latest == step) return NULL; /* restored from it: held */
   pw_status_free(status);
+  pw_time_t deadline = pw_clock_now() + (pw_time_t)e->options.drain_deadline_ns;
+  PW_RETURN_IF_ERROR(pw_snapshotter_flush(e->snapshotter, deadline));
   status = pw_snapshot_take(e->snapshotter, step, e->state, e->name_ptrs, e->state_count, NULL,
                             NULL);
   if (status != NULL && pw_status_code(status) == PW_STATUS_RESOURCE_EXHAUSTED) {
@@ -409,6 +416,7 @@ static pw_status_t pw_elastic_snapshot(pw_elastic_t* e, uint64_t step) {
     return NULL;
   }
   PW_RETURN_IF_ERROR_CTX(status, "snapshot of step %llu", (unsigned long long)step);
+  if (first) PW_RETURN_IF_ERROR(pw_snapshotter_flush(e->snapshotter, deadline));
   pthread_mutex_lock(&e->lock);
   e->stats.snapshots++;
   pthread_mutex_unlock(&e->lock);
@@ -553,7 +561,7 @@ static pw_status_t pw_elastic_grow(pw_elastic_t* e, uint64_t step) {
       }
     }
     pw_time_t t0 = pw_clock_now();
-    status = pw_elastic_snapshot(e, step);
+    status = pw_elastic_snapshot(e, step, true);
     uint64_t restored = step;
     if (status == NULL) status = pw_elastic_remesh(e, picked, count, &restored);
     if (status == NULL && restored != step) {
@@ -607,7 +615,7 @@ pw_status_t pw_elastic_run(pw_elastic_t* e, uint64_t first_step, uint64_t step_c
       if (step != first_step && (max == 0 || e->slice_count < max)) {
         status = pw_elastic_grow(e, step);
       }
-      if (status == NULL) status = pw_elastic_snapshot(e, step);
+      if (status == NULL) status = pw_elastic_snapshot(e, step, step == first_step);
       if (status != NULL) break;
       boundary_done = true;
     }

@@ -288,7 +288,14 @@ Test(elastic, a_loss_between_steps_is_seen_through_the_topology_event) {
 
 static void* restore_later(void* arg) {
   env_t* env = arg;
-  struct timespec ts = {0, 30 * 1000000};
+  struct timespec ts = {0, 1000000};
+  for (int i = 0; i < 20000; ++i) { /* until the job lost it */
+    pw_slice_info_t info = {.struct_size = sizeof(pw_slice_info_t)};
+    OK(pw_runtime_slice_info(env->runtime, 1, &info));
+    if (info.state == PW_SLICE_LOST) break;
+    nanosleep(&ts, NULL);
+  }
+  ts.tv_nsec = 30 * 1000000;
   nanosleep(&ts, NULL);
   OK(pw_runtime_restore_slice(env->runtime, 1));
   return NULL;
