@@ -341,6 +341,15 @@ pw_status_t pw_elastic_stats(pw_elastic_t* e, pw_elastic_stats_t* out_stats) {
 
 /* ---- re-meshing ---------------------------------------------------------------- */
 
+/* Physical slice |s|'s info; false when the query fails. */
+static bool pw_elastic_slice_info(pw_elastic_t* e, uint32_t s, pw_slice_info_t* info) {
+  memset(info, 0, sizeof(*info));
+  info->struct_size = sizeof(*info);
+  pw_status_t status = pw_runtime_slice_info(e->runtime, s, info);
+  pw_status_free(status);
+  return status == NULL;
+}
+
 /* The healthy physical slices of the job's mesh, ascending, at most
  * max_slices, into |out| (after a health check). */
 static uint32_t pw_elastic_pick(pw_elastic_t* e, uint32_t* out) {
@@ -349,13 +358,7 @@ static uint32_t pw_elastic_pick(pw_elastic_t* e, uint32_t* out) {
   for (uint32_t s = 0; s < total; ++s) {
     if (e->options.max_slices != 0 && n == e->options.max_slices) break;
     pw_slice_info_t info;
-    memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    pw_status_t status = pw_runtime_slice_info(e->runtime, s, &info);
-    if (status != NULL) {
-      pw_status_free(status);
-      continue;
-    }
+    if (!pw_elastic_slice_info(e, s, &info)) continue;
     if (!pw_mesh_shape_equal(&info.mesh, &e->options.slice_mesh)) continue;
     if (info.state != PW_SLICE_ONLINE || info.health >= PW_DEVICE_FAILED) continue;
     out[n++] = s;
@@ -458,11 +461,7 @@ static bool pw_elastic_typed_loss(pw_status_t status) {
 static bool pw_elastic_any_lost(pw_elastic_t* e, uint32_t* out_slice) {
   for (uint32_t i = 0; i < e->slice_count; ++i) {
     pw_slice_info_t info;
-    memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    pw_status_t status = pw_runtime_slice_info(e->runtime, e->slices[i], &info);
-    pw_status_free(status);
-    if (status == NULL && info.state == PW_SLICE_LOST) {
+    if (pw_elastic_slice_info(e, e->slices[i], &info) && info.state == PW_SLICE_LOST) {
       *out_slice = e->slices[i];
       return true;
     }
@@ -485,11 +484,7 @@ static pw_status_t pw_elastic_recover(pw_elastic_t* e, uint64_t failed_at, uint6
   if (losses == NULL) return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "recover: out of memory");
   for (uint32_t s = 0; s < total; ++s) {
     pw_slice_info_t info;
-    memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    pw_status_t st = pw_runtime_slice_info(e->runtime, s, &info);
-    pw_status_free(st);
-    losses[s] = st == NULL ? info.losses : 0;
+    losses[s] = pw_elastic_slice_info(e, s, &info) ? info.losses : 0;
   }
   pthread_mutex_lock(&e->lock);
   memcpy(e->handled, losses, total * sizeof(*losses));

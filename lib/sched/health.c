@@ -558,15 +558,19 @@ pw_status_t pw_runtime_check_health(pw_runtime_t* runtime, uint32_t* out_changes
   return NULL;
 }
 
-pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtime, uint32_t slice, const char* reason) {
-  if (runtime == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_lose_slice: runtime is NULL");
-  }
+/* INVALID_ARGUMENT / OUT_OF_RANGE naming |call| for a bad runtime or slice. */
+static pw_status_t pw_health_check_slice_arg(const pw_runtime_t* runtime, uint32_t slice,
+                                             const char* call) {
+  if (runtime == NULL) return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: runtime is NULL", call);
   if (slice >= runtime->slice_count) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
-                          "pw_runtime_lose_slice: slice %u does not exist (%u slices)", slice,
-                          runtime->slice_count);
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE, "%s: slice %u does not exist (%u slices)", call,
+                          slice, runtime->slice_count);
   }
+  return NULL;
+}
+
+pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtime, uint32_t slice, const char* reason) {
+  PW_RETURN_IF_ERROR(pw_health_check_slice_arg(runtime, slice, "pw_runtime_lose_slice"));
   pw_slice_t* s = &runtime->slices[slice];
   (void)pw__health_lose(s,
                         pw_status_make(PW_STATUS_UNAVAILABLE, "slice '%s' lost by the host: %s",
@@ -576,14 +580,7 @@ pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtime, uint32_t slice, const c
 }
 
 pw_status_t pw_runtime_restore_slice(pw_runtime_t* runtime, uint32_t slice) {
-  if (runtime == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_runtime_restore_slice: runtime is NULL");
-  }
-  if (slice >= runtime->slice_count) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
-                          "pw_runtime_restore_slice: slice %u does not exist (%u slices)", slice,
-                          runtime->slice_count);
-  }
+  PW_RETURN_IF_ERROR(pw_health_check_slice_arg(runtime, slice, "pw_runtime_restore_slice"));
   pw_slice_t* s = &runtime->slices[slice];
   pw_health_t* h = runtime->health;
   pthread_mutex_lock(&h->change_lock);
