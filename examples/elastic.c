@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   pw_backend_t backend;
   CHECK(pw_cpu_backend_create(&cpu, &backend));
   pw_slice_desc_t slices[kSlices];
-  char names[kSlices][8];
+  char names[kSlices][16];
   for (int s = 0; s < kSlices; ++s) {
     snprintf(names[s], sizeof(names[s]), "slice%d", s);
     slices[s] = (pw_slice_desc_t){names[s], {1, {kPer}}, 0, (uint32_t)(s * kPer), (uint32_t)s};

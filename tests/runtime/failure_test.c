@@ -118,7 +118,7 @@ static void env_init(env_t* e, const env_cfg_t* c) {
     e->dbl = pw_double_backend_from(&e->backend);
   }
   pw_slice_desc_t slices[8];
-  char names[8][8];
+  char names[8][16];
   for (uint32_t s = 0; s < c->slices; ++s) {
     snprintf(names[s], sizeof(names[s]), "s%u", s);
     memset(&slices[s], 0, sizeof(slices[s]));
