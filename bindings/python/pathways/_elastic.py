@@ -15,7 +15,9 @@ from ._owned import OwnedBox
 from ._snapshot import check_prefix, check_step, new_dir_store
 from ._types import ArraySpec, fill_mesh, mesh_text, mesh_tuple
 
-_EVENT_NAMES = {}
+_EVENT_NAMES = {lib.PW_ELASTIC_SNAPSHOT: "snapshot", lib.PW_ELASTIC_SLICE_LOST: "slice_lost",
+                lib.PW_ELASTIC_SLICE_BACK: "slice_back", lib.PW_ELASTIC_RESTORED: "restored",
+                lib.PW_ELASTIC_REMESHED: "remeshed", lib.PW_ELASTIC_GROWN: "grown"}
 
 
 class StateBuffer(Buffer):
@@ -120,10 +122,7 @@ def pwpy_elastic_event(user, cev):
         try:
             ev = ElasticEvent()
             kind = cev.kind
-            name = _EVENT_NAMES.get(kind)
-            if name is None:
-                name = _EVENT_NAMES[kind] = ffi.string(lib.pw_elastic_event_name(kind)).decode()
-            ev.kind = name
+            ev.kind = _EVENT_NAMES.get(kind) or ffi.string(lib.pw_elastic_event_name(kind)).decode()
             ev.step = cev.step
             ev.slice = (cev.slice if kind in (lib.PW_ELASTIC_SLICE_LOST, lib.PW_ELASTIC_SLICE_BACK)
                         else None)
