@@ -143,6 +143,12 @@ class Runtime:
     |logger|: None (silent unless PW_LOG is set), True (Python `logging`,
     logger "pathways.<subsystem>"), or a callable(level, subsystem, message)
     called from any thread; |log_level| filters before formatting.
+    Failure (include/pathways/runtime.h, "Failure"), in seconds, None for
+    the library's default: |health_poll| (poll device health this often;
+    None: only on failed launches and check_health()), |launch_deadline|
+    (a launch not done by then fails), |deadline_loses_slice| (such a miss
+    also loses the slice), |loss_grace| (how long a lost slice's launches
+    may take to fail before the runtime fails them).
 
     Close it (close(), `with`, or garbage collection) after its clients;
     closing destroys any client still open. Runtimes left open are closed at
