@@ -232,12 +232,21 @@ typedef struct pw_runtime_options_t {
   uint32_t backend_count;
   const pw_slice_desc_t* slices;
   uint32_t slice_count;
+  uint64_t launch_deadline_ns;
+  uint64_t health_poll_ns;
+  bool deadline_loses_slice;
+  uint64_t loss_grace_ns;
   ...;
 } pw_runtime_options_t;
 
 pw_status_t pw_runtime_create(const pw_runtime_options_t* options,
                               pw_runtime_t** out_runtime);
 pw_status_t pw_runtime_destroy(pw_runtime_t* runtime);
+typedef enum pw_slice_state_e {
+  PW_SLICE_ONLINE = 0,
+  PW_SLICE_LOST = 1,
+} pw_slice_state_t;
+const char* pw_slice_state_name(pw_slice_state_t state);
 
 typedef struct pw_slice_info_t {
   size_t struct_size;
@@ -248,6 +257,8 @@ typedef struct pw_slice_info_t {
   char backend[32];
   pw_device_health_t health;
   uint32_t bound_vslices;
+  pw_slice_state_t state;
+  uint32_t losses;
   ...;
 } pw_slice_info_t;
 
@@ -269,6 +280,29 @@ pw_status_t pw_runtime_slice_info(pw_runtime_t* runtime, uint32_t slice,
 pw_status_t pw_runtime_device_info(pw_runtime_t* runtime, uint32_t slice,
                                    uint32_t mesh_index,
                                    pw_device_info_t* out_info);
+
+/* Failure (runtime.h, "Failure"). */
+typedef enum pw_topology_change_e {
+  PW_TOPOLOGY_SLICE_LOST = 1,
+  PW_TOPOLOGY_SLICE_BACK = 2,
+} pw_topology_change_t;
+const char* pw_topology_change_name(pw_topology_change_t change);
+typedef struct pw_topology_event_t {
+  size_t struct_size;
+  pw_topology_change_t change;
+  uint32_t slice;
+  const char* slice_name;
+  uint32_t losses;
+  pw_status_t cause;
+  uint64_t time_ns;
+  ...;
+} pw_topology_event_t;
+typedef void (*pw_topology_fn_t)(void* user, const pw_topology_event_t* event);
+pw_status_t pw_client_set_topology_callback(pw_client_t* client, pw_topology_fn_t fn,
+                                            void* user);
+pw_status_t pw_runtime_check_health(pw_runtime_t* runtime, uint32_t* out_changes);
+pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtime, uint32_t slice, const char* reason);
+pw_status_t pw_runtime_restore_slice(pw_runtime_t* runtime, uint32_t slice);
 
 typedef struct pw_client_options_t {
   size_t struct_size;
@@ -307,6 +341,17 @@ pw_status_t pw_vslice_create_spanning(pw_client_t* client, const pw_vslice_span_
                                       pw_vslice_t* out_vslice);
 pw_status_t pw_vslice_slices(pw_client_t* client, pw_vslice_t vslice, uint32_t* out_slices,
                              uint32_t capacity, uint32_t* out_count);
+typedef struct pw_vslice_info_t {
+  size_t struct_size;
+  pw_mesh_shape_t mesh;
+  uint32_t slice_count;
+  uint32_t first_slice;
+  uint32_t lost_slices;
+  uint32_t first_lost_slice;
+  bool lost_since_bound;
+  ...;
+} pw_vslice_info_t;
+pw_status_t pw_vslice_info(pw_client_t* client, pw_vslice_t vslice, pw_vslice_info_t* out_info);
 
 /* ---- buffer.h ----------------------------------------------------------- */
 typedef struct pw_buffer_t {
@@ -438,6 +483,158 @@ pw_status_t pw_graph_exec_submit(pw_graph_exec_t* exec, const pw_buffer_t* args,
                                  pw_event_t** out_done);
 pw_status_t pw_graph_exec_destroy(pw_graph_exec_t* exec);
 
+/* ---- store.h, stores/dir.h ---------------------------------------------- */
+typedef struct pw_store_vtable_t pw_store_vtable_t;
+typedef struct pw_store_t {
+  const pw_store_vtable_t* vtable;
+  void* self;
+} pw_store_t;
+typedef struct pw_dir_store_options_t {
+  size_t struct_size;
+  const char* path;
+  uint64_t max_bytes;
+  uint32_t stale_temp_seconds;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  ...;
+} pw_dir_store_options_t;
+void pw_dir_store_options_init(pw_dir_store_options_t* options);
+pw_status_t pw_dir_store_create(const pw_dir_store_options_t* options, pw_store_t* out_store);
+/* ---- snapshot.h --------------------------------------------------------- */
+typedef struct pw_snapshotter_s pw_snapshotter_t;
+#define PW_SNAPSHOT_NAME_MAX ...
+#define PW_SNAPSHOT_PREFIX_MAX ...
+typedef struct pw_snapshotter_options_t {
+  size_t struct_size;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t keep;
+  uint32_t max_in_flight;
+  pw_store_t store;
+  const char* key_prefix;
+  int32_t compression_level;
+  uint64_t chunk_bytes;
+  ...;
+} pw_snapshotter_options_t;
+void pw_snapshotter_options_init(pw_snapshotter_options_t* out_options);
+pw_status_t pw_snapshotter_create(pw_client_t* client, const pw_snapshotter_options_t* options,
+                                  pw_snapshotter_t** out_snapshotter);
+pw_status_t pw_snapshotter_destroy(pw_snapshotter_t* snapshotter);
+pw_status_t pw_snapshot_take(pw_snapshotter_t* snapshotter, uint64_t step,
+                             const pw_buffer_t* buffers, const char* const* names,
+                             uint32_t count, pw_event_t** out_copied,
+                             pw_event_t** out_persisted);
+pw_status_t pw_snapshotter_flush(pw_snapshotter_t* snapshotter, pw_time_t deadline);
+pw_status_t pw_snapshotter_latest_step(pw_snapshotter_t* snapshotter, uint64_t* out_step);
+pw_status_t pw_snapshotter_steps(pw_snapshotter_t* snapshotter, uint64_t* out_steps,
+                                 uint32_t capacity, uint32_t* out_count);
+typedef struct pw_snapshot_info_t {
+  size_t struct_size;
+  uint64_t step;
+  uint32_t buffer_count;
+  uint64_t total_bytes;
+  uint64_t wait_ns;
+  uint64_t copy_ns;
+  uint64_t persist_ns;
+  uint64_t stored_bytes;
+  bool persisted;
+  bool loaded;
+  ...;
+} pw_snapshot_info_t;
+pw_status_t pw_snapshot_info(pw_snapshotter_t* snapshotter, uint64_t step,
+                             pw_snapshot_info_t* out_info);
+typedef struct pw_snapshot_buffer_info_t {
+  size_t struct_size;
+  char name[64];
+  pw_array_spec_t spec;
+  uint64_t bytes;
+  uint64_t xxh64;
+  ...;
+} pw_snapshot_buffer_info_t;
+pw_status_t pw_snapshot_buffer_info(pw_snapshotter_t* snapshotter, uint64_t step,
+                                    uint32_t index, pw_snapshot_buffer_info_t* out_info);
+pw_status_t pw_snapshot_find_buffer(pw_snapshotter_t* snapshotter, uint64_t step,
+                                    const char* name, uint32_t* out_index);
+pw_status_t pw_snapshot_restore(pw_snapshotter_t* snapshotter, uint64_t step, uint32_t index,
+                                pw_client_t* client, pw_vslice_t vslice,
+                                const pw_array_spec_t* spec, pw_buffer_t* out_buffer);
+pw_status_t pw_snapshot_restore_all(pw_snapshotter_t* snapshotter, uint64_t step,
+                                    pw_client_t* client, pw_vslice_t vslice,
+                                    const pw_array_spec_t* specs, uint32_t count,
+                                    pw_buffer_t* out_buffers);
+pw_status_t pw_snapshotter_load_latest(pw_snapshotter_t* snapshotter, uint64_t* out_step);
+/* ---- elastic.h ---------------------------------------------------------- */
+typedef struct pw_elastic_s pw_elastic_t;
+typedef enum pw_elastic_event_kind_e {
+  PW_ELASTIC_SNAPSHOT = 1,
+  PW_ELASTIC_SLICE_LOST = 2,
+  PW_ELASTIC_SLICE_BACK = 3,
+  PW_ELASTIC_RESTORED = 4,
+  PW_ELASTIC_REMESHED = 5,
+  PW_ELASTIC_GROWN = 6,
+} pw_elastic_event_kind_t;
+const char* pw_elastic_event_name(pw_elastic_event_kind_t kind);
+typedef struct pw_elastic_event_t {
+  size_t struct_size;
+  pw_elastic_event_kind_t kind;
+  uint64_t step;
+  uint32_t slice;
+  uint32_t slice_count;
+  pw_status_t cause;
+  uint64_t elapsed_ns;
+  ...;
+} pw_elastic_event_t;
+typedef struct pw_elastic_job_t {
+  size_t struct_size;
+  void* user;
+  pw_status_t (*setup)(void* user, pw_elastic_t* elastic, const uint32_t* slices,
+                       uint32_t slice_count, bool restoring);
+  void (*teardown)(void* user, pw_elastic_t* elastic);
+  pw_status_t (*step)(void* user, pw_elastic_t* elastic, uint64_t step);
+  void (*on_event)(void* user, const pw_elastic_event_t* event);
+  ...;
+} pw_elastic_job_t;
+typedef struct pw_elastic_options_t {
+  size_t struct_size;
+  pw_mesh_shape_t slice_mesh;
+  uint32_t max_slices;
+  uint32_t min_slices;
+  uint32_t snapshot_every;
+  uint64_t return_wait_ns;
+  uint64_t drain_deadline_ns;
+  uint32_t max_recoveries;
+  uint32_t state_count;
+  const char* const* state_names;
+  uint32_t keep;
+  pw_store_t store;
+  const char* key_prefix;
+  ...;
+} pw_elastic_options_t;
+void pw_elastic_options_init(pw_elastic_options_t* out_options);
+pw_status_t pw_elastic_create(pw_client_t* client, const pw_elastic_options_t* options,
+                              const pw_elastic_job_t* job, pw_elastic_t** out_elastic);
+pw_status_t pw_elastic_destroy(pw_elastic_t* elastic);
+pw_status_t pw_elastic_place(pw_elastic_t* elastic, uint32_t index, pw_vslice_t vslice,
+                             const pw_array_spec_t* spec);
+pw_status_t pw_elastic_set_state(pw_elastic_t* elastic, uint32_t index, pw_buffer_t buffer);
+pw_status_t pw_elastic_state(pw_elastic_t* elastic, uint32_t index, pw_buffer_t* out_buffer);
+uint32_t pw_elastic_slice_count(const pw_elastic_t* elastic);
+pw_status_t pw_elastic_run(pw_elastic_t* elastic, uint64_t first_step, uint64_t step_count);
+typedef struct pw_elastic_stats_t {
+  size_t struct_size;
+  uint64_t steps_completed;
+  uint64_t steps_replayed;
+  uint32_t recoveries;
+  uint32_t growths;
+  uint32_t snapshots;
+  uint32_t slice_count;
+  uint64_t last_detect_ns;
+  uint64_t last_drain_ns;
+  uint64_t last_restore_ns;
+  uint64_t last_first_step_ns;
+  ...;
+} pw_elastic_stats_t;
+pw_status_t pw_elastic_stats(pw_elastic_t* elastic, pw_elastic_stats_t* out_stats);
 /* ---- backends/cpu.h ----------------------------------------------------- */
 #define PW_CPU_MAX_DEVICES ...
 #define PW_CPU_MAX_WORKERS ...
@@ -683,3 +880,10 @@ extern "Python" pw_status_t pwpy_metric_sample(void* user, const pw_metric_sampl
 extern "Python" pw_status_t pwpy_metrics_text(void* user, const char* data, size_t size);
 extern "Python" pw_status_t pwpy_host_task_run(void* user, const pw_host_task_context_t* context);
 extern "Python" void pwpy_host_task_destroy(void* user);
+extern "Python" void pwpy_topology(void* user, const pw_topology_event_t* event);
+extern "Python" pw_status_t pwpy_elastic_setup(void* user, pw_elastic_t* elastic,
+                                               const uint32_t* slices, uint32_t slice_count,
+                                               bool restoring);
+extern "Python" void pwpy_elastic_teardown(void* user, pw_elastic_t* elastic);
+extern "Python" pw_status_t pwpy_elastic_step(void* user, pw_elastic_t* elastic, uint64_t step);
+extern "Python" void pwpy_elastic_event(void* user, const pw_elastic_event_t* event);

@@ -37,13 +37,16 @@ from ._errors import (
     UnknownError,
     error_class,
 )
+from ._elastic import Elastic, ElasticEvent, StateBuffer
 from ._event import Event
+from ._failure import TopologyEvent, VSliceInfo
 from ._graph import ArmedGraph, Execution, Graph, Value
 from ._host import HostTaskCall
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
 from ._runtime import Client, Device, Runtime, Slice, VSlice
+from ._snapshot import Snapshotter, SnapshotTake
 from ._metrics import MetricsServer
 from ._trace import Trace
 from ._types import (ALL, DTYPES, NUMPY_NAMES, REPLICATED, VIEW_DTYPES, ArraySpec, Program,
@@ -53,9 +56,10 @@ __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
-    "Device", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
+    "Device", "Elastic", "ElasticEvent", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
     "MetricsServer",
-    "Param", "Program",
+    "Param", "Program", "SnapshotTake", "Snapshotter", "StateBuffer", "TopologyEvent",
+    "VSliceInfo",
     "Runtime", "Sharding", "Slice", "Trace", "VSlice", "Value", "bf16_from_float",
     "bf16_to_float", "replicated", "split",
     "PathwaysError", "CancelledError", "UnknownError", "InvalidArgumentError",

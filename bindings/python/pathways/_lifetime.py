@@ -77,6 +77,10 @@ class Lifetime:
             if self._closing and not self._calls:
                 self._drained.notify_all()
 
+    def using(self, what=None):
+        """`with guard.using("a Buffer") as ptr:`: enter(what) ... exit()."""
+        return _Using(self, what)
+
     def __enter__(self):
         return self.enter()
 
@@ -141,3 +145,18 @@ class Lifetime:
                 self._closing = False
             raise
         return True
+
+
+class _Using:
+    __slots__ = ("life", "what")
+
+    def __init__(self, life, what):
+        self.life = life
+        self.what = what
+
+    def __enter__(self):
+        return self.life.enter(self.what)
+
+    def __exit__(self, *exc):
+        self.life.exit()
+        return False

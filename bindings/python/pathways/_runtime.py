@@ -143,6 +143,12 @@ class Runtime:
     |logger|: None (silent unless PW_LOG is set), True (Python `logging`,
     logger "pathways.<subsystem>"), or a callable(level, subsystem, message)
     called from any thread; |log_level| filters before formatting.
+    Failure (include/pathways/runtime.h, "Failure"), in seconds, None for
+    the library's default: |health_poll| (poll device health this often;
+    None: only on failed launches and check_health()), |launch_deadline|
+    (a launch not done by then fails), |deadline_loses_slice| (such a miss
+    also loses the slice), |loss_grace| (how long a lost slice's launches
+    may take to fail before the runtime fails them).
 
     Close it (close(), `with`, or garbage collection) after its clients;
     closing destroys any client still open. Runtimes left open are closed at
@@ -151,8 +157,15 @@ class Runtime:
     """
 
     def __init__(self, slices="2x4", *, workers=2, device_memory=None, runtime_workers=0,
-                 logger=None, log_level="warn"):
+                 logger=None, log_level="warn", health_poll=None, launch_deadline=None,
+                 deadline_loses_slice=False, loss_grace=None):
         _lowlevel.flush_deferred()
+        failure = {"health_poll": _ns(health_poll, "health_poll"),
+                   "launch_deadline": _ns(launch_deadline, "launch_deadline"),
+                   "loss_grace": _ns(loss_grace, "loss_grace")}
+        if not isinstance(deadline_loses_slice, bool):
+            raise TypeError(f"deadline_loses_slice must be a bool, not "
+                            f"{type(deadline_loses_slice).__name__}")
         self._life = Lifetime(None, "Runtime")
         self._clients = {}   # id(box) -> _ClientBox, for close()
         self._kernels = []   # keep-alive of Python kernels (their handles)
@@ -163,6 +176,7 @@ class Runtime:
             if log_level not in _LOG_LEVELS:
                 raise ValueError(f"log_level must be one of {sorted(_LOG_LEVELS)}")
             self._logger = _Logger(_python_logging if logger is True else logger)
+        self._log_level = log_level
         self._host_mem = _Counter()
         self._device_mem = _Counter()
 
@@ -203,6 +217,10 @@ class Runtime:
         opts.backend_count = 1
         opts.slices = cslices
         opts.slice_count = len(descs)
+        opts.health_poll_ns = failure["health_poll"]
+        opts.launch_deadline_ns = failure["launch_deadline"]
+        opts.loss_grace_ns = failure["loss_grace"]
+        opts.deadline_loses_slice = deadline_loses_slice
         out = ffi.new("pw_runtime_t**")
         # On failure the runtime has destroyed the backend.
         status = lib.pw_runtime_create(opts, out)
@@ -285,6 +303,37 @@ class Runtime:
         code = _health_code(health)
         with self._life:
             check(lib.pw_cpu_backend_set_health(self._backend, dev.backend_device, code))
+
+    # -- failure (include/pathways/runtime.h, "Failure")
+
+    def check_health(self):
+        """Asks the backend for every device's health now and applies it:
+        a slice with a failed device is lost, a slice lost that way whose
+        devices are all usable again comes back. Returns how many slices
+        changed (topology callbacks are told on the health thread)."""
+        out = ffi.new("uint32_t*")
+        with self._life as ptr:
+            check(lib.pw_runtime_check_health(ptr, out))
+        return out[0]
+
+    def lose_slice(self, slice, reason="lost by the host"):
+        """Marks physical slice |slice| (index or name) lost for |reason|
+        (the cause topology callbacks see), as if its devices had failed:
+        work on it fails with UnavailableError, buffers that lived on it
+        raise DataLossError. A no-op when it is lost already."""
+        index = self.slice(slice).index
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        with self._life as ptr:
+            check(lib.pw_runtime_lose_slice(ptr, index, reason.encode("utf-8")))
+
+    def restore_slice(self, slice):
+        """Brings lost slice |slice| (index or name) back online
+        (FailedPreconditionError while one of its devices is failed).
+        Buffers made before the loss stay lost."""
+        index = self.slice(slice).index
+        with self._life as ptr:
+            check(lib.pw_runtime_restore_slice(ptr, index))
 
     def memory_stats(self):
         """Counters of the two allocators this runtime was given: "host"
@@ -401,6 +450,17 @@ class Runtime:
         return f"<Runtime cpu: {parts}; {len(self._clients)} client(s)>"
 
 
+def _ns(seconds, what):
+    """Seconds (None or 0: the library's default) as integer nanoseconds."""
+    if seconds is None:
+        return 0
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(seconds).__name__}")
+    if seconds < 0:
+        raise ValueError(f"{what} must be >= 0 seconds, not {seconds!r}")
+    return int(round(seconds * 1e9))
+
+
 def _device_count(mesh):
     n = 1
     for d in mesh:
@@ -475,6 +535,20 @@ class Slice:
         return _HEALTH_NAMES.get(self._info().health)
 
     @property
+    def state(self):
+        """"online" or "lost" (see Runtime.lose_slice, check_health)."""
+        return _cstr(lib.pw_slice_state_name(self._info().state))
+
+    @property
+    def lost(self):
+        return self._info().state == lib.PW_SLICE_LOST
+
+    @property
+    def losses(self):
+        """How many times it was lost since the runtime began."""
+        return self._info().losses
+
+    @property
     def bound_vslices(self):
         """How many virtual slices (of any client) are bound to it."""
         return self._info().bound_vslices
@@ -506,7 +580,8 @@ class Slice:
         except ValueError:
             return f"<Slice {self.index} of a closed runtime>"
         return (f"<Slice {self.index} {_cstr(i.name)!r} {mesh_text(mesh_from_c(i.mesh))} "
-                f"{_cstr(i.backend)} {_HEALTH_NAMES.get(i.health)}, "
+                f"{_cstr(i.backend)} {_HEALTH_NAMES.get(i.health)}"
+                f"{', lost' if i.state == lib.PW_SLICE_LOST else ''}, "
                 f"{i.bound_vslices} vslice(s) bound>")
 
 
@@ -523,13 +598,21 @@ class _ClientBox(Lifetime):
     destroyed before the client: the C client would destroy them itself
     and leave their Python pointers dangling."""
 
-    __slots__ = ("live", "runtime", "armed", "__weakref__")
+    __slots__ = ("live", "runtime", "armed", "owned", "topology", "elastics", "__weakref__")
 
     def __init__(self, ptr, runtime, name):
         super().__init__(ptr, f"client {name!r}")
         self.live = 0
         self.runtime = runtime
         self.armed = set()
+        # Boxes of snapshotters and elastic helpers (pathways._owned), which
+        # borrow the C client: destroyed before it.
+        self.owned = set()
+        # The topology callback set by Client.on_topology (kept until the C
+        # client can no longer call it), and the elastic helpers alive
+        # (each holds the client's topology callback).
+        self.topology = None
+        self.elastics = 0
 
     def close(self, timeout=CLOSE_TIMEOUT_S):
         """Lifetime.close: waits for the calls in flight, then frees the
@@ -543,11 +626,16 @@ class _ClientBox(Lifetime):
         for armed in list(self.armed):
             armed.destroy(self)
         self.armed.clear()
+        # Elastic helpers first (their teardown may use a snapshotter's
+        # restored buffers), then snapshotters.
+        for owned in sorted(self.owned, key=lambda o: o.order):
+            owned.close(CLOSE_TIMEOUT_S)
         # Waits for the client's in-flight executions (GIL released): their
         # Python kernels run meanwhile, and any call they make on this
         # client raises ValueError.
         check(lib.pw_client_destroy(ptr))
         self.live = 0
+        self.topology = None  # no delivery runs once the destroy returned
 
 
 class Client:
@@ -643,6 +731,36 @@ class Client:
         except BaseException:
             forget(ctask)
             raise
+
+    # -- failure and snapshots
+
+    def on_topology(self, fn):
+        """Sets (fn None: clears) the client's topology callback:
+        fn(event) for every slice lost or back (a TopologyEvent: change
+        "lost"/"back", slice, slice_name, losses, cause, time_ns), on the
+        runtime's health thread with the GIL held. Exceptions it raises are
+        reported through sys.excepthook (and counted in
+        Client.topology_errors), never reach C. When this returns (or the
+        client is closed) the previous callback is no longer running and
+        will not run again. Not while an Elastic of this client is alive
+        (it holds the callback): ValueError."""
+        from ._failure import set_topology
+        set_topology(self, fn)
+
+    @property
+    def topology_errors(self):
+        """Exceptions raised by the topology callback so far (the current
+        one), and the last of them: (count, exception or None)."""
+        t = self._box.topology
+        return (0, None) if t is None else (t.errors, t.last_error)
+
+    def snapshotter(self, keep=2, store_dir=None, key_prefix=None, **options):
+        """A Snapshotter of this client's buffers (pathways.Snapshotter):
+        keeps the last |keep| snapshots in host memory and, with
+        |store_dir|, persists each one in that directory (a dir store)."""
+        from ._snapshot import Snapshotter
+        return Snapshotter(self, keep=keep, store_dir=store_dir, key_prefix=key_prefix,
+                           **options)
 
     # -- lifetime
 
@@ -756,6 +874,20 @@ class VSlice(ClientHandle):
         with self.client._box as ptr:
             check(lib.pw_vslice_binding(ptr, h, index, ffi.NULL))
         return Slice(self.client.runtime, index[0])
+
+    def info(self):
+        """What it is bound to and whether it can run (pw_vslice_info): a
+        VSliceInfo with mesh, slice_count, first_slice, lost_slices,
+        first_lost_slice (None when none is lost) and lost_since_bound
+        (a slice was lost since it was bound: its older buffers are
+        gone, even if the slice is back)."""
+        from ._failure import vslice_info
+        return vslice_info(self)
+
+    @property
+    def lost(self):
+        """True while a physical slice it is bound to is lost."""
+        return self.info().lost_slices > 0
 
     def put(self, array, sharding=None, *, dtype=None):
         """A new Buffer on this virtual slice holding |array|; see
