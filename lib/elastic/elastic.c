@@ -436,12 +436,8 @@ static pw_status_t pw_elastic_remesh(pw_elastic_t* e, const uint32_t* slices, ui
   uint64_t step = 0;
   PW_RETURN_IF_ERROR_CTX(pw_snapshotter_latest_step(e->snapshotter, &step),
                          "no complete snapshot to restore");
-  uint32_t* copy = malloc((count ? count : 1) * sizeof(*copy));
-  if (copy == NULL) return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "re-mesh: out of memory");
-  memcpy(copy, slices, count * sizeof(*copy));
   pw_elastic_teardown(e);
-  pw_status_t status = pw_elastic_setup(e, copy, count, true);
-  free(copy);
+  pw_status_t status = pw_elastic_setup(e, slices, count, true);
   for (uint32_t i = 0; status == NULL && i < e->state_count; ++i) {
     status = pw_snapshot_restore(e->snapshotter, step, i, e->client, e->places[i].vslice,
                                  &e->places[i].spec, &e->state[i]);

@@ -9,7 +9,7 @@ from . import _lowlevel
 from ._errors import FailedPreconditionError, check, status_from_exception, take_error
 from ._failure import borrowed_error
 from ._lifetime import CLOSE_TIMEOUT_S
-from ._lowlevel import CALLBACK_SCOPE, close_or_defer, ffi, in_callback, lib
+from ._lowlevel import Closeable, CALLBACK_SCOPE, ffi, in_callback, lib
 from ._objects import Buffer
 from ._owned import OwnedBox
 from ._snapshot import check_prefix, check_step, new_dir_store
@@ -163,7 +163,7 @@ def _seconds_ns(value, what):
     return int(round(value * 1e9))
 
 
-class Elastic:
+class Elastic(Closeable):
     """Runs a job's steps on as many healthy slices of |slice_mesh| as there
     are (pw_elastic_t), snapshotting its state every |snapshot_every| steps
     and recovering from a lost slice by itself: re-mesh onto the healthy
@@ -457,18 +457,6 @@ class Elastic:
             life.close(timeout)
         finally:
             job.strong = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        life = getattr(self, "_life", None)
-        if life is None or life.ptr is None or _lowlevel is None:
-            return
-        close_or_defer(self.close)
 
     def __repr__(self):
         if self.closed:

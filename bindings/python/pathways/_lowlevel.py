@@ -67,6 +67,28 @@ def flush_deferred():
         fn()
 
 
+class Closeable:
+    """close() for `with` blocks and for the garbage collector: a class
+    with a close(timeout=...) and a guard attribute (named by |_guard|,
+    whose .ptr is None once closed) mixes this in."""
+
+    __slots__ = ()
+    _guard = "_life"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        guard = getattr(self, self._guard, None)
+        # close_or_defer is None when the interpreter is shutting down.
+        if guard is None or guard.ptr is None or close_or_defer is None:
+            return
+        close_or_defer(self.close)
+
+
 def close_or_defer(close):
     """For finalizers: close(timeout=0) now, or later off this thread when
     this thread is in a callback or calls on the object are in flight (a

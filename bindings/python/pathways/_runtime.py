@@ -9,7 +9,7 @@ from . import _lowlevel
 from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
 from ._lifetime import CLOSE_TIMEOUT_S, Lifetime
-from ._lowlevel import CALLBACK_SCOPE, close_or_defer, ffi, in_callback, lib
+from ._lowlevel import Closeable, CALLBACK_SCOPE, ffi, in_callback, lib
 from . import _metrics
 from ._metrics import MetricsServer
 from ._trace import Trace, dump_lines
@@ -128,7 +128,7 @@ def _slice_descs(slices):
     return out
 
 
-class Runtime:
+class Runtime(Closeable):
     """The controller: a CPU backend whose devices are laid out as physical
     slices, and the clients (jobs) that share them.
 
@@ -428,18 +428,6 @@ class Runtime:
         self._host_mem.destroy()
         self._device_mem.destroy()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        life = getattr(self, "_life", None)
-        if life is None or life.ptr is None or _lowlevel is None:
-            return
-        close_or_defer(self.close)
-
     def __repr__(self):
         if self._life.ptr is None:
             return "<Runtime closed>"
@@ -638,7 +626,7 @@ class _ClientBox(Lifetime):
         self.topology = None  # no delivery runs once the destroy returned
 
 
-class Client:
+class Client(Closeable):
     """A job of the runtime. Everything it creates (virtual slices,
     executables, buffers, graphs, armed graphs) belongs to it; close() (or
     `with`, or garbage collection) waits for its in-flight work and frees
@@ -647,6 +635,8 @@ class Client:
     |live_handles| counts the C handles created through this client and not
     released yet: it returns to its earlier value once the Python objects
     are closed or collected (a leak check)."""
+
+    _guard = "_box"
 
     __slots__ = ("_box", "runtime", "name", "__weakref__")
 
@@ -783,18 +773,6 @@ class Client:
                 "cannot close a Client from inside a pathways callback (a pool thread)")
         if box.close(timeout):
             box.runtime._clients.pop(id(box), None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        box = getattr(self, "_box", None)
-        if box is None or box.ptr is None or _lowlevel is None:
-            return
-        close_or_defer(self.close)
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self._box.live} live handle(s)"

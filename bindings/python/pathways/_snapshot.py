@@ -8,7 +8,7 @@ from . import _lowlevel
 from ._errors import FailedPreconditionError, check
 from ._event import Event, WAIT_SLICE_S
 from ._lifetime import CLOSE_TIMEOUT_S
-from ._lowlevel import close_or_defer, ffi, in_callback, lib
+from ._lowlevel import Closeable, ffi, in_callback, lib
 from ._owned import OwnedBox
 from ._types import ArraySpec, Sharding
 
@@ -95,7 +95,7 @@ class SnapshotTake:
         return f"<SnapshotTake step {self.step}: copied {self.copied!r}, persisted {self.persisted!r}>"
 
 
-class Snapshotter:
+class Snapshotter(Closeable):
     """Host-memory snapshots of a client's buffers (pw_snapshotter_t).
 
         snaps = client.snapshotter(keep=2, store_dir=tmp)   # or Snapshotter(client, ...)
@@ -392,18 +392,6 @@ class Snapshotter:
             raise FailedPreconditionError(
                 "cannot close a Snapshotter from inside a pathways callback")
         life.close(timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        life = getattr(self, "_life", None)
-        if life is None or life.ptr is None or _lowlevel is None:
-            return
-        close_or_defer(self.close)
 
     def __repr__(self):
         if self.closed:
