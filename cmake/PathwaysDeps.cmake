@@ -32,3 +32,12 @@ pw_require_pkg(PW_MHD libmicrohttpd libmicrohttpd-dev)
 if(PW_BUILD_TESTS)
   pw_require_pkg(PW_CRITERION criterion libcriterion-dev)
 endif()
+# The multi-host runtime: UCX (ucp) for shard bytes, nng for control messages.
+pw_require_pkg(PW_UCX ucx libucx-dev)
+find_package(nng 1.5 CONFIG QUIET)
+if(NOT nng_FOUND)
+  message(FATAL_ERROR
+    "libpathways needs nng (CMake package 'nng' not found): "
+    "install it with `sudo apt-get install -y libnng-dev` (or run scripts/deps.sh)")
+endif()
+message(STATUS "Found nng ${nng_VERSION}")

@@ -14,6 +14,7 @@ packages=(
   python3-cffi python3-dev python3-numpy python3-pytest
   libjansson-dev
   libmicrohttpd-dev python3-prometheus-client
+  libnng-dev libucx-dev iproute2
 )
 
 # Optional: peer runtimes for `bench/compare` (bench/peers), not needed to
