@@ -16,7 +16,7 @@
 #define PW_GRAPH_FORMAT_DOC_H_
 
 #include "base/hash.h"
-#include "graph_format/cbor_io.h"
+#include "cborio/cbor_io.h"
 #include "pathways/backend.h"
 #include "pathways/graph_format.h"
 #include "pathways/types.h"

@@ -12,8 +12,8 @@
  * Writing uses libcbor's head encoders (shortest form) into a buffer that
  * is measured first, then allocated once at its exact size; or into an
  * XXH3-128 hasher, so hashing a graph allocates nothing. */
-#ifndef PW_GRAPH_FORMAT_CBOR_IO_H_
-#define PW_GRAPH_FORMAT_CBOR_IO_H_
+#ifndef PW_CBORIO_CBOR_IO_H_
+#define PW_CBORIO_CBOR_IO_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -99,4 +99,4 @@ pw_status_t pw__cbor_encode(pw_cbor_emit_fn_t emit, const void* user,
                             pw_allocator_t allocator, void** out_bytes,
                             size_t* out_size);
 
-#endif /* PW_GRAPH_FORMAT_CBOR_IO_H_ */
+#endif /* PW_CBORIO_CBOR_IO_H_ */

@@ -1,6 +1,6 @@
 /* Strict CBOR reading (prescan + pull) and deterministic writing; see
  * cbor_io.h for why libcbor's cbor_load is never used. */
-#include "graph_format/cbor_io.h"
+#include "cborio/cbor_io.h"
 
 #include <cbor.h>
 #include <string.h>
