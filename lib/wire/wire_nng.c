@@ -1,0 +1,66 @@
+/* Wire messages over nng sockets (see wire_nng.h). */
+#include "wire/wire_nng.h"
+
+pw_status_t pw__wire_nng_status(int rv, const char* what, const char* peer) {
+  pw_status_code_t code = PW_STATUS_UNAVAILABLE;
+  if (rv == NNG_ETIMEDOUT) code = PW_STATUS_DEADLINE_EXCEEDED;
+  if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) code = PW_STATUS_CANCELLED;
+  if (rv == NNG_ENOMEM) code = PW_STATUS_RESOURCE_EXHAUSTED;
+  return pw_status_make(code, "%s %s: %s", what, peer ? peer : "peer", nng_strerror(rv));
+}
+
+pw_status_t pw__wire_nng_limit(nng_socket socket) {
+  int rv = nng_socket_set_size(socket, NNG_OPT_RECVMAXSZ, PW_WIRE_NNG_MAX_MESSAGE);
+  return rv == 0 ? NULL : pw__wire_nng_status(rv, "receive limit on", "socket");
+}
+
+pw_status_t pw__wire_nng_send(nng_socket socket, const pw_wire_msg_t* msg, int flags,
+                              const char* peer) {
+  size_t size = pw__wire_measure(msg);
+  if (size == 0) {
+    return pw_status_make(PW_STATUS_INTERNAL, "wire message %s to %s does not fit its shape",
+                          pw__wire_type_name(msg->type), peer ? peer : "peer");
+  }
+  nng_msg* raw = NULL;
+  int rv = nng_msg_alloc(&raw, size);
+  if (rv != 0) return pw__wire_nng_status(rv, "message to", peer);
+  if (pw__wire_write(msg, nng_msg_body(raw), size) != size) {
+    nng_msg_free(raw);
+    return pw_status_make(PW_STATUS_INTERNAL, "wire message %s: encoding failed",
+                          pw__wire_type_name(msg->type));
+  }
+  rv = nng_sendmsg(socket, raw, flags);
+  if (rv != 0) {
+    nng_msg_free(raw);
+    return pw__wire_nng_status(rv, "send to", peer);
+  }
+  return NULL;
+}
+
+pw_status_t pw__wire_nng_decode(nng_msg* raw, uint32_t expect, pw_allocator_t allocator,
+                                const char* peer, pw_wire_msg_t* out_msg) {
+  pw_status_t status =
+      pw__wire_decode(nng_msg_body(raw), nng_msg_len(raw), expect, allocator, out_msg);
+  if (status != NULL) {
+    nng_msg_free(raw);
+    return pw_status_annotate(status, "from %s", peer ? peer : "peer");
+  }
+  return NULL;
+}
+
+pw_status_t pw__wire_nng_recv(nng_socket socket, uint32_t expect, int flags,
+                              pw_allocator_t allocator, const char* peer, nng_msg** out_raw,
+                              pw_wire_msg_t* out_msg) {
+  *out_raw = NULL;
+  nng_msg* raw = NULL;
+  int rv = nng_recvmsg(socket, &raw, flags);
+  if (rv != 0) return pw__wire_nng_status(rv, "receive from", peer);
+  PW_RETURN_IF_ERROR(pw__wire_nng_decode(raw, expect, allocator, peer, out_msg));
+  *out_raw = raw;
+  return NULL;
+}
+
+void pw__wire_nng_release(nng_msg* raw, pw_wire_msg_t* msg, pw_allocator_t allocator) {
+  if (msg != NULL) pw__wire_msg_release(msg, allocator);
+  if (raw != NULL) nng_msg_free(raw);
+}
