@@ -1,0 +1,241 @@
+#define _POSIX_C_SOURCE 200809L
+/* The session: attach, the reader loop, heartbeats, loss and cleanup
+ * (docs/remote.md, "Heartbeats and loss"). */
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pathways/clock.h"
+#include "plugin/backend_call.h"
+#include "wire/wire_nng.h"
+#include "worker/worker_internal.h"
+
+/* Defaults for a WELCOME that leaves the heartbeat fields 0. */
+#define PW_WORKER_DEFAULT_HEARTBEAT_NS 1000000000ull
+#define PW_WORKER_DEFAULT_MISSES 3u
+
+void pw__worker_send(pw_worker_t* w, const pw_wire_msg_t* msg) {
+  if (pw_atomic_load_u32_acquire(&w->dead)) return;
+  pw_status_t s = pw__wire_nng_send(w->session, msg, 0, w->peer);
+  if (s != NULL) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: %s %s", w->name,
+           pw__wire_type_name(msg->type), pw_status_message(s));
+    pw_status_free(s);
+  }
+}
+
+static pw_wire_blob_t pw_worker_status_text(pw_status_t status) {
+  const char* text = status != NULL ? pw_status_message(status) : "";
+  size_t n = strlen(text);
+  return (pw_wire_blob_t){text, n > 4000 ? 4000 : n};
+}
+
+void pw__worker_reply(pw_worker_t* w, uint64_t id, pw_status_t status, const void* payload,
+                      size_t payload_size, const uint64_t* list, uint32_t list_count) {
+  pw_wire_msg_t msg = {.type = PW_WIRE_REPLY, .list = list, .list_count = list_count};
+  msg.u[PW_WIRE_REPLY_ID] = id;
+  msg.u[PW_WIRE_REPLY_CODE] = (uint64_t)pw_status_code(status);
+  msg.blob[PW_WIRE_REPLY_B_MESSAGE] = pw_worker_status_text(status);
+  msg.blob[PW_WIRE_REPLY_B_PAYLOAD] = (pw_wire_blob_t){payload, payload_size};
+  pw__worker_send(w, &msg);
+  pw_status_free(status);
+}
+
+void pw__worker_done(pw_worker_t* w, uint64_t id, pw_status_t status) {
+  pw_wire_msg_t msg = {.type = PW_WIRE_DONE};
+  msg.u[PW_WIRE_DONE_ID] = id;
+  msg.u[PW_WIRE_DONE_CODE] = (uint64_t)pw_status_code(status);
+  msg.blob[PW_WIRE_DONE_B_MESSAGE] = pw_worker_status_text(status);
+  pw__worker_send(w, &msg);
+  pw_status_free(status);
+}
+
+void pw__worker_drop(pw_worker_t* w, const char* what, pw_status_t status) {
+  pw__worker_count_refused(w);
+  pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: dropped %s from %s: %s", w->name, what,
+         w->peer, status != NULL ? pw_status_message(status) : "unexpected");
+  pw_status_free(status);
+}
+
+void pw__worker_inflight_add(pw_worker_t* w) {
+  pthread_mutex_lock(&w->lock);
+  w->inflight++;
+  pthread_mutex_unlock(&w->lock);
+}
+
+void pw__worker_inflight_done(pw_worker_t* w) {
+  pthread_mutex_lock(&w->lock);
+  if (--w->inflight == 0) pthread_cond_broadcast(&w->idle);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static void pw_worker_pipe_removed(nng_pipe pipe, nng_pipe_ev ev, void* arg) {
+  (void)pipe;
+  (void)ev;
+  pw_worker_t* w = arg;
+  pw_atomic_store_u32_release(&w->closed, 1);
+}
+
+static void pw_worker_heartbeat(pw_worker_t* w) {
+  uint64_t health[256];
+  uint64_t* list = health;
+  if (w->device_count > 256 &&
+      pw_allocator_calloc_array(w->allocator, w->device_count, sizeof(uint64_t), 0,
+                                (void**)&list) != NULL) {
+    return; /* no memory for it now: the next period tries again */
+  }
+  for (uint32_t d = 0; d < w->device_count; ++d) {
+    list[d] = (uint64_t)pw__backend_health(&w->backend, d);
+  }
+  pw_wire_msg_t msg = {.type = PW_WIRE_HEARTBEAT, .list = list, .list_count = w->device_count};
+  msg.u[PW_WIRE_HEARTBEAT_SEQ] = ++w->heartbeat_seq;
+  pw__worker_send(w, &msg);
+  if (list != health) pw_allocator_free(w->allocator, list, sizeof(uint64_t) * w->device_count);
+}
+
+/* Handles one message; false when it ends the session (BYE). */
+static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
+  switch (msg->type) {
+    case PW_WIRE_HEARTBEAT: return true;
+    case PW_WIRE_PEER: pw__worker_on_peer(w, msg); return true;
+    case PW_WIRE_ALLOC: pw__worker_on_alloc(w, msg); return true;
+    case PW_WIRE_FREE: pw__worker_on_free(w, msg); return true;
+    case PW_WIRE_WRITE: pw__worker_on_write(w, msg); return true;
+    case PW_WIRE_READ: pw__worker_on_read(w, msg); return true;
+    case PW_WIRE_COMPILE: pw__worker_on_compile(w, msg); return true;
+    case PW_WIRE_LOAD: pw__worker_on_load(w, msg); return true;
+    case PW_WIRE_UNLOAD: pw__worker_on_unload(w, msg); return true;
+    case PW_WIRE_LAUNCH: pw__worker_on_launch(w, msg); return true;
+    case PW_WIRE_COPY: pw__worker_on_copy(w, msg); return true;
+    case PW_WIRE_CANCEL: pw__worker_on_cancel(w, msg); return true;
+    case PW_WIRE_BYE: {
+      char reason[256];
+      pw__wire_blob_text(&msg->blob[PW_WIRE_REASON_B], reason, sizeof(reason));
+      pw_log(&w->logger, PW_LOG_INFO, "worker", "worker %s: %s ended the session: %s", w->name,
+             w->peer, reason);
+      return false;
+    }
+    default:
+      pw__worker_drop(w, pw__wire_type_name(msg->type),
+                      pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                     "a controller does not send %s on a session",
+                                     pw__wire_type_name(msg->type)));
+      return true;
+  }
+}
+
+/* Reads the session until loss or stop. */
+static void pw_worker_serve(pw_worker_t* w) {
+  uint64_t period = w->heartbeat_ns ? w->heartbeat_ns : PW_WORKER_DEFAULT_HEARTBEAT_NS;
+  uint64_t misses = w->misses ? w->misses : PW_WORKER_DEFAULT_MISSES;
+  uint64_t poll = period / 4 < PW_WORKER_POLL_NS ? period / 4 : PW_WORKER_POLL_NS;
+  if (poll < 1000000) poll = 1000000;
+  nng_socket_set_ms(w->session, NNG_OPT_RECVTIMEO, (nng_duration)(poll / 1000000));
+  pw_time_t last_rx = pw_clock_now();
+  pw_time_t next_heartbeat = last_rx;
+  bool lost = true;
+  for (;;) {
+    pw_time_t now = pw_clock_now();
+    if (pw__worker_stopping(w)) {
+      pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+      bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"worker stopping", 15};
+      pw__worker_send(w, &bye);
+      lost = false;
+      break;
+    }
+    if (pw_atomic_load_u32_acquire(&w->closed)) {
+      pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: %s closed the session", w->name,
+             w->peer);
+      break;
+    }
+    if ((uint64_t)(now - last_rx) > period * misses) {
+      pw_log(&w->logger, PW_LOG_WARN, "worker",
+             "worker %s: lost %s: nothing for %llu ms (%llu heartbeats)", w->name, w->peer,
+             (unsigned long long)((uint64_t)(now - last_rx) / 1000000),
+             (unsigned long long)misses);
+      break;
+    }
+    if (now >= next_heartbeat) {
+      pw_worker_heartbeat(w);
+      next_heartbeat = now + (pw_time_t)period;
+    }
+    nng_msg* raw = NULL;
+    pw_wire_msg_t msg;
+    pw_status_t s = pw__wire_nng_recv(w->session, 0, 0, w->allocator, w->peer, &raw, &msg);
+    pw_status_code_t code = pw_status_code(s);
+    if (code == PW_STATUS_DEADLINE_EXCEEDED) {
+      pw_status_free(s);
+      continue;
+    }
+    if (code == PW_STATUS_INVALID_ARGUMENT) {
+      last_rx = pw_clock_now(); /* any message is a sign of life */
+      pw__worker_drop(w, "a malformed message", s);
+      continue;
+    }
+    if (s != NULL) {
+      pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: session: %s", w->name,
+             pw_status_message(s));
+      pw_status_free(s);
+      break;
+    }
+    last_rx = pw_clock_now();
+    bool more = pw_worker_dispatch(w, &msg);
+    pw__wire_nng_release(raw, &msg, w->allocator);
+    if (!more) break;
+  }
+  if (lost) pw_atomic_fetch_add_u64(&w->n_losses, 1);
+}
+
+/* After the session: no more sends, the data plane's copies cancelled,
+ * the backend's launches waited for, every memory and executable freed. */
+static void pw_worker_cleanup(pw_worker_t* w) {
+  pw_atomic_store_u32_release(&w->dead, 1);
+  pw__worker_dp_close(w);
+  pthread_mutex_lock(&w->lock);
+  while (w->inflight > 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 5;
+    if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) != 0 && w->inflight > 0) {
+      pw_log(&w->logger, PW_LOG_WARN, "worker",
+             "worker %s: still waiting for %llu launches and copies of the lost session",
+             w->name, (unsigned long long)w->inflight);
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  pw__worker_tables_clear(w);
+  nng_close(w->session);
+  w->session_open = false;
+}
+
+void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
+  int rv = nng_pair1_open(&w->session);
+  if (rv != 0) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: session socket: %s", w->name,
+           nng_strerror(rv));
+    return;
+  }
+  w->session_open = true;
+  pw_atomic_store_u32_release(&w->dead, 0);
+  pw_atomic_store_u32_release(&w->closed, 0);
+  w->heartbeat_seq = 0;
+  pw_status_t s = pw__wire_nng_limit(w->session);
+  pw_status_ignore(s);
+  nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
+  nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_removed, w);
+  rv = nng_dial(w->session, url, NULL, 0);
+  if (rv != 0) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: dial session %s of %s: %s", w->name,
+           url, w->peer, nng_strerror(rv));
+    pw_worker_cleanup(w);
+    return;
+  }
+  pw_atomic_fetch_add_u64(&w->n_sessions, 1);
+  pw_wire_msg_t attach = {.type = PW_WIRE_ATTACH};
+  attach.u[PW_WIRE_ATTACH_INDEX] = w->index;
+  attach.blob[PW_WIRE_ATTACH_B_NONCE] = (pw_wire_blob_t){nonce, PW_WIRE_NONCE_SIZE};
+  pw__worker_send(w, &attach);
+  pw_worker_serve(w);
+  pw_worker_cleanup(w);
+}

@@ -1,0 +1,187 @@
+/* Internal: the worker's state, shared by its files.
+ *
+ *   worker.c        create/destroy/run/stop, registration and its backoff
+ *   session.c       the session: attach, the reader loop, heartbeats, loss
+ *   table.c         id -> entry tables (memories, executables) with pins
+ *   requests.c      ALLOC FREE WRITE READ COMPILE LOAD UNLOAD
+ *   launch.c        LAUNCH and its DONE
+ *   copy_local.c    strided rows, COPY LOCAL
+ *   copy_remote.c   the data plane: PEER, COPY SEND/RECV, CANCEL over
+ *                   lib/ucx (copy_remote_stub.c when UCX is not built)
+ *
+ * Threads: the run thread registers and reads the session; backend
+ * completion threads (and the data plane's) send DONE. Sends are
+ * thread-safe (nng sockets are). |lock| guards the tables, the pins and
+ * |inflight|. */
+#ifndef PW_WORKER_WORKER_INTERNAL_H_
+#define PW_WORKER_WORKER_INTERNAL_H_
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/atomics.h"
+#include "pathways/transport.h"
+#include "pathways/worker.h"
+#include "wire/wire.h"
+
+#define PW_WORKER_NAME_MAX 64
+/* The longest any wait of the worker blocks before it checks the stop
+ * flag and the heartbeat clock. */
+#define PW_WORKER_POLL_NS 50000000ull
+#define PW_WORKER_SEND_TIMEOUT_MS 2000
+
+/* One id -> pointer table (open addressing, linear probing; ids are never
+ * 0). Guarded by the worker's lock. */
+typedef struct pw_worker_table_t {
+  uint64_t* keys;
+  void** values;
+  size_t capacity;  /* a power of two, or 0 */
+  size_t count;
+} pw_worker_table_t;
+
+/* A memory of the session: an allocation, or a failed ALLOC's status. */
+typedef struct pw_worker_mem_t {
+  uint64_t id;
+  uint32_t device;
+  size_t size;
+  pw_backend_memory_t memory;
+  pw_status_t failure;  /* owned; the allocation's error, or NULL */
+  uint32_t pins;        /* the table's one plus one per op using it */
+} pw_worker_mem_t;
+
+typedef struct pw_worker_exe_t {
+  uint64_t id;
+  pw_backend_executable_t executable;
+  pw_executable_signature_t signature;
+  uint32_t pins;
+} pw_worker_exe_t;
+
+typedef struct pw_worker_dp_s pw_worker_dp_t;
+
+struct pw_worker_s {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  char* url;
+  size_t url_size;
+  uint8_t* token;
+  size_t token_size;
+  char name[PW_WORKER_NAME_MAX];
+  pw_backend_t backend;
+  uint32_t device_count;
+  uint64_t retry_min_ns;
+  uint64_t retry_max_ns;
+  bool no_data_plane;
+
+  pw_atomic_u32_t stop;
+  pw_atomic_u32_t running;
+  pw_atomic_u64_t n_hellos, n_refusals, n_sessions, n_launches, n_copies, n_refused, n_losses;
+
+  /* The session (valid while |session_open|). */
+  nng_socket session;
+  bool session_open;
+  char peer[96];              /* "controller tcp://..." for messages */
+  uint32_t index;
+  uint64_t heartbeat_ns;
+  uint32_t misses;
+  pw_atomic_u32_t dead;       /* no more sends on the session */
+  pw_atomic_u32_t closed;     /* the session's pipe went away */
+  uint64_t heartbeat_seq;
+
+  pthread_mutex_t lock;
+  pthread_cond_t idle;        /* signalled when |inflight| drops to 0 */
+  uint64_t inflight;          /* launches and copies not yet answered */
+  pw_worker_table_t mems;
+  pw_worker_table_t exes;
+
+  pw_worker_dp_t* dp;         /* the data plane, NULL when off */
+};
+
+/* worker.c */
+void pw__worker_count_refused(pw_worker_t* w);
+/* True once pw_worker_stop was called. */
+bool pw__worker_stopping(pw_worker_t* w);
+
+/* session.c */
+/* Serves one session after WELCOME: dials |url|, attaches, reads until
+ * loss or stop, then cleans up. */
+void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce);
+/* Sends |msg| on the session unless it is dead; failures are logged. */
+void pw__worker_send(pw_worker_t* w, const pw_wire_msg_t* msg);
+/* REPLY (id, status; payload and list may be empty); takes |status|. */
+void pw__worker_reply(pw_worker_t* w, uint64_t id, pw_status_t status, const void* payload,
+                      size_t payload_size, const uint64_t* list, uint32_t list_count);
+/* DONE without timing; takes |status|. */
+void pw__worker_done(pw_worker_t* w, uint64_t id, pw_status_t status);
+/* Logs a dropped message naming the controller and counts it. */
+void pw__worker_drop(pw_worker_t* w, const char* what, pw_status_t status);
+void pw__worker_inflight_add(pw_worker_t* w);
+void pw__worker_inflight_done(pw_worker_t* w);
+
+/* table.c */
+bool pw__worker_table_put(pw_worker_t* w, pw_worker_table_t* t, uint64_t id, void* value);
+void* pw__worker_table_get(pw_worker_table_t* t, uint64_t id);
+void* pw__worker_table_remove(pw_worker_table_t* t, uint64_t id);
+/* Removes and returns some entry, NULL when empty (teardown). */
+void* pw__worker_table_pop(pw_worker_table_t* t);
+void pw__worker_table_free(pw_worker_t* w, pw_worker_table_t* t);
+/* Pins memory |id| for an op: NOT_FOUND naming it, or its ALLOC's
+ * failure. Release with pw__worker_mem_unpin. */
+pw_status_t pw__worker_mem_pin(pw_worker_t* w, uint64_t id, pw_worker_mem_t** out_mem);
+void pw__worker_mem_unpin(pw_worker_t* w, pw_worker_mem_t* mem);
+pw_status_t pw__worker_exe_pin(pw_worker_t* w, uint64_t id, pw_worker_exe_t** out_exe);
+void pw__worker_exe_unpin(pw_worker_t* w, pw_worker_exe_t* exe);
+/* Drops the tables' pins of every memory and executable (session end). */
+void pw__worker_tables_clear(pw_worker_t* w);
+
+/* requests.c */
+void pw__worker_on_alloc(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_free(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_write(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_read(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_compile(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_load(pw_worker_t* w, const pw_wire_msg_t* msg);
+void pw__worker_on_unload(pw_worker_t* w, const pw_wire_msg_t* msg);
+
+/* launch.c */
+void pw__worker_on_launch(pw_worker_t* w, const pw_wire_msg_t* msg);
+
+/* copy_local.c: the rows of a COPY (its list of strides). */
+typedef struct pw_worker_rows_t {
+  size_t size;             /* bytes per row */
+  uint32_t levels;
+  pw_transport_stride_t strides[PW_TRANSPORT_MAX_STRIDES];
+  size_t rows;             /* product of the counts */
+  size_t total;            /* rows * size: the packed bytes */
+} pw_worker_rows_t;
+
+/* Parses the COPY's size and strides; INVALID_ARGUMENT naming the copy. */
+pw_status_t pw__worker_rows_parse(const pw_wire_msg_t* msg, pw_worker_rows_t* out_rows);
+/* OUT_OF_RANGE unless every row from |offset| lies inside |mem|; |src|
+ * picks the strides' side. */
+pw_status_t pw__worker_rows_check(const pw_worker_rows_t* rows, const pw_worker_mem_t* mem,
+                                  size_t offset, bool src, const char* what);
+/* Copies the rows of |mem| (from |offset|, src-side strides) into the
+ * contiguous |packed|, or back (dst-side strides). */
+pw_status_t pw__worker_rows_pack(pw_worker_t* w, const pw_worker_rows_t* rows,
+                                 const pw_worker_mem_t* mem, size_t offset, void* packed);
+pw_status_t pw__worker_rows_unpack(pw_worker_t* w, const pw_worker_rows_t* rows,
+                                   const pw_worker_mem_t* mem, size_t offset,
+                                   const void* packed);
+void pw__worker_on_copy(pw_worker_t* w, const pw_wire_msg_t* msg);
+
+/* copy_remote.c / copy_remote_stub.c: the data plane. */
+/* Opens it for a registration (no-op when off or already open). */
+pw_status_t pw__worker_dp_open(pw_worker_t* w);
+/* This side's address for HELLO (empty when off). */
+void pw__worker_dp_address(pw_worker_t* w, const void** out_bytes, size_t* out_size);
+/* Fails every outstanding copy with CANCELLED and closes it. */
+void pw__worker_dp_close(pw_worker_t* w);
+void pw__worker_on_peer(pw_worker_t* w, const pw_wire_msg_t* msg);
+/* COPY SEND / RECV: answers DONE (now or when the bytes moved). */
+void pw__worker_copy_remote(pw_worker_t* w, const pw_wire_msg_t* msg,
+                            const pw_worker_rows_t* rows);
+void pw__worker_on_cancel(pw_worker_t* w, const pw_wire_msg_t* msg);
+
+#endif /* PW_WORKER_WORKER_INTERNAL_H_ */

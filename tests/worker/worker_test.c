@@ -1,0 +1,346 @@
+/* The worker against a test playing the controller (fake_controller.h):
+ * registration, the session's requests, launches, copies, bad input and
+ * loss. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "fake_controller.h"
+
+void pw_test_check_leaks(void);
+
+TestSuite(worker, .fini = pw_test_check_leaks, .timeout = 120);
+
+static const char fc_add_program[] =
+    "kernel add\n"
+    "input f32[4] split(0,all)\n"
+    "input f32[4] split(0,all)\n"
+    "output f32[4] split(0,all)\n";
+
+Test(worker, registers_with_token_and_attaches_with_nonce) {
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, "secret", fc_cpu_backend(2), true);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  const pw_wire_msg_t* h = &hello.msg;
+  cr_assert_eq(h->blob[PW_WIRE_HELLO_B_TOKEN].size, 6);
+  cr_assert(memcmp(h->blob[PW_WIRE_HELLO_B_TOKEN].data, "secret", 6) == 0);
+  char text[64];
+  pw__wire_blob_text(&h->blob[PW_WIRE_HELLO_B_NAME], text, sizeof(text));
+  cr_assert_str_eq(text, "w-test");
+  pw__wire_blob_text(&h->blob[PW_WIRE_HELLO_B_BACKEND], text, sizeof(text));
+  cr_assert_str_eq(text, "cpu");
+  cr_assert_eq(h->u[PW_WIRE_HELLO_DEVICES], 2);
+  cr_assert_eq(h->u[PW_WIRE_HELLO_QUEUE_FLAGS], PW_BACKEND_QUEUE_ORDERED);
+  cr_assert_eq(h->u[PW_WIRE_HELLO_QUEUE_DEPTH], 8);
+  cr_assert_eq(h->blob[PW_WIRE_HELLO_B_UCX].size, 0, "no data plane asked for");
+  cr_assert_eq(h->list_count, 2);
+  cr_assert_eq(h->list[1], 1u << 20);
+  fc_release(&hello);
+  fc_welcome(&fc, 5, 100000000ull, 100);
+  fc_msg_t attach;
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  cr_assert_eq(attach.msg.u[PW_WIRE_ATTACH_INDEX], 5);
+  cr_assert_eq(attach.msg.blob[PW_WIRE_ATTACH_B_NONCE].size, PW_WIRE_NONCE_SIZE);
+  cr_assert(memcmp(attach.msg.blob[PW_WIRE_ATTACH_B_NONCE].data, fc.nonce, PW_WIRE_NONCE_SIZE) ==
+            0);
+  fc_release(&attach);
+  fc_msg_t hb;
+  fc_recv(&fc, PW_WIRE_HEARTBEAT, &hb);
+  cr_assert_eq(hb.msg.list_count, 2, "one health per device");
+  cr_assert_eq(hb.msg.list[0], PW_DEVICE_HEALTHY);
+  fc_release(&hb);
+  cr_assert_eq(fc_stats(&fc).sessions, 1);
+  fc_stop(&fc);
+}
+
+Test(worker, refused_worker_retries) {
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, "wrong", fc_cpu_backend(1), true);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_refuse(&fc, "bad token");
+  fc_recv_hello(&fc, &hello);
+  cr_assert_eq(hello.msg.blob[PW_WIRE_HELLO_B_TOKEN].size, 5);
+  fc_release(&hello);
+  cr_assert_geq(fc_stats(&fc).refusals, 1);
+  cr_assert_geq(fc_stats(&fc).hellos, 2);
+  cr_assert_eq(fc_stats(&fc).sessions, 0);
+  fc_refuse(&fc, "bad token");
+  fc_stop(&fc);
+}
+
+Test(worker, alloc_write_read_round_trip) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_alloc(&fc, 11, 1, 64);
+  uint8_t bytes[40];
+  for (uint32_t i = 0; i < sizeof(bytes); ++i) bytes[i] = (uint8_t)(i * 3 + 1);
+  fc_write(&fc, 1, 11, 8, bytes, sizeof(bytes), PW_STATUS_OK);
+  fc_msg_t r;
+  fc_read(&fc, 2, 11, 8, sizeof(bytes), PW_STATUS_OK, &r);
+  cr_assert_eq(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].size, sizeof(bytes));
+  cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, bytes, sizeof(bytes)) == 0);
+  fc_release(&r);
+  /* Out of range, unknown memory, a failed ALLOC remembered. */
+  fc_write(&fc, 3, 11, 60, bytes, 8, PW_STATUS_OUT_OF_RANGE);
+  fc_read(&fc, 4, 999, 0, 4, PW_STATUS_NOT_FOUND, &r);
+  char text[256];
+  pw__wire_blob_text(&r.msg.blob[PW_WIRE_REPLY_B_MESSAGE], text, sizeof(text));
+  cr_assert(strstr(text, "memory 999") != NULL, "%s", text);
+  fc_release(&r);
+  fc_alloc(&fc, 12, 0, 1ull << 40);
+  fc_write(&fc, 5, 12, 0, bytes, 4, PW_STATUS_RESOURCE_EXHAUSTED);
+  fc_alloc(&fc, 13, 7, 4);
+  fc_write(&fc, 6, 13, 0, bytes, 4, PW_STATUS_INVALID_ARGUMENT);
+  /* FREE: later uses are NOT_FOUND. */
+  pw_wire_msg_t f = {.type = PW_WIRE_FREE};
+  f.u[PW_WIRE_FREE_MEM] = 11;
+  fc_send(&fc, &f);
+  fc_read(&fc, 7, 11, 0, 4, PW_STATUS_NOT_FOUND, &r);
+  fc_release(&r);
+  fc_stop(&fc);
+}
+
+/* COMPILE + LOAD of "add" for a mesh of 2, ALLOC + WRITE the shards. */
+static void fc_setup_add(fc_t* fc, uint64_t exe) {
+  pw_wire_msg_t c = {.type = PW_WIRE_COMPILE};
+  uint64_t dims[1] = {2};
+  c.u[PW_WIRE_COMPILE_ID] = 20;
+  c.blob[PW_WIRE_COMPILE_B_PROGRAM] = (pw_wire_blob_t){fc_add_program, strlen(fc_add_program)};
+  c.list = dims;
+  c.list_count = 1;
+  fc_send(fc, &c);
+  fc_msg_t r;
+  fc_recv(fc, PW_WIRE_REPLY, &r);
+  cr_assert_eq(r.msg.u[PW_WIRE_REPLY_CODE], 0);
+  cr_assert_gt(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].size, 0);
+  pw_wire_msg_t l = {.type = PW_WIRE_LOAD};
+  l.u[PW_WIRE_LOAD_ID] = 21;
+  l.u[PW_WIRE_LOAD_EXE] = exe;
+  l.blob[PW_WIRE_LOAD_B_BYTES] = r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD];
+  fc_send(fc, &l);
+  fc_release(&r);
+  fc_recv(fc, PW_WIRE_REPLY, &r);
+  cr_assert_eq(r.msg.u[PW_WIRE_REPLY_ID], 21);
+  cr_assert_eq(r.msg.u[PW_WIRE_REPLY_CODE], 0);
+  char name[64];
+  pw__wire_blob_text(&r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD], name, sizeof(name));
+  cr_assert_str_eq(name, "add");
+  /* mesh rank 1, dim 2, 2 inputs, 1 output; input 0: f32, rank 1, [4],
+   * split, tensor axis 0, mesh axis all. */
+  const uint64_t* s = r.msg.list;
+  cr_assert_geq(r.msg.list_count, 5 + 6);
+  cr_assert_eq(s[0], 1);
+  cr_assert_eq(s[1], 2);
+  cr_assert_eq(s[2], 2);
+  cr_assert_eq(s[3], 1);
+  cr_assert_eq(s[4], PW_DTYPE_F32);
+  cr_assert_eq(s[5], 1);
+  cr_assert_eq(s[6], 4);
+  cr_assert_eq(s[7], PW_SHARDING_SPLIT);
+  cr_assert_eq(r.msg.list_count, 4 + 3 * 6);
+  fc_release(&r);
+  float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  for (uint32_t d = 0; d < 2; ++d) {
+    fc_alloc(fc, 100 + d, d, 8);
+    fc_alloc(fc, 200 + d, d, 8);
+    fc_alloc(fc, 300 + d, d, 8);
+    fc_write(fc, 30 + d, 100 + d, 0, &a[2 * d], 8, PW_STATUS_OK);
+    fc_write(fc, 40 + d, 200 + d, 0, &b[2 * d], 8, PW_STATUS_OK);
+  }
+}
+
+static void fc_launch(fc_t* fc, uint64_t id, uint64_t exe, uint64_t seq, uint64_t out0) {
+  uint64_t list[2 + 3 * 2] = {0, 1, 100, 101, 200, 201, out0, 301};
+  pw_wire_msg_t m = {.type = PW_WIRE_LAUNCH, .list = list, .list_count = 8};
+  m.u[PW_WIRE_LAUNCH_ID] = id;
+  m.u[PW_WIRE_LAUNCH_EXE] = exe;
+  m.u[PW_WIRE_LAUNCH_MESH_START] = 0;
+  m.u[PW_WIRE_LAUNCH_DEVICES] = 2;
+  m.u[PW_WIRE_LAUNCH_GROUP] = 2;
+  m.u[PW_WIRE_LAUNCH_GANG] = id;
+  m.u[PW_WIRE_LAUNCH_QUEUE_SEQ] = seq;
+  m.u[PW_WIRE_LAUNCH_INPUTS] = 2;
+  m.u[PW_WIRE_LAUNCH_OUTPUTS] = 1;
+  fc_send(fc, &m);
+}
+
+Test(worker, compile_load_launch_read) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 50, 7, 1, 300);
+  fc_msg_t d;
+  fc_recv(&fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_ID], 50);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_CODE], 0);
+  cr_assert_geq(d.msg.u[PW_WIRE_DONE_END_NS], d.msg.u[PW_WIRE_DONE_START_NS]);
+  cr_assert_gt(d.msg.u[PW_WIRE_DONE_END_NS], 0, "streams mode times its launches");
+  fc_release(&d);
+  float want[4] = {11, 22, 33, 44};
+  for (uint32_t dev = 0; dev < 2; ++dev) {
+    fc_msg_t r;
+    fc_read(&fc, 60 + dev, 300 + dev, 0, 8, PW_STATUS_OK, &r);
+    cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, &want[2 * dev], 8) == 0);
+    fc_release(&r);
+  }
+  cr_assert_eq(fc_stats(&fc).launches, 1);
+  fc_stop(&fc);
+}
+
+Test(worker, launch_on_unknown_ids_is_not_found) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 51, 7, 0, 999);
+  fc_msg_t d;
+  fc_recv(&fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_ID], 51);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_CODE], PW_STATUS_NOT_FOUND);
+  char text[256];
+  pw__wire_blob_text(&d.msg.blob[PW_WIRE_DONE_B_MESSAGE], text, sizeof(text));
+  cr_assert(strstr(text, "memory 999") != NULL, "%s", text);
+  fc_release(&d);
+  fc_launch(&fc, 52, 8, 0, 300);
+  fc_recv(&fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_CODE], PW_STATUS_NOT_FOUND);
+  pw__wire_blob_text(&d.msg.blob[PW_WIRE_DONE_B_MESSAGE], text, sizeof(text));
+  cr_assert(strstr(text, "executable 8") != NULL, "%s", text);
+  fc_release(&d);
+  cr_assert_eq(fc_stats(&fc).launches, 0);
+  fc_stop(&fc);
+}
+
+Test(worker, malformed_messages_are_counted_and_dropped) {
+  fc_t fc;
+  fc_session(&fc, 1);
+  const uint8_t junk[] = {0x9f, 0x01, 0xff, 0x00, 0x42};
+  nng_msg* raw = NULL;
+  cr_assert_eq(nng_msg_alloc(&raw, sizeof(junk)), 0);
+  memcpy(nng_msg_body(raw), junk, sizeof(junk));
+  cr_assert_eq(nng_sendmsg(fc.pair, raw, 0), 0);
+  /* A message a controller never sends on a session, and a bad LAUNCH. */
+  pw_wire_msg_t hello = {.type = PW_WIRE_HELLO};
+  fc_send(&fc, &hello);
+  pw_wire_msg_t l = {.type = PW_WIRE_LAUNCH};
+  l.u[PW_WIRE_LAUNCH_ID] = 9;
+  l.u[PW_WIRE_LAUNCH_DEVICES] = 3;
+  l.u[PW_WIRE_LAUNCH_GROUP] = 2;
+  fc_send(&fc, &l);
+  fc_msg_t d;
+  fc_recv(&fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_CODE], PW_STATUS_INVALID_ARGUMENT);
+  fc_release(&d);
+  fc_alloc(&fc, 1, 0, 4);
+  fc_write(&fc, 2, 1, 0, "abcd", 4, PW_STATUS_OK);
+  cr_assert_geq(fc_stats(&fc).refused, 3);
+  fc_stop(&fc);
+}
+
+static bool fc_lost_once(const pw_worker_stats_t* s) { return s->losses >= 1; }
+
+Test(worker, silent_controller_is_lost_and_worker_registers_again) {
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, NULL, fc_cpu_backend(1), true);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_welcome(&fc, 1, 20000000ull, 3);
+  fc_msg_t attach;
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  fc_release(&attach);
+  fc_alloc(&fc, 1, 0, 4);
+  /* Say nothing: after 3 periods the worker gives up and says HELLO. */
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_wait_stats(&fc, fc_lost_once);
+  cr_assert_eq(fc_stats(&fc).sessions, 1);
+  fc_welcome(&fc, 1, 200000000ull, 50);
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  fc_release(&attach);
+  /* The old session's memory is gone. */
+  fc_msg_t r;
+  fc_read(&fc, 2, 1, 0, 4, PW_STATUS_NOT_FOUND, &r);
+  fc_release(&r);
+  fc_stop(&fc);
+}
+
+Test(worker, bye_ends_the_session) {
+  fc_t fc;
+  fc_session(&fc, 1);
+  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+  bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"controller stopping", 19};
+  fc_send(&fc, &bye);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_wait_stats(&fc, fc_lost_once);
+  fc_refuse(&fc, "go away");
+  fc_stop(&fc);
+}
+
+static void fc_copy(fc_t* fc, uint64_t id, uint64_t role, uint64_t src, uint64_t src_off,
+                    uint64_t dst, uint64_t dst_off, uint64_t size, const uint64_t* strides,
+                    uint32_t n) {
+  pw_wire_msg_t c = {.type = PW_WIRE_COPY, .list = strides, .list_count = n};
+  c.u[PW_WIRE_COPY_ID] = id;
+  c.u[PW_WIRE_COPY_ROLE] = role;
+  c.u[PW_WIRE_COPY_SRC_MEM] = src;
+  c.u[PW_WIRE_COPY_SRC_OFFSET] = src_off;
+  c.u[PW_WIRE_COPY_DST_MEM] = dst;
+  c.u[PW_WIRE_COPY_DST_OFFSET] = dst_off;
+  c.u[PW_WIRE_COPY_SIZE] = size;
+  c.u[PW_WIRE_COPY_TAG] = id;
+  fc_send(fc, &c);
+}
+
+static uint64_t fc_done_code(fc_t* fc, uint64_t id) {
+  fc_msg_t d;
+  fc_recv(fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_ID], id);
+  uint64_t code = d.msg.u[PW_WIRE_DONE_CODE];
+  fc_release(&d);
+  return code;
+}
+
+Test(worker, copy_local_with_strides) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  uint8_t src[32];
+  for (uint32_t i = 0; i < sizeof(src); ++i) src[i] = (uint8_t)i;
+  fc_alloc(&fc, 1, 0, 32);
+  fc_alloc(&fc, 2, 1, 32);
+  fc_write(&fc, 3, 1, 0, src, sizeof(src), PW_STATUS_OK);
+  fc_write(&fc, 4, 2, 0, (uint8_t[32]){0}, 32, PW_STATUS_OK);
+  /* 2 x 3 rows of 2 bytes: source rows 16 and 4 apart from offset 1,
+   * destination rows 8 and 2 apart from offset 2. */
+  const uint64_t strides[6] = {2, 16, 8, 3, 4, 2};
+  fc_copy(&fc, 10, PW_WIRE_COPY_LOCAL, 1, 1, 2, 2, 2, strides, 6);
+  cr_assert_eq(fc_done_code(&fc, 10), 0);
+  fc_msg_t r;
+  fc_read(&fc, 5, 2, 0, 32, PW_STATUS_OK, &r);
+  uint8_t want[32] = {0};
+  for (uint32_t i = 0; i < 2; ++i) {
+    for (uint32_t j = 0; j < 3; ++j) {
+      memcpy(&want[2 + i * 8 + j * 2], &src[1 + i * 16 + j * 4], 2);
+    }
+  }
+  cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, want, 32) == 0);
+  fc_release(&r);
+  /* Rows past the end, an unknown memory, a bad stride list. */
+  fc_copy(&fc, 11, PW_WIRE_COPY_LOCAL, 1, 20, 2, 0, 2, strides, 6);
+  cr_assert_eq(fc_done_code(&fc, 11), PW_STATUS_OUT_OF_RANGE);
+  fc_copy(&fc, 12, PW_WIRE_COPY_LOCAL, 1, 0, 77, 0, 2, NULL, 0);
+  cr_assert_eq(fc_done_code(&fc, 12), PW_STATUS_NOT_FOUND);
+  fc_copy(&fc, 13, PW_WIRE_COPY_LOCAL, 1, 0, 2, 0, 2, strides, 4);
+  cr_assert_eq(fc_done_code(&fc, 13), PW_STATUS_INVALID_ARGUMENT);
+  /* No data plane: a remote copy is UNIMPLEMENTED, still answered. */
+  fc_copy(&fc, 14, PW_WIRE_COPY_SEND, 1, 0, 0, 0, 8, NULL, 0);
+  cr_assert_eq(fc_done_code(&fc, 14), PW_STATUS_UNIMPLEMENTED);
+  cr_assert_eq(fc_stats(&fc).copies, 5);
+  fc_stop(&fc);
+}
