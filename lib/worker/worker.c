@@ -274,7 +274,8 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
   pw_status_t s = pw__wire_nng_limit(sock);
   if (s == NULL) {
     nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, (nng_duration)(PW_WORKER_POLL_NS / 1000000));
-    nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
+    /* Short: with no connection yet the send waits, and stop must not. */
+    nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 100);
     nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 50);
     nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 1000);
     rv = nng_dial(sock, w->url, NULL, NNG_FLAG_NONBLOCK);

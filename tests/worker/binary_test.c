@@ -1,0 +1,120 @@
+/* The pathways-worker binary as a child process of a test playing the
+ * controller: registration with the token from the environment, a
+ * plugin backend, a plugin refused for its ABI, usage errors, and a clean
+ * stop on SIGTERM (exit 0, reaped). */
+#define _POSIX_C_SOURCE 200809L
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fake_controller.h"
+#include <nng/supplemental/util/platform.h>
+
+void pw_test_check_leaks(void);
+
+TestSuite(worker_binary, .fini = pw_test_check_leaks, .timeout = 120);
+
+/* Starts the binary with |args| (NULL-terminated, after argv[0]) and
+ * PATHWAYS_TOKEN=|token| (NULL: unset). */
+static pid_t wb_spawn(const char* token, const char* const* args) {
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1);
+  if (pid == 0) {
+    char* argv[16];
+    int n = 0;
+    argv[n++] = (char*)PW_WORKER_BINARY;
+    for (; args[n - 1] != NULL && n < 15; ++n) argv[n] = (char*)args[n - 1];
+    argv[n] = NULL;
+    if (token != NULL) {
+      setenv("PATHWAYS_TOKEN", token, 1);
+    } else {
+      unsetenv("PATHWAYS_TOKEN");
+    }
+    unsetenv("PATHWAYS_CONTROLLER");
+    execv(PW_WORKER_BINARY, argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* Waits (bounded) for |pid| to exit; returns its exit status. */
+static int wb_reap(pid_t pid) {
+  for (int i = 0; i < FC_WAIT_MS / 10; ++i) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    cr_assert_neq(r, -1);
+    if (r == pid) {
+      cr_assert(WIFEXITED(status), "the worker died of signal %d", WTERMSIG(status));
+      return WEXITSTATUS(status);
+    }
+    nng_msleep(10);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  cr_assert_fail("the worker did not exit");
+  return -1;
+}
+
+Test(worker_binary, registers_and_stops_cleanly_on_sigterm) {
+  fc_t fc;
+  fc_listen(&fc);
+  const char* args[] = {"--controller", fc.reg_url, "--devices", "2", "--name", "wb1",
+                        "--log-level", "warn", NULL};
+  pid_t pid = wb_spawn("secret", args);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_PID], (uint64_t)pid);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_DEVICES], 2);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_QUEUE_DEPTH], 8, "streams mode by default");
+  cr_assert_eq(hello.msg.blob[PW_WIRE_HELLO_B_TOKEN].size, 6);
+  cr_assert(memcmp(hello.msg.blob[PW_WIRE_HELLO_B_TOKEN].data, "secret", 6) == 0);
+  fc_release(&hello);
+  fc_welcome(&fc, 0, 100000000ull, 100);
+  fc_msg_t m;
+  fc_recv(&fc, PW_WIRE_ATTACH, &m);
+  fc_release(&m);
+  fc_alloc(&fc, 1, 1, 16);
+  fc_write(&fc, 2, 1, 0, "0123456789abcdef", 16, PW_STATUS_OK);
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  fc_recv(&fc, PW_WIRE_BYE, &m);
+  fc_release(&m);
+  cr_assert_eq(wb_reap(pid), 0);
+  fc_stop(&fc);
+}
+
+Test(worker_binary, loads_a_backend_plugin) {
+  fc_t fc;
+  fc_listen(&fc);
+  const char* args[] = {"--controller", fc.reg_url, "--backend",
+                        "plugin:" PW_PLUGIN_CPU ":devices=3", "--log-level", "warn", NULL};
+  pid_t pid = wb_spawn("secret", args);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_DEVICES], 3);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_QUEUE_DEPTH], 4, "the plugin's own options");
+  fc_release(&hello);
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  cr_assert_eq(wb_reap(pid), 0);
+  fc_stop(&fc);
+}
+
+Test(worker_binary, refuses_a_plugin_of_another_abi) {
+  const char* args[] = {"--controller", "tcp://127.0.0.1:1", "--backend",
+                        "plugin:" PW_PLUGIN_BAD_ABI, NULL};
+  cr_assert_eq(wb_reap(wb_spawn("secret", args)), 3);
+  const char* missing[] = {"--controller", "tcp://127.0.0.1:1", "--backend",
+                           "plugin:/nonexistent/plugin.so", NULL};
+  cr_assert_eq(wb_reap(wb_spawn("secret", missing)), 3);
+}
+
+Test(worker_binary, usage_errors_exit_2) {
+  const char* no_controller[] = {"--devices", "1", NULL};
+  cr_assert_eq(wb_reap(wb_spawn("secret", no_controller)), 2);
+  const char* no_token[] = {"--controller", "tcp://127.0.0.1:1", NULL};
+  cr_assert_eq(wb_reap(wb_spawn(NULL, no_token)), 2);
+  const char* bad_flag[] = {"--controller", "tcp://127.0.0.1:1", "--devices", "many", NULL};
+  cr_assert_eq(wb_reap(wb_spawn("secret", bad_flag)), 2);
+}
