@@ -223,6 +223,8 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   pw_status_t s = pw__wire_nng_limit(w->session);
   pw_status_ignore(s);
   nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
+  /* DONEs and heartbeats queue while the controller is busy reading. */
+  nng_socket_set_int(w->session, NNG_OPT_SENDBUF, 1024);
   nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_removed, w);
   rv = nng_dial(w->session, url, NULL, 0);
   if (rv != 0) {

@@ -119,9 +119,11 @@ void fc_send(fc_t* fc, const pw_wire_msg_t* msg) {
   cr_assert_null(s, "%s", pw_status_message(s));
 }
 
-void fc_session(fc_t* fc, uint32_t devices) {
+void fc_session(fc_t* fc, uint32_t devices) { fc_session_backend(fc, fc_cpu_backend(devices)); }
+
+void fc_session_backend(fc_t* fc, pw_backend_t backend) {
   fc_listen(fc);
-  fc_start_worker(fc, "secret", fc_cpu_backend(devices), true);
+  fc_start_worker(fc, "secret", backend, true);
   fc_msg_t hello;
   fc_recv_hello(fc, &hello);
   fc_release(&hello);

@@ -51,6 +51,8 @@ void fc_send(fc_t* fc, const pw_wire_msg_t* msg);
 /* Listen, start a worker with a CPU backend of |devices|, HELLO, WELCOME
  * (index 3; heartbeats every 200 ms, 50 misses), ATTACH checked. */
 void fc_session(fc_t* fc, uint32_t devices);
+/* The same with |backend| (owned by the worker). */
+void fc_session_backend(fc_t* fc, pw_backend_t backend);
 /* Stops the worker, joins it (asserting its run returned NULL), destroys
  * it, closes the sockets. */
 void fc_stop(fc_t* fc);

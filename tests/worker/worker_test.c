@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fake_controller.h"
+#include "pathways/backends/sim.h"
 
 void pw_test_check_leaks(void);
 
@@ -342,5 +343,81 @@ Test(worker, copy_local_with_strides) {
   fc_copy(&fc, 14, PW_WIRE_COPY_SEND, 1, 0, 0, 0, 8, NULL, 0);
   cr_assert_eq(fc_done_code(&fc, 14), PW_STATUS_UNIMPLEMENTED);
   cr_assert_eq(fc_stats(&fc).copies, 5);
+  fc_stop(&fc);
+}
+
+Test(worker, closed_session_is_lost_at_once) {
+  fc_t fc;
+  fc_session(&fc, 1);
+  /* Drop the worker's connection (closing the whole socket instead can
+   * hang in nng 1.5.2's nng_close, nanomsg/nng#1543). */
+  fc_msg_t hb;
+  fc_recv(&fc, PW_WIRE_HEARTBEAT, &hb);
+  nng_pipe pipe = nng_msg_get_pipe(hb.raw);
+  fc_release(&hb);
+  cr_assert_eq(nng_pipe_close(pipe), 0);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_wait_stats(&fc, fc_lost_once);
+  fc_refuse(&fc, "go away");
+  fc_stop(&fc);
+}
+
+/* The sim backend has launch_host: a lane is one call, one DONE. */
+Test(worker, host_launch_through_the_sim) {
+  pw_sim_backend_options_t o;
+  pw_sim_backend_options_init(&o);
+  o.devices_per_slice = 2;
+  o.device_memory_bytes = 1u << 20;
+  pw_backend_t sim;
+  pw_status_t st = pw_sim_backend_create(&o, &sim);
+  cr_assert_null(st, "%s", pw_status_message(st));
+  fc_t fc;
+  fc_session_backend(&fc, sim);
+  static const char program[] =
+      "op cp\nkind copy\ntime 1us\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
+  pw_wire_msg_t c = {.type = PW_WIRE_COMPILE};
+  uint64_t dims[1] = {2};
+  c.u[PW_WIRE_COMPILE_ID] = 1;
+  c.blob[PW_WIRE_COMPILE_B_PROGRAM] = (pw_wire_blob_t){program, strlen(program)};
+  c.list = dims;
+  c.list_count = 1;
+  fc_send(&fc, &c);
+  fc_msg_t r;
+  fc_recv(&fc, PW_WIRE_REPLY, &r);
+  cr_assert_eq(r.msg.u[PW_WIRE_REPLY_CODE], 0);
+  pw_wire_msg_t l = {.type = PW_WIRE_LOAD};
+  l.u[PW_WIRE_LOAD_ID] = 2;
+  l.u[PW_WIRE_LOAD_EXE] = 5;
+  l.blob[PW_WIRE_LOAD_B_BYTES] = r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD];
+  fc_send(&fc, &l);
+  fc_release(&r);
+  fc_recv(&fc, PW_WIRE_REPLY, &r);
+  cr_assert_eq(r.msg.u[PW_WIRE_REPLY_CODE], 0);
+  fc_release(&r);
+  float x[4] = {1.5f, -2, 3, 4.25f};
+  for (uint32_t d = 0; d < 2; ++d) {
+    fc_alloc(&fc, 10 + d, d, 8);
+    fc_alloc(&fc, 20 + d, d, 8);
+    fc_write(&fc, 3 + d, 10 + d, 0, &x[2 * d], 8, PW_STATUS_OK);
+  }
+  uint64_t list[2 + 2 * 2] = {0, 1, 10, 11, 20, 21};
+  pw_wire_msg_t m = {.type = PW_WIRE_LAUNCH, .list = list, .list_count = 6};
+  m.u[PW_WIRE_LAUNCH_ID] = 30;
+  m.u[PW_WIRE_LAUNCH_EXE] = 5;
+  m.u[PW_WIRE_LAUNCH_DEVICES] = 2;
+  m.u[PW_WIRE_LAUNCH_GROUP] = 2;
+  m.u[PW_WIRE_LAUNCH_GANG] = 1;
+  m.u[PW_WIRE_LAUNCH_INPUTS] = 1;
+  m.u[PW_WIRE_LAUNCH_OUTPUTS] = 1;
+  fc_send(&fc, &m);
+  cr_assert_eq(fc_done_code(&fc, 30), 0);
+  for (uint32_t d = 0; d < 2; ++d) {
+    fc_read(&fc, 40 + d, 20 + d, 0, 8, PW_STATUS_OK, &r);
+    cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, &x[2 * d], 8) == 0);
+    fc_release(&r);
+  }
+  cr_assert_eq(fc_stats(&fc).launches, 1);
   fc_stop(&fc);
 }
