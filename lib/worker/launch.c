@@ -2,8 +2,11 @@
 /* LAUNCH: one lane of a gang op on the local backend, answered by one
  * DONE (docs/remote.md). Through launch_host when the backend has it,
  * else one launch per device of the lane, completed with the first
- * failure. queue_seq is passed through, so a queue-ordered backend sees
- * each device's launches numbered as the controller numbered them. */
+ * failure. A queued launch (queue_seq != 0) is numbered in each device's
+ * queue by the worker itself, 1, 2, ... per launch handed to the backend
+ * this session, in the controller's order: a LAUNCH the worker answers
+ * itself (an unknown id) then leaves no gap that would make the backend
+ * refuse the next one. */
 #include <string.h>
 
 #include "plugin/backend_call.h"
@@ -210,6 +213,12 @@ static void pw_worker_launch_run(pw_worker_t* w, const pw_wire_msg_t* msg,
         .input_count = l->inputs, .outputs = l->out_rows, .output_count = l->outputs,
         .queue_seq = seq, .done = pw_worker_launch_done,
         .done_timed = pw_worker_launch_done_timed, .done_user = l};
+    if (seq != 0) {
+      /* One number for the lane: its devices' queues have taken the same
+       * launches whenever lanes keep their shape (the runtime's do). */
+      h.queue_seq = w->queue_seq[l->group_devices[start]] + 1;
+      for (uint32_t i = 0; i < l->devices; ++i) w->queue_seq[l->group_devices[start + i]] = h.queue_seq;
+    }
     l->pending = 1;
     pw_status_t s = w->backend.vtable->launch_host(w->backend.self, &h);
     accepted = s == NULL;
@@ -224,7 +233,8 @@ static void pw_worker_launch_run(pw_worker_t* w, const pw_wire_msg_t* msg,
           .group_devices = l->group_devices, .group_size = l->group, .gang_id = gang,
           .inputs = &l->per_device[i * params], .input_count = l->inputs,
           .outputs = &l->per_device[i * params + l->inputs], .output_count = l->outputs,
-          .done = pw_worker_launch_done, .done_user = l, .queue_seq = seq,
+          .done = pw_worker_launch_done, .done_user = l,
+          .queue_seq = seq != 0 ? ++w->queue_seq[l->group_devices[start + i]] : 0,
           .done_timed = pw_worker_launch_done_timed};
       pw_status_t s = pw__backend_launch(&w->backend, &one);
       if (s == NULL) {

@@ -93,6 +93,8 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
     pw__backend_destroy(&options->backend);
     return status;
   }
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->idle, NULL);
   w->allocator = a;
   w->logger = options->logger.fn != NULL ? options->logger : pw_logger_default();
   w->backend = options->backend;
@@ -119,8 +121,12 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
     host[sizeof(host) - 1] = '\0';
     snprintf(w->name, sizeof(w->name), "%s-%ld", host, (long)getpid());
   }
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->idle, NULL);
+  status = pw_allocator_calloc_array(a, w->device_count, sizeof(uint64_t), 0,
+                                     (void**)&w->queue_seq);
+  if (status != NULL) {
+    pw_worker_destroy(w);
+    return status;
+  }
   *out_worker = w;
   return NULL;
 }
@@ -155,6 +161,7 @@ void pw_worker_destroy(pw_worker_t* worker) {
   pw__worker_table_free(worker, &worker->exes);
   pw_allocator_free(a, worker->url, worker->url_size);
   pw_allocator_free(a, worker->token, worker->token_size);
+  pw_allocator_free(a, worker->queue_seq, sizeof(uint64_t) * worker->device_count);
   pthread_mutex_destroy(&worker->lock);
   pthread_cond_destroy(&worker->idle);
   pw_allocator_free(a, worker, sizeof(*worker));
