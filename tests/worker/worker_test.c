@@ -427,3 +427,34 @@ Test(worker, host_launch_through_the_sim) {
   cr_assert_eq(fc_stats(&fc).launches, 1);
   fc_stop(&fc);
 }
+
+/* Enough ids to grow the table several times, half of them freed in
+ * between: every survivor still holds its own bytes. */
+Test(worker, many_memories_survive_frees) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  const uint64_t n = 600;
+  for (uint64_t id = 1; id <= n; ++id) fc_alloc(&fc, id * 7919, (uint32_t)(id % 2), 8);
+  for (uint64_t id = 1; id <= n; ++id) {
+    uint64_t v = id * 31;
+    fc_write(&fc, id, id * 7919, 0, &v, 8, PW_STATUS_OK);
+  }
+  for (uint64_t id = 1; id <= n; id += 2) {
+    pw_wire_msg_t f = {.type = PW_WIRE_FREE};
+    f.u[PW_WIRE_FREE_MEM] = id * 7919;
+    fc_send(&fc, &f);
+  }
+  for (uint64_t id = 1; id <= n; ++id) {
+    fc_msg_t r;
+    bool freed = id % 2 == 1;
+    fc_read(&fc, n + id, id * 7919, 0, 8, freed ? PW_STATUS_NOT_FOUND : PW_STATUS_OK, &r);
+    if (!freed) {
+      uint64_t v = id * 31;
+      cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, &v, 8) == 0, "memory %llu",
+                (unsigned long long)(id * 7919));
+    }
+    fc_release(&r);
+  }
+  cr_assert_eq(fc_stats(&fc).refused, 0);
+  fc_stop(&fc);
+}
