@@ -98,6 +98,18 @@ Test(worker_remote, strided_rows_cross_between_workers) {
   cancel.u[PW_WIRE_CANCEL_TAG] = 779;
   fc_send(&b, &cancel);
   cr_assert_eq(rc_done(&b, 12, text, sizeof(text)), PW_STATUS_CANCELLED, "%s", text);
+  /* A receive outstanding when the session ends: the cleanup cancels it
+   * (the link closes), waits for it and registers again. */
+  rc_copy(&b, 13, PW_WIRE_COPY_RECV, 1, 0, 0, 780, NULL, 0);
+  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+  fc_send(&b, &bye);
+  fc_msg_t hello;
+  fc_recv_hello(&b, &hello);
+  cr_assert_gt(hello.msg.blob[PW_WIRE_HELLO_B_UCX].size, 0);
+  fc_release(&hello);
+  cr_assert_eq(fc_stats(&b).losses, 1);
+  cr_assert_eq(fc_stats(&b).copies, 3, "the cancelled receive counts as completed");
+  fc_refuse(&b, "done");
   fc_stop(&a);
   fc_stop(&b);
 }
