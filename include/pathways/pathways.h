@@ -32,5 +32,6 @@
 #include "pathways/backends/sim.h"
 #include "pathways/transports/inproc.h"
 #include "pathways/stores/dir.h"
+#include "pathways/remote.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */
