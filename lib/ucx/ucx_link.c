@@ -17,9 +17,6 @@
 enum { PW_UCX_HEADER = 24, PW_UCX_VERSION = 1 };
 static const uint8_t kPwUcxMagic[4] = {'P', 'W', 'U', 'X'};
 
-/* UCX_TLS when the user set none: see docs/toolchain.md ("UCX"). */
-#define PW_UCX_DEFAULT_TLS "tcp,self"
-
 /* The longest a close of every endpoint may take in destroy. */
 #define PW_UCX_DESTROY_NS 1000000000ull
 
@@ -170,13 +167,10 @@ static pw_status_t pw_ucx_start(pw_ucx_link_t* link) {
   ucp_config_t* config = NULL;
   ucs_status_t s = ucp_config_read(NULL, NULL, &config);
   if (s != UCS_OK) return pw_ucx_status(link, "reading UCX's configuration", s);
-  if (getenv("UCX_TLS") == NULL) {
-    s = ucp_config_modify(config, "TLS", PW_UCX_DEFAULT_TLS);
-    if (s != UCS_OK) {
-      ucp_config_release(config);
-      return pw_ucx_status(link, "setting UCX_TLS=" PW_UCX_DEFAULT_TLS, s);
-    }
-  }
+  /* UCX_TLS and the rest stay the user's. Endpoints ask for peer failure
+   * handling, which UCX 1.13's shared-memory transports (posix, sysv, cma)
+   * lack: UCX then picks TCP, loopback included, or RDMA where present
+   * (docs/toolchain.md, "UCX"). */
   ucp_params_t params;
   memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
