@@ -387,6 +387,15 @@ Test(ucx, killed_peer_fails_sends_unavailable) {
   char never[8];
   cr_assert_null(pw__ucx_link_recv(link, 2, never, sizeof(never), NULL, ut_on_done, &pending));
 
+  /* A large send the child never receives: UCX sends it by rendezvous,
+   * which waits for the child's receive, so it is outstanding when the
+   * child dies. */
+  enum { kBig = 16 * 1024 * 1024 };
+  uint8_t* big = calloc(1, kBig);
+  ut_done_t big_sent;
+  ut_done_init(&big_sent);
+  cr_assert_null(pw__ucx_link_send(link, peer, 3, big, kBig, ut_on_done, &big_sent));
+
   cr_assert_eq(kill(child, SIGKILL), 0);
   int wstatus = 0;
   cr_assert_eq(waitpid(child, &wstatus, 0), child);
@@ -407,6 +416,8 @@ Test(ucx, killed_peer_fails_sends_unavailable) {
     if (s != NULL) {
       cr_assert_eq(pw_status_code(s), PW_STATUS_UNAVAILABLE, "%s", pw_status_message(s));
       cr_assert_not_null(strstr(pw_status_message(s), "child"), "%s", pw_status_message(s));
+      cr_log_info("send %llu after the kill refused: %s", (unsigned long long)(tag - 100),
+                  pw_status_message(s));
       pw_status_free(s);
       failed = true;
       break;
@@ -415,11 +426,16 @@ Test(ucx, killed_peer_fails_sends_unavailable) {
     if (d.code != PW_STATUS_OK) {
       cr_assert_eq(d.code, PW_STATUS_UNAVAILABLE, "%s", d.message);
       cr_assert_not_null(strstr(d.message, "child"), "%s", d.message);
+      cr_log_info("send %llu after the kill: %s", (unsigned long long)(tag - 100), d.message);
       failed = true;
     }
     struct timespec pause_ts = {0, 20 * 1000 * 1000};
     nanosleep(&pause_ts, NULL);
   }
+  cr_assert_eq(ut_wait(&big_sent, 60), 1, "the outstanding send never completed");
+  cr_assert_eq(big_sent.code, PW_STATUS_UNAVAILABLE, "%s", big_sent.message);
+  cr_assert_not_null(strstr(big_sent.message, "child"), "%s", big_sent.message);
+  free(big);
   cr_assert_eq(ut_calls(&pending), 0);
   pw__ucx_link_cancel_tag(link, 2);
   cr_assert_eq(ut_wait(&pending, 30), 1);
