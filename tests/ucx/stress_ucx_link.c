@@ -6,7 +6,7 @@
  * cancelled before the real one. Every done must run exactly once: sends
  * and real receives OK with the sent bytes, cancelled receives CANCELLED.
  *
- * Usage: stress_ucx_link [messages per thread]   (default 2000)
+ * Usage: stress_ucx_link [messages per thread]   (default 20000)
  * Prints one summary line; exits non-zero on any violation. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -112,7 +112,7 @@ static pw_ucx_link_t* make_link(const char* name) {
 }
 
 int main(int argc, char** argv) {
-  g_per_thread = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 2000;
+  g_per_thread = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 20000;
   if (g_per_thread == 0) g_per_thread = 1;
   size_t total = g_per_thread * kThreads;
   g_slots = calloc(total, sizeof(slot_t));
