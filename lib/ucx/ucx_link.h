@@ -18,10 +18,22 @@
  * OK (never for one that returned an error), from the progress thread or
  * inline, with NULL (OK) or an owned status: a receive whose message is
  * larger than its buffer is OUT_OF_RANGE, an endpoint that fails
- * (peer process died, network cut) fails its outstanding sends and
- * receives tagged for it with UNAVAILABLE naming the peer, and
+ * (peer process died, network cut) fails its outstanding sends with
+ * UNAVAILABLE naming the peer (and every later send to it at once), and
  * pw__ucx_link_cancel_tag / pw__ucx_link_destroy fail what is outstanding
- * with CANCELLED. A done callback may post more sends and receives.
+ * with CANCELLED. A receive names no peer, so a failed endpoint cannot
+ * fail the receives waiting for its messages: cancel them by tag (a
+ * receive UCX was already filling from it fails UNAVAILABLE). A done
+ * callback may post more sends and receives; it must not destroy the link.
+ *
+ * A done means UCX no longer touches the buffer. UCX cannot take back a
+ * send: a cancelled send's done (CANCELLED) comes when its bytes left
+ * (at once for small ones, when the peer receives for large ones) or when
+ * its endpoint is closed (pw__ucx_link_disconnect, destroy).
+ *
+ * Transports: endpoints ask UCX for peer failure handling, which UCX
+ * 1.13's shared-memory transports lack, so UCX picks TCP (loopback too)
+ * or RDMA; UCX_TLS and the other UCX_* variables are the user's.
  *
  * Threading: every call may be made from any thread, concurrently, except
  * destroy. No call blocks longer than its deadline. */
@@ -56,7 +68,9 @@ pw_status_t pw__ucx_link_create(const pw_ucx_link_options_t* options,
                                 pw_ucx_link_t** out_link);
 
 /* Fails everything outstanding with CANCELLED, closes every endpoint
- * (bounded: at most 1 s), stops the thread, frees. NULL is a no-op. */
+ * (bounded: at most 1 s; what UCX still holds then is failed CANCELLED
+ * anyway), stops the thread, frees. Every done has run when it returns.
+ * NULL is a no-op. Not from a done callback. */
 void pw__ucx_link_destroy(pw_ucx_link_t* link);
 
 /* This side's worker address, to send to peers. Valid while |link| lives. */
@@ -64,12 +78,14 @@ void pw__ucx_link_address(const pw_ucx_link_t* link, const void** out_bytes,
                           size_t* out_size);
 
 /* Connects to a peer by its address bytes (any bytes: garbage is
- * INVALID_ARGUMENT or UNAVAILABLE, never a crash). |name| names the peer
- * in messages (copied). */
+ * INVALID_ARGUMENT or UNAVAILABLE, never a crash: the address carries a
+ * magic, a length and a checksum checked before UCX sees it). |name|
+ * names the peer in messages (copied). Peer indices are never reused. */
 pw_status_t pw__ucx_link_connect(pw_ucx_link_t* link, const void* address, size_t size,
                                  const char* name, pw_ucx_peer_t* out_peer);
 
-/* Closes a peer's endpoint; its outstanding sends fail CANCELLED. */
+/* Closes a peer's endpoint (forced: the peer's endpoint to us fails);
+ * its outstanding sends fail CANCELLED, later sends FAILED_PRECONDITION. */
 void pw__ucx_link_disconnect(pw_ucx_link_t* link, pw_ucx_peer_t peer);
 
 /* Sends |size| bytes at |bytes| (borrowed until done) to |peer| with

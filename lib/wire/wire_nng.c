@@ -1,6 +1,8 @@
 /* Wire messages over nng sockets (see wire_nng.h). */
 #include "wire/wire_nng.h"
 
+#include "pathways/clock.h"
+
 pw_status_t pw__wire_nng_status(int rv, const char* what, const char* peer) {
   pw_status_code_t code = PW_STATUS_UNAVAILABLE;
   if (rv == NNG_ETIMEDOUT) code = PW_STATUS_DEADLINE_EXCEEDED;
@@ -63,4 +65,14 @@ pw_status_t pw__wire_nng_recv(nng_socket socket, uint32_t expect, int flags,
 void pw__wire_nng_release(nng_msg* raw, pw_wire_msg_t* msg, pw_allocator_t allocator) {
   if (msg != NULL) pw__wire_msg_release(msg, allocator);
   if (raw != NULL) nng_msg_free(raw);
+}
+
+void pw__wire_nng_close(nng_socket socket) {
+  /* A short blocking receive pulls a message out of the pipe; a
+   * non-blocking one does not, and nng_close would then wait for it. */
+  nng_socket_set_ms(socket, NNG_OPT_RECVTIMEO, 10);
+  pw_time_t deadline = pw_deadline_from_timeout(200000000);
+  nng_msg* m = NULL;
+  while (pw_deadline_remaining(deadline) > 0 && nng_recvmsg(socket, &m, 0) == 0) nng_msg_free(m);
+  nng_close(socket);
 }

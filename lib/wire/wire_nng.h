@@ -39,6 +39,11 @@ pw_status_t pw__wire_nng_decode(nng_msg* raw, uint32_t expect, pw_allocator_t al
 /* Frees a received message and its decoded list. */
 void pw__wire_nng_release(nng_msg* raw, pw_wire_msg_t* msg, pw_allocator_t allocator);
 
+/* Closes |socket| after draining what it has received, for at most
+ * 200 ms: Debian's nng 1.5.2 hangs in nng_close on a socket with a
+ * message still waiting to be received (docs/toolchain.md, "nng"). */
+void pw__wire_nng_close(nng_socket socket);
+
 /* nng's error |rv| as a status: "|what| |peer|: nng's text". */
 pw_status_t pw__wire_nng_status(int rv, const char* what, const char* peer);
 

@@ -205,7 +205,7 @@ static void pw_worker_cleanup(pw_worker_t* w) {
   }
   pthread_mutex_unlock(&w->lock);
   pw__worker_tables_clear(w);
-  nng_close(w->session);
+  pw__wire_nng_close(w->session);
   w->session_open = false;
 }
 

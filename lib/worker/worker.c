@@ -296,7 +296,7 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
            pw_status_message(s));
     pw_status_free(s);
   }
-  nng_close(sock);
+  pw__wire_nng_close(sock);
   return NULL;
 }
 

@@ -143,8 +143,8 @@ void fc_stop(fc_t* fc) {
   }
   pw_worker_destroy(fc->worker);
   fc->worker = NULL;
-  nng_close(fc->rep);
-  nng_close(fc->pair);
+  pw__wire_nng_close(fc->rep);
+  pw__wire_nng_close(fc->pair);
 }
 
 pw_worker_stats_t fc_stats(fc_t* fc) {

@@ -1,0 +1,209 @@
+/* Internal: the controller's state for remote workers (see
+ * include/pathways/remote.h and docs/remote.md).
+ *
+ * remote.c     create/destroy, registration (rep0), the monitor thread
+ * session.c    one worker's session (pair1): reader thread, pending
+ *              table, loss
+ * proxy.c      the proxy backend (backend.h over the session)
+ * transport.c  the transport between workers and with local backends
+ *
+ * Locks: remote->mu before worker->mu; no callback (launch done,
+ * transport done) runs under either. */
+#ifndef PW_REMOTE_REMOTE_INTERNAL_H_
+#define PW_REMOTE_REMOTE_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "pathways/remote.h"
+#include "wire/wire.h"
+
+typedef enum pw_rworker_state_e {
+  PW_RWORKER_WELCOMED = 1,  /* WELCOME sent, waiting for ATTACH */
+  PW_RWORKER_ATTACHED = 2,
+  PW_RWORKER_LOST = 3,
+} pw_rworker_state_t;
+
+typedef enum pw_pending_kind_e {
+  PW_PENDING_REQUEST = 1,
+  PW_PENDING_LAUNCH = 2,
+  PW_PENDING_COPY = 3,
+} pw_pending_kind_t;
+
+typedef struct pw_remote_copy_s pw_remote_copy_t;
+
+/* Something waiting for a REPLY or DONE with its id. */
+typedef struct pw_pending_s {
+  struct pw_pending_s* next;   /* bucket chain */
+  uint64_t id;
+  pw_pending_kind_t kind;
+  /* REQUEST: on the caller's stack; filled by the reader (under mu). */
+  bool finished;
+  nng_msg* raw;
+  pw_wire_msg_t reply;
+  pw_status_t status;          /* set instead of raw when the worker is lost */
+  /* LAUNCH */
+  pw_backend_done_fn_t done;
+  pw_backend_done_timed_fn_t done_timed;
+  void* done_user;
+  /* COPY: one part of |copy| */
+  pw_remote_copy_t* copy;
+} pw_pending_t;
+
+#define PW_PENDING_BUCKETS 256u
+
+typedef struct pw_remote_worker_s {
+  pw_remote_t* remote;
+  uint32_t index;
+  char name[64];
+  char label[80];              /* "worker NAME" */
+  char backend[32];
+  char kind[32];
+  uint32_t device_count;
+  uint32_t pid;
+  uint32_t backend_version;
+  uint32_t queue_flags;
+  uint32_t queue_depth;
+  uint64_t* memory_bytes;      /* per device (fixed at first registration) */
+  pw_backend_vtable_t vtable;  /* the proxy's: name = backend */
+
+  pthread_mutex_t mu;
+  pthread_cond_t cond;         /* requests finished */
+  /* Under mu: */
+  pw_rworker_state_t state;
+  uint64_t epoch;              /* session number; 0 before the first */
+  nng_socket session;
+  bool session_open;
+  int pipe_id;                 /* the attached peer's nng pipe */
+  uint8_t nonce[PW_WIRE_NONCE_SIZE];
+  pw_time_t welcomed_at;
+  pthread_t reader;
+  bool reader_joinable;
+  uint8_t* health;             /* per device, pw_device_health_t */
+  uint64_t* used_bytes;        /* per device, allocated by proxies */
+  uint8_t* ucx_address;
+  size_t ucx_size;
+  uint32_t sessions;
+  uint32_t losses;
+  pw_pending_t* pending[PW_PENDING_BUCKETS];
+  uint64_t heartbeat_seq;
+
+  _Atomic pw_time_t last_rx;
+  atomic_int closed_pipe;      /* the last pipe closed (pipe callback) */
+} pw_remote_worker_t;
+
+struct pw_remote_s {
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  pw_duration_t heartbeat_ns;
+  uint32_t heartbeat_misses;
+  pw_duration_t call_timeout_ns;
+  uint8_t* token;
+  size_t token_size;
+  char url[256];
+  char host[200];              /* sessions listen on tcp://host:0 */
+
+  nng_socket reg;
+  pthread_t reg_thread;
+  pthread_t monitor_thread;
+  atomic_bool stopping;
+  _Atomic uint64_t next_id;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cond;         /* attach / stop */
+  pw_remote_worker_t* workers[PW_REMOTE_MAX_WORKERS];
+  uint32_t worker_count;
+  uint32_t attached;
+};
+
+/* A copy in flight (transport.c): one part per worker involved. */
+struct pw_remote_copy_s {
+  atomic_uint parts_left;
+  _Atomic(pw_status_t) first_error;
+  pw_transport_done_fn_t done;
+  void* done_user;
+  uint64_t tag;
+  pw_remote_worker_t* side[2];  /* the workers of the parts (one for LOCAL) */
+};
+
+static inline uint64_t pw__remote_next_id(pw_remote_t* remote) {
+  return atomic_fetch_add(&remote->next_id, 1);
+}
+
+/* session.c */
+
+/* Creates the session socket for a (re)registered worker, starts its
+ * reader thread and gives the URL to dial. Caller holds no lock. */
+pw_status_t pw__remote_session_open(pw_remote_worker_t* worker, char* url, size_t capacity);
+
+/* Declares the worker's session |epoch| lost (a no-op if it is not the
+ * current one or already lost): devices FAILED, pending resolved with
+ * UNAVAILABLE naming the worker and |reason|. */
+void pw__remote_session_lose(pw_remote_worker_t* worker, uint64_t epoch, const char* reason);
+
+/* Joins the reader thread of an ended session (no lock held). */
+void pw__remote_session_join(pw_remote_worker_t* worker);
+
+/* Sends one message on the current session (UNAVAILABLE when there is
+ * none, or when |epoch| is not 0 and not the current one). A failed send
+ * loses the session. */
+pw_status_t pw__remote_send(pw_remote_worker_t* worker, uint64_t epoch,
+                            const pw_wire_msg_t* msg, int flags);
+
+/* Inserts |entry| (id and kind set) into the pending table of session
+ * |epoch| (0: current): UNAVAILABLE when it is not attached. */
+pw_status_t pw__remote_pending_add(pw_remote_worker_t* worker, uint64_t epoch,
+                                   pw_pending_t* entry);
+
+/* Removes the entry with |id| if it is still there; true if it was. */
+bool pw__remote_pending_take(pw_remote_worker_t* worker, pw_pending_t* entry);
+
+/* Sends |request| (its id field set by the caller at position 0) and
+ * waits for its REPLY up to the call timeout. On success the caller owns
+ * *out_raw / *out_reply (release with pw__wire_nng_release) and the
+ * reply's code was OK. */
+pw_status_t pw__remote_call(pw_remote_worker_t* worker, uint64_t epoch,
+                            const pw_wire_msg_t* request, nng_msg** out_raw,
+                            pw_wire_msg_t* out_reply);
+
+/* Sends HEARTBEAT and checks silence: called by the monitor each period. */
+void pw__remote_session_tick(pw_remote_worker_t* worker, pw_time_t now);
+
+/* A status from a wire code and message ("worker w1: ..."). */
+pw_status_t pw__remote_status(const pw_remote_worker_t* worker, uint64_t code,
+                              const pw_wire_blob_t* message);
+
+/* transport.c: completes one part of a copy (owns |status|). */
+void pw__remote_copy_part_done(pw_remote_copy_t* copy, pw_remote_worker_t* from,
+                               pw_status_t status);
+
+/* proxy.c */
+void pw__remote_proxy_vtable_init(pw_remote_worker_t* worker);
+/* The worker behind a proxy backend, or NULL if |backend| is not one. */
+pw_remote_worker_t* pw__remote_proxy_worker(const pw_backend_t* backend);
+
+typedef struct pw_remote_mem_s {
+  uint64_t id;
+  uint64_t epoch;
+  uint32_t device;
+  size_t size;
+} pw_remote_mem_t;
+
+/* Checks that |memory| belongs to the current session of |worker|. */
+pw_status_t pw__remote_mem_check(pw_remote_worker_t* worker, const pw_remote_mem_t* mem,
+                                 uint64_t epoch);
+
+/* Synchronous host copies through WRITE / READ (chunked). */
+pw_status_t pw__remote_write(pw_remote_worker_t* worker, const pw_remote_mem_t* mem,
+                             size_t offset, const void* src, size_t size);
+pw_status_t pw__remote_read(pw_remote_worker_t* worker, const pw_remote_mem_t* mem,
+                            size_t offset, void* dst, size_t size);
+
+/* The current epoch if attached, else 0. */
+uint64_t pw__remote_epoch(pw_remote_worker_t* worker);
+
+#endif /* PW_REMOTE_REMOTE_INTERNAL_H_ */
