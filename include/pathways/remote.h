@@ -1,7 +1,7 @@
 /* libpathways: remote slices, the controller's side (docs/remote.md).
  *
  * A pw_remote_t listens for worker processes (pathways-worker, or any
- * program running pw_worker_run from pathways/worker.h), authenticates
+ * program running the worker loop of libpathways), authenticates
  * them with a shared token, and gives the runtime one proxy backend per
  * worker (pw_remote_backend) and a transport that moves shard bytes
  * between workers on their UCX data plane (pw_remote_transport). To the
