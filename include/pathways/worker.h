@@ -2,7 +2,7 @@
  *
  * A pw_worker_t hosts one local backend and serves a controller over the
  * protocol of docs/remote.md: it registers (nng req0, HELLO; WELCOME or
- * REFUSE), attaches a session (pair1, ATTACH first) and then runs what the
+ * REFUSE), attaches a session (pair0, ATTACH first) and then runs what the
  * controller sends, in order, on one reader thread: device memory under
  * controller-assigned ids, compile, load, launches (through launch_host
  * when the backend has it, else one launch per device of the lane, with

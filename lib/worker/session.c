@@ -2,7 +2,7 @@
 /* The session: attach, the reader loop, heartbeats, loss and cleanup
  * (docs/remote.md, "Heartbeats and loss"). */
 #include <nng/nng.h>
-#include <nng/protocol/pair1/pair.h>
+#include <nng/protocol/pair0/pair.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,11 +70,16 @@ void pw__worker_inflight_done(pw_worker_t* w) {
   pthread_mutex_unlock(&w->lock);
 }
 
-static void pw_worker_pipe_removed(nng_pipe pipe, nng_pipe_ev ev, void* arg) {
-  (void)pipe;
-  (void)ev;
+/* The session's pipe: noted when added, and when that one goes the
+ * session is closed (a pipe nng drops while connecting is not). */
+static void pw_worker_pipe_event(nng_pipe pipe, nng_pipe_ev ev, void* arg) {
   pw_worker_t* w = arg;
-  pw_atomic_store_u32_release(&w->closed, 1);
+  uint32_t id = (uint32_t)nng_pipe_id(pipe);
+  if (ev == NNG_PIPE_EV_ADD_POST) {
+    pw_atomic_store_u32_release(&w->pipe, id);
+  } else if (ev == NNG_PIPE_EV_REM_POST && pw_atomic_load_u32_acquire(&w->pipe) == id) {
+    pw_atomic_store_u32_release(&w->closed, 1);
+  }
 }
 
 static void pw_worker_heartbeat(pw_worker_t* w) {
@@ -210,7 +215,7 @@ static void pw_worker_cleanup(pw_worker_t* w) {
 }
 
 void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
-  int rv = nng_pair1_open(&w->session);
+  int rv = nng_pair0_open(&w->session);
   if (rv != 0) {
     pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: session socket: %s", w->name,
            nng_strerror(rv));
@@ -226,7 +231,9 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
   /* DONEs and heartbeats queue while the controller is busy reading. */
   nng_socket_set_int(w->session, NNG_OPT_SENDBUF, 1024);
-  nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_removed, w);
+  pw_atomic_store_u32_release(&w->pipe, 0);
+  nng_pipe_notify(w->session, NNG_PIPE_EV_ADD_POST, pw_worker_pipe_event, w);
+  nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_event, w);
   rv = nng_dial(w->session, url, NULL, 0);
   if (rv != 0) {
     pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: dial session %s of %s: %s", w->name,

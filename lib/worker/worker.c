@@ -222,51 +222,85 @@ typedef struct pw_worker_welcome_t {
   uint8_t nonce[PW_WIRE_NONCE_SIZE];
 } pw_worker_welcome_t;
 
+static void pw_worker_answer_ready(void* arg) { pw_atomic_store_u32_release(arg, 1); }
+
+/* Receives the answer to HELLO within |wait_ns|. One receive for the
+ * whole wait: nng's req0 treats a receive that ends (a timeout included)
+ * as the end of the request, so the poll for the stop flag is on an aio
+ * instead, cancelled when the worker stops. */
+static pw_status_t pw_worker_recv_answer(pw_worker_t* w, nng_socket sock, uint64_t wait_ns,
+                                         nng_msg** out_raw, pw_wire_msg_t* out_msg) {
+  *out_raw = NULL;
+  pw_atomic_u32_t ready;
+  pw_atomic_init_u32(&ready, 0);
+  nng_aio* aio = NULL;
+  int rv = nng_aio_alloc(&aio, pw_worker_answer_ready, &ready);
+  if (rv != 0) return pw__wire_nng_status(rv, "receive from", w->peer);
+  nng_aio_set_timeout(aio, (nng_duration)(wait_ns / 1000000));
+  nng_recv_aio(sock, aio);
+  bool cancelled = false;
+  while (!pw_atomic_load_u32_acquire(&ready)) {
+    if (!cancelled && pw__worker_stopping(w)) {
+      nng_aio_cancel(aio);
+      cancelled = true;
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  nng_aio_wait(aio);
+  rv = nng_aio_result(aio);
+  nng_msg* raw = rv == 0 ? nng_aio_get_msg(aio) : NULL;
+  nng_aio_free(aio);
+  if (rv != 0) return pw__wire_nng_status(rv, "receive from", w->peer);
+  PW_RETURN_IF_ERROR(pw__wire_nng_decode(raw, 0, w->allocator, w->peer, out_msg));
+  *out_raw = raw;
+  return NULL;
+}
+
 /* Waits for the answer to HELLO: true on WELCOME (filled in). */
 static bool pw_worker_await_answer(pw_worker_t* w, nng_socket sock,
                                    pw_worker_welcome_t* out_welcome) {
   uint64_t wait_ns = w->retry_max_ns > 1000000000ull ? w->retry_max_ns : 1000000000ull;
-  pw_time_t deadline = pw_clock_now() + (pw_time_t)wait_ns;
-  while (!pw__worker_stopping(w) && pw_clock_now() < deadline) {
-    nng_msg* raw = NULL;
-    pw_wire_msg_t msg;
-    pw_status_t s = pw__wire_nng_recv(sock, 0, 0, w->allocator, w->peer, &raw, &msg);
-    if (pw_status_code(s) == PW_STATUS_DEADLINE_EXCEEDED) {
-      pw_status_free(s);
-      continue;
-    }
-    if (s != NULL) {
-      pw__worker_drop(w, "registration answer", s);
-      return false;
-    }
-    bool welcomed = false;
-    if (msg.type == PW_WIRE_REFUSE) {
-      char reason[256];
-      pw__wire_blob_text(&msg.blob[PW_WIRE_REASON_B], reason, sizeof(reason));
-      pw_atomic_fetch_add_u64(&w->n_refusals, 1);
-      pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: %s refused registration: %s",
-             w->name, w->peer, reason);
-    } else if (msg.type == PW_WIRE_WELCOME &&
-               msg.blob[PW_WIRE_WELCOME_B_NONCE].size == PW_WIRE_NONCE_SIZE &&
-               msg.blob[PW_WIRE_WELCOME_B_URL].size > 0) {
-      pw__wire_blob_text(&msg.blob[PW_WIRE_WELCOME_B_URL], out_welcome->url,
-                         sizeof(out_welcome->url));
-      memcpy(out_welcome->nonce, msg.blob[PW_WIRE_WELCOME_B_NONCE].data, PW_WIRE_NONCE_SIZE);
-      w->index = (uint32_t)msg.u[PW_WIRE_WELCOME_INDEX];
-      w->heartbeat_ns = msg.u[PW_WIRE_WELCOME_HEARTBEAT_NS];
-      w->misses = (uint32_t)msg.u[PW_WIRE_WELCOME_MISSES];
-      welcomed = true;
-    } else {
-      pw__worker_drop(w, "registration answer",
-                      pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                                     "%s where WELCOME or REFUSE (with a nonce of %u bytes) "
-                                     "was expected",
-                                     pw__wire_type_name(msg.type), PW_WIRE_NONCE_SIZE));
-    }
-    pw__wire_nng_release(raw, &msg, w->allocator);
-    return welcomed;
+  nng_msg* raw = NULL;
+  pw_wire_msg_t msg;
+  pw_status_t s = pw_worker_recv_answer(w, sock, wait_ns, &raw, &msg);
+  pw_status_code_t code = pw_status_code(s);
+  if (code == PW_STATUS_DEADLINE_EXCEEDED || code == PW_STATUS_CANCELLED) {
+    pw_log(&w->logger, PW_LOG_DEBUG, "worker", "worker %s: no answer to HELLO: %s", w->name,
+           pw_status_message(s));
+    pw_status_free(s);
+    return false;
   }
-  return false;
+  if (s != NULL) {
+    pw__worker_drop(w, "registration answer", s);
+    return false;
+  }
+  bool welcomed = false;
+  if (msg.type == PW_WIRE_REFUSE) {
+    char reason[256];
+    pw__wire_blob_text(&msg.blob[PW_WIRE_REASON_B], reason, sizeof(reason));
+    pw_atomic_fetch_add_u64(&w->n_refusals, 1);
+    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: %s refused registration: %s",
+           w->name, w->peer, reason);
+  } else if (msg.type == PW_WIRE_WELCOME &&
+             msg.blob[PW_WIRE_WELCOME_B_NONCE].size == PW_WIRE_NONCE_SIZE &&
+             msg.blob[PW_WIRE_WELCOME_B_URL].size > 0) {
+    pw__wire_blob_text(&msg.blob[PW_WIRE_WELCOME_B_URL], out_welcome->url,
+                       sizeof(out_welcome->url));
+    memcpy(out_welcome->nonce, msg.blob[PW_WIRE_WELCOME_B_NONCE].data, PW_WIRE_NONCE_SIZE);
+    w->index = (uint32_t)msg.u[PW_WIRE_WELCOME_INDEX];
+    w->heartbeat_ns = msg.u[PW_WIRE_WELCOME_HEARTBEAT_NS];
+    w->misses = (uint32_t)msg.u[PW_WIRE_WELCOME_MISSES];
+    welcomed = true;
+  } else {
+    pw__worker_drop(w, "registration answer",
+                    pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                   "%s where WELCOME or REFUSE (with a nonce of %u bytes) "
+                                   "was expected",
+                                   pw__wire_type_name(msg.type), PW_WIRE_NONCE_SIZE));
+  }
+  pw__wire_nng_release(raw, &msg, w->allocator);
+  return welcomed;
 }
 
 /* One HELLO and its answer on a fresh req0 socket. An nng failure to
@@ -280,7 +314,6 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
   if (rv != 0) return pw__wire_nng_status(rv, "open registration socket for", w->peer);
   pw_status_t s = pw__wire_nng_limit(sock);
   if (s == NULL) {
-    nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, (nng_duration)(PW_WORKER_POLL_NS / 1000000));
     /* Short: with no connection yet the send waits, and stop must not. */
     nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 100);
     nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 50);

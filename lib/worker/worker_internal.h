@@ -87,6 +87,7 @@ struct pw_worker_s {
   uint32_t misses;
   pw_atomic_u32_t dead;       /* no more sends on the session */
   pw_atomic_u32_t closed;     /* the session's pipe went away */
+  pw_atomic_u32_t pipe;       /* the session's pipe id, 0 before one */
   uint64_t heartbeat_seq;
 
   pthread_mutex_t lock;

@@ -2,7 +2,7 @@
 #include "fake_controller.h"
 
 #include <criterion/criterion.h>
-#include <nng/protocol/pair1/pair.h>
+#include <nng/protocol/pair0/pair.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@ static void fc_listen_one(nng_socket sock, char* url, size_t cap) {
 void fc_listen(fc_t* fc) {
   memset(fc, 0, sizeof(*fc));
   cr_assert_eq(nng_rep0_open(&fc->rep), 0);
-  cr_assert_eq(nng_pair1_open(&fc->pair), 0);
+  cr_assert_eq(nng_pair0_open(&fc->pair), 0);
   pw_status_ignore(pw__wire_nng_limit(fc->rep));
   pw_status_ignore(pw__wire_nng_limit(fc->pair));
   nng_socket_set_ms(fc->rep, NNG_OPT_RECVTIMEO, FC_WAIT_MS);

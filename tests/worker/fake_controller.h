@@ -1,5 +1,5 @@
 /* A test playing the controller with raw nng sockets and lib/wire: a rep0
- * registration listener and a pair1 session listener on loopback ports,
+ * registration listener and a pair0 session listener on loopback ports,
  * and a worker (pw_worker_run) on a thread of the test. Every wait is
  * bounded (FC_WAIT_MS) and fails the test when it runs out. */
 #ifndef PW_TESTS_WORKER_FAKE_CONTROLLER_H_
