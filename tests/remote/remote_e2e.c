@@ -76,7 +76,9 @@ static void e2e_run(pw_runtime_t* runtime, float out_a[8], float out_b[8]) {
   E2E_CHECK(pw_client_create(runtime, NULL, &client));
   pw_mesh_shape_t mesh = {1, {2}};
   pw_vslice_t vs[3];
-  for (uint32_t i = 0; i < 3; ++i) E2E_CHECK(pw_vslice_create(client, &mesh, i, &vs[i]));
+  for (uint32_t i = 0; i < 3; ++i) {
+    E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs[i]));
+  }
   static const char kAdd[] =
       "kernel add\ninput f32[8] split(0,all)\ninput f32[8] split(0,all)\n"
       "output f32[8] split(0,all)\n";
