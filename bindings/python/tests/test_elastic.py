@@ -103,7 +103,10 @@ def test_slice_fails_in_a_step_restores_on_fewer_and_grows_back(rt4):
     el.run(0, 30)
     np.testing.assert_array_equal(_state(el), np.arange(LEN, dtype=np.float32) * 100 + 30)
     st = el.stats()
-    assert st["recoveries"] == 1 and st["growths"] == 1 and st["steps_replayed"] == 2
+    # Snapshots are asynchronous: 2 steps are replayed from step 5's snapshot
+    # when it had completed before the failure at step 7, all 7 from step 0's
+    # when it was still in flight (a loaded machine).
+    assert st["recoveries"] == 1 and st["growths"] == 1 and st["steps_replayed"] in (2, 7)
     assert st["slice_count"] == SLICES and el.slice_count == SLICES
     kinds = [e.kind for e in job.events]
     for k in ("slice_lost", "restored", "remeshed", "slice_back", "grown"):
