@@ -40,6 +40,10 @@ run_case() {  # name, strace -e inject spec, accepted seeds...
   rc=$?
   # The put must have failed (exit 1) or been killed (137): else the
   # fault missed the store's calls and the case tested nothing.
+  # 66 is ThreadSanitizer's exit status: the injected fault killed a
+  # library's start-up under TSan (UCX's constructor, before main), so the
+  # store never ran; the dev and ASan builds run the case for real.
+  if [ "$rc" -eq 66 ]; then echo "  $name: skipped (a runtime's start-up took the fault)"; return; fi
   if [ "$rc" -ne 1 ] && [ "$rc" -ne 137 ]; then fail "$name: the fault did not fire (exit $rc)"; fi
   check "$@"
 }
