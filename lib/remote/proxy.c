@@ -119,12 +119,12 @@ static bool pw_sig_next(const pw_wire_msg_t* reply, uint32_t* pos, uint64_t* out
 }
 
 static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_param_t* p) {
-  uint64_t dtype, rank, kind, tensor_axis, mesh_axis;
+  uint64_t dtype = 0, rank = 0, kind = 0, tensor_axis = 0, mesh_axis = 0;
   if (!pw_sig_next(reply, pos, &dtype) || !pw_sig_next(reply, pos, &rank)) return false;
   if (dtype == 0 || dtype >= PW_DTYPE_COUNT || rank > PW_MAX_RANK) return false;
   int64_t dims[PW_MAX_RANK];
   for (uint64_t i = 0; i < rank; ++i) {
-    uint64_t d;
+    uint64_t d = 0;
     if (!pw_sig_next(reply, pos, &d) || d > INT64_MAX) return false;
     dims[i] = (int64_t)d;
   }
@@ -144,11 +144,11 @@ static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_p
 static pw_status_t pw_sig_decode(pw_remote_worker_t* w, const pw_wire_msg_t* reply,
                                  pw_executable_signature_t* sig) {
   uint32_t pos = 0;
-  uint64_t rank, inputs, outputs;
+  uint64_t rank = 0, inputs = 0, outputs = 0;
   bool ok = pw_sig_next(reply, &pos, &rank) && rank >= 1 && rank <= PW_MAX_MESH_RANK;
   uint32_t dims[PW_MAX_MESH_RANK] = {0};
   for (uint64_t i = 0; ok && i < rank; ++i) {
-    uint64_t d;
+    uint64_t d = 0;
     ok = pw_sig_next(reply, &pos, &d) && d >= 1 && d <= UINT32_MAX;
     dims[i] = (uint32_t)d;
   }
