@@ -5,6 +5,7 @@
  * COMPILE, LOAD and host copies are requests, launches are LAUNCH
  * messages answered by DONE. A handle of an earlier session is refused
  * with UNAVAILABLE (its memory died with that session). */
+#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <string.h>
 

@@ -222,11 +222,7 @@ static void* pw_remote_monitor(void* arg) {
     pw_time_t now = pw_clock_now();
     for (uint32_t i = 0; i < n; ++i) pw__remote_session_tick(ws[i], now);
     pthread_mutex_lock(&remote->mu);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ns = ts.tv_nsec + period;
-    ts.tv_sec += ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    struct timespec ts = pw__remote_abstime(period);
     if (!atomic_load(&remote->stopping)) pthread_cond_timedwait(&remote->cond, &remote->mu, &ts);
   }
   pthread_mutex_unlock(&remote->mu);
@@ -364,12 +360,8 @@ pw_status_t pw_remote_wait_workers(pw_remote_t* remote, uint32_t count, pw_durat
   while (remote->attached < count) {
     pw_duration_t left = pw_deadline_remaining(deadline);
     if (left <= 0) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t step = left < 100000000 ? left : 100000000;
-    int64_t ns = ts.tv_nsec + step;
-    ts.tv_sec += ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    struct timespec ts = pw__remote_abstime(step);
     pthread_cond_timedwait(&remote->cond, &remote->mu, &ts);
   }
   uint32_t attached = remote->attached;

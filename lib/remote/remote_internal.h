@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <nng/nng.h>
 
@@ -129,6 +130,17 @@ struct pw_remote_copy_s {
   uint64_t tag;
   pw_remote_worker_t* side[2];  /* the workers of the parts (one for LOCAL) */
 };
+
+/* The CLOCK_MONOTONIC time |ns| from now, for pthread_cond_timedwait on
+ * the conditions here (made with that clock). */
+static inline struct timespec pw__remote_abstime(int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t sum = ts.tv_nsec + ns;
+  ts.tv_sec += sum / 1000000000;
+  ts.tv_nsec = sum % 1000000000;
+  return ts;
+}
 
 static inline uint64_t pw__remote_next_id(pw_remote_t* remote) {
   return atomic_fetch_add(&remote->next_id, 1);

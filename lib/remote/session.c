@@ -124,12 +124,8 @@ pw_status_t pw__remote_call(pw_remote_worker_t* worker, uint64_t epoch,
                               worker->remote->call_timeout_ns / 1000000);
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t step = left < 50000000 ? left : 50000000;
-    int64_t ns = ts.tv_nsec + step;
-    ts.tv_sec += ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    struct timespec ts = pw__remote_abstime(step);
     pthread_cond_timedwait(&worker->cond, &worker->mu, &ts);
   }
   pthread_mutex_unlock(&worker->mu);

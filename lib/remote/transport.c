@@ -3,6 +3,7 @@
  * DONEs counted), and between a worker and a backend of this process, or
  * between two workers without a data plane, through host copies (row by
  * row, inline). Copies between local backends go to an inproc transport. */
+#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <string.h>
 
