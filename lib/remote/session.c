@@ -67,11 +67,14 @@ bool pw__remote_pending_take(pw_remote_worker_t* worker, pw_pending_t* entry) {
   return found;
 }
 
-/* Finds and unlinks the entry with |id|; caller holds mu. */
-static pw_pending_t* pw_pending_find(pw_remote_worker_t* worker, uint64_t id) {
+/* Finds and unlinks the entry with |id| if it answers to a REPLY
+ * (|reply| true: a request) or to a DONE (a launch or copy part); caller
+ * holds mu. */
+static pw_pending_t* pw_pending_find(pw_remote_worker_t* worker, uint64_t id, bool reply) {
   for (pw_pending_t** p = &worker->pending[pw_pending_bucket(id)]; *p; p = &(*p)->next) {
     if ((*p)->id == id) {
       pw_pending_t* e = *p;
+      if ((e->kind == PW_PENDING_REQUEST) != reply) return NULL;
       *p = e->next;
       e->next = NULL;
       return e;
@@ -300,14 +303,7 @@ static void pw_session_heartbeat(pw_remote_worker_t* worker, const pw_wire_msg_t
 /* DONE: completes the launch or copy part with that id. */
 static void pw_session_done(pw_remote_worker_t* worker, const pw_wire_msg_t* msg) {
   pthread_mutex_lock(&worker->mu);
-  pw_pending_t* e = pw_pending_find(worker, msg->u[PW_WIRE_DONE_ID]);
-  if (e != NULL && e->kind == PW_PENDING_REQUEST) {
-    /* Not a DONE's: put it back. */
-    uint32_t b = pw_pending_bucket(e->id);
-    e->next = worker->pending[b];
-    worker->pending[b] = e;
-    e = NULL;
-  }
+  pw_pending_t* e = pw_pending_find(worker, msg->u[PW_WIRE_DONE_ID], false);
   pthread_mutex_unlock(&worker->mu);
   if (e == NULL) {
     pw_log(&worker->remote->logger, PW_LOG_WARN, PW_LOG_SUB,
@@ -327,18 +323,14 @@ static void pw_session_done(pw_remote_worker_t* worker, const pw_wire_msg_t* msg
 /* REPLY: hands the message to the waiting request. True if it took |raw|. */
 static bool pw_session_reply(pw_remote_worker_t* worker, nng_msg* raw, const pw_wire_msg_t* msg) {
   pthread_mutex_lock(&worker->mu);
-  pw_pending_t* e = pw_pending_find(worker, msg->u[PW_WIRE_REPLY_ID]);
+  pw_pending_t* e = pw_pending_find(worker, msg->u[PW_WIRE_REPLY_ID], true);
   bool taken = false;
-  if (e != NULL && e->kind == PW_PENDING_REQUEST) {
+  if (e != NULL) {
     e->raw = raw;
     e->reply = *msg;
     e->finished = true;
     taken = true;
     pthread_cond_broadcast(&worker->cond);
-  } else if (e != NULL) {
-    uint32_t b = pw_pending_bucket(e->id);
-    e->next = worker->pending[b];
-    worker->pending[b] = e;
   }
   pthread_mutex_unlock(&worker->mu);
   if (!taken) {
