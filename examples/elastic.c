@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elastic_common.h"
 #include "logreg_common.h"
 #include "pathways/elastic.h"
 #include "pathways/pathways.h"
@@ -106,15 +107,8 @@ static void job_teardown(void* user, pw_elastic_t* e) {
   job_release(user);
 }
 
-/* The mean loss of weights |w| over the batch (host side, for the log). */
 static float job_loss(const job_t* j, const float* w) {
-  double loss = 0;
-  for (int i = 0; i < kN; ++i) {
-    double z = 0;
-    for (int k = 0; k < kD; ++k) z += (double)j->x[i * kD + k] * w[k];
-    loss += fmax(z, 0) - z * j->y[i] + log1p(exp(-fabs(z)));
-  }
-  return (float)(loss / kN);
+  return pw_example_logreg_loss(kN, kD, j->x, j->y, w);
 }
 
 static pw_status_t job_step(void* user, pw_elastic_t* e, uint64_t step) {
@@ -153,29 +147,7 @@ static pw_status_t job_step(void* user, pw_elastic_t* e, uint64_t step) {
 
 static void job_event(void* user, const pw_elastic_event_t* ev) {
   (void)user;
-  switch (ev->kind) {
-    case PW_ELASTIC_SNAPSHOT:
-      printf("event: snapshot of step %llu\n", (unsigned long long)ev->step);
-      break;
-    case PW_ELASTIC_SLICE_LOST:
-      printf("event: slice %u lost at step %llu (%s)\n", ev->slice, (unsigned long long)ev->step,
-             ev->cause != NULL ? pw_status_message(ev->cause) : "a step failed");
-      break;
-    case PW_ELASTIC_SLICE_BACK:
-      printf("event: slice %u back\n", ev->slice);
-      break;
-    case PW_ELASTIC_RESTORED:
-      printf("event: restored from snapshot of step %llu (%.1f ms)\n",
-             (unsigned long long)ev->step, (double)ev->elapsed_ns / 1e6);
-      break;
-    case PW_ELASTIC_REMESHED:
-      printf("event: re-meshed to %u slices\n", ev->slice_count);
-      break;
-    case PW_ELASTIC_GROWN:
-      printf("event: grown back to %u slices at step %llu\n", ev->slice_count,
-             (unsigned long long)ev->step);
-      break;
-  }
+  pw_example_elastic_print_event(ev);
 }
 
 int main(int argc, char** argv) {

@@ -49,6 +49,18 @@ static inline void pw_example_logreg_reference(int n, int d, const float* x, con
   }
 }
 
+/* The mean loss of weights |w| over |n| examples (host side, for logs). */
+static inline float pw_example_logreg_loss(int n, int d, const float* x, const float* y,
+                                           const float* w) {
+  double loss = 0;
+  for (int i = 0; i < n; ++i) {
+    double z = 0;
+    for (int k = 0; k < d; ++k) z += (double)x[i * d + k] * w[k];
+    loss += fmax(z, 0) - z * y[i] + log1p(exp(-fabs(z)));
+  }
+  return (float)(loss / n);
+}
+
 /* The programs of one gradient step over |rows| examples of |d| features
  * split over the |devices| devices of a virtual slice (loss scaled by
  * 1 / |batch|, the whole batch across slices), and the SGD update. */
