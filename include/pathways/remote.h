@@ -116,9 +116,15 @@ typedef struct pw_remote_worker_info_t {
   uint32_t sessions;        /* sessions attached so far (1 + returns) */
   uint32_t losses;
   bool data_plane;          /* the worker has a UCX address */
+  /* Bytes of host copies (buffers to and from the host, rows through the
+   * controller) moved on the data plane, and in WRITE / READ requests on
+   * the control plane (below 64 KiB, or without a data plane). */
+  uint64_t host_bytes_data_plane;
+  uint64_t host_bytes_control_plane;
 } pw_remote_worker_info_t;
 
-#define PW_REMOTE_WORKER_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_remote_worker_info_t, data_plane)
+#define PW_REMOTE_WORKER_INFO_SIZE_V1 \
+  PW_STRUCT_SIZE(pw_remote_worker_info_t, host_bytes_control_plane)
 
 /* NOT_FOUND for an index >= pw_remote_worker_count. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_remote_worker_info(pw_remote_t* remote,

@@ -17,9 +17,6 @@ typedef struct pw_remote_exe_s {
   uint64_t epoch;
 } pw_remote_exe_t;
 
-/* Host copies move at most this many bytes per WRITE / READ. */
-#define PW_REMOTE_CHUNK ((size_t)16 << 20)
-
 static pw_remote_worker_t* pw_proxy(void* self) { return self; }
 
 static void pw_proxy_destroy(void* self) {
@@ -439,65 +436,6 @@ static pw_status_t pw_proxy_launch_host(void* self, const pw_backend_host_launch
                           l->done_timed,
                           l->done_user};
   return pw_proxy_launch_lane(w, &lane);
-}
-
-static pw_status_t pw_proxy_range(pw_remote_worker_t* w, const pw_remote_mem_t* mem,
-                                  size_t offset, size_t size) {
-  if (mem == NULL) return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: NULL memory", w->label);
-  if (offset > mem->size || size > mem->size - offset) {
-    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
-                          "%s: %zu bytes at %zu outside memory %" PRIu64 " of %zu bytes", w->label,
-                          size, offset, mem->id, mem->size);
-  }
-  return NULL;
-}
-
-pw_status_t pw__remote_write(pw_remote_worker_t* w, const pw_remote_mem_t* mem, size_t offset,
-                             const void* src, size_t size) {
-  PW_RETURN_IF_ERROR(pw_proxy_range(w, mem, offset, size));
-  for (size_t done = 0; done < size || (size == 0 && done == 0);) {
-    size_t n = size - done < PW_REMOTE_CHUNK ? size - done : PW_REMOTE_CHUNK;
-    pw_wire_msg_t req = {.type = PW_WIRE_WRITE};
-    req.u[PW_WIRE_WRITE_ID] = pw__remote_next_id(w->remote);
-    req.u[PW_WIRE_WRITE_MEM] = mem->id;
-    req.u[PW_WIRE_WRITE_OFFSET] = offset + done;
-    req.blob[PW_WIRE_WRITE_B_BYTES] = (pw_wire_blob_t){(const uint8_t*)src + done, n};
-    nng_msg* raw = NULL;
-    pw_wire_msg_t reply;
-    PW_RETURN_IF_ERROR(pw__remote_call(w, mem->epoch, &req, &raw, &reply));
-    pw__wire_nng_release(raw, &reply, w->remote->allocator);
-    if (size == 0) break;
-    done += n;
-  }
-  return NULL;
-}
-
-pw_status_t pw__remote_read(pw_remote_worker_t* w, const pw_remote_mem_t* mem, size_t offset,
-                            void* dst, size_t size) {
-  PW_RETURN_IF_ERROR(pw_proxy_range(w, mem, offset, size));
-  for (size_t done = 0; done < size;) {
-    size_t n = size - done < PW_REMOTE_CHUNK ? size - done : PW_REMOTE_CHUNK;
-    pw_wire_msg_t req = {.type = PW_WIRE_READ};
-    req.u[PW_WIRE_READ_ID] = pw__remote_next_id(w->remote);
-    req.u[PW_WIRE_READ_MEM] = mem->id;
-    req.u[PW_WIRE_READ_OFFSET] = offset + done;
-    req.u[PW_WIRE_READ_SIZE] = n;
-    nng_msg* raw = NULL;
-    pw_wire_msg_t reply;
-    PW_RETURN_IF_ERROR(pw__remote_call(w, mem->epoch, &req, &raw, &reply));
-    const pw_wire_blob_t* bytes = &reply.blob[PW_WIRE_REPLY_B_PAYLOAD];
-    pw_status_t status = NULL;
-    if (bytes->size != n) {
-      status = pw_status_make(PW_STATUS_DATA_LOSS, "%s: READ of %zu bytes returned %zu", w->label,
-                              n, bytes->size);
-    } else {
-      memcpy((uint8_t*)dst + done, bytes->data, n);
-    }
-    pw__wire_nng_release(raw, &reply, w->remote->allocator);
-    PW_RETURN_IF_ERROR(status);
-    done += n;
-  }
-  return NULL;
 }
 
 static pw_status_t pw_proxy_copy_to_device(void* self, uint32_t device, pw_backend_memory_t dst,

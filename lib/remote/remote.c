@@ -318,6 +318,7 @@ pw_status_t pw_remote_create(const pw_remote_options_t* options, pw_remote_t** o
     pw_allocator_free(a, remote, sizeof(*remote));
     return status;
   }
+  pw__remote_dp_open(remote);
   pw_log(&remote->logger, PW_LOG_INFO, PW_LOG_SUB, "controller listening on %s", remote->url);
   *out_remote = remote;
   return NULL;
@@ -345,6 +346,7 @@ void pw_remote_destroy(pw_remote_t* remote) {
     pw__remote_session_join(w);
     pw_remote_worker_free(remote, w);
   }
+  pw__remote_dp_close(remote);
   if (remote->token) pw_allocator_free(remote->allocator, remote->token, remote->token_size);
   pthread_mutex_destroy(&remote->mu);
   pthread_cond_destroy(&remote->cond);
@@ -415,6 +417,8 @@ pw_status_t pw_remote_worker_info(pw_remote_t* remote, uint32_t index,
   out_info->losses = w->losses;
   out_info->data_plane = w->ucx_size > 0;
   pthread_mutex_unlock(&w->mu);
+  out_info->host_bytes_data_plane = atomic_load(&w->host_bytes_dp);
+  out_info->host_bytes_control_plane = atomic_load(&w->host_bytes_cp);
   return NULL;
 }
 

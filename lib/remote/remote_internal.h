@@ -5,6 +5,9 @@
  * session.c    one worker's session (pair1): reader thread, pending
  *              table, loss
  * proxy.c      the proxy backend (backend.h over the session)
+ * host_copy.c  blocking host copies to and from a worker's memory
+ * dataplane.c  the controller's end of the data plane (UCX) for them
+ *              (dataplane_stub.c when lib/ucx is not built)
  * transport.c  the transport between workers and with local backends
  *
  * Locks: remote->mu before worker->mu; no callback (launch done,
@@ -93,9 +96,16 @@ typedef struct pw_remote_worker_s {
   pw_pending_t* pending[PW_PENDING_BUCKETS];
   uint64_t heartbeat_seq;
 
+  uint32_t dp_peer;            /* the controller's data-plane endpoint to it */
+  bool dp_connected;
+  _Atomic uint64_t host_bytes_dp;  /* host copies moved on the data plane */
+  _Atomic uint64_t host_bytes_cp;  /* ... in WRITE / READ */
+
   _Atomic pw_time_t last_rx;
   atomic_int closed_pipe;      /* the last pipe closed (pipe callback) */
 } pw_remote_worker_t;
+
+typedef struct pw_remote_dp_s pw_remote_dp_t;
 
 struct pw_remote_s {
   pw_allocator_t allocator;
@@ -119,6 +129,7 @@ struct pw_remote_s {
   pw_remote_worker_t* workers[PW_REMOTE_MAX_WORKERS];
   uint32_t worker_count;
   uint32_t attached;
+  pw_remote_dp_t* dp;          /* NULL: host copies over the control plane */
 };
 
 /* A copy in flight (transport.c): one part per worker involved. */
@@ -129,6 +140,7 @@ struct pw_remote_copy_s {
   void* done_user;
   uint64_t tag;
   pw_remote_worker_t* side[2];  /* the workers of the parts (one for LOCAL) */
+  bool local_part;              /* a host copy: one part is a post on the controller's link */
 };
 
 /* The CLOCK_MONOTONIC time |ns| from now, for pthread_cond_timedwait on
@@ -189,9 +201,16 @@ void pw__remote_session_tick(pw_remote_worker_t* worker, pw_time_t now);
 pw_status_t pw__remote_status(const pw_remote_worker_t* worker, uint64_t code,
                               const pw_wire_blob_t* message);
 
-/* transport.c: completes one part of a copy (owns |status|). */
+/* transport.c: completes one part of a copy (owns |status|; |from| is
+ * the worker whose DONE it is, NULL for the controller's own post). */
 void pw__remote_copy_part_done(pw_remote_copy_t* copy, pw_remote_worker_t* from,
                                pw_status_t status);
+
+/* Sends one COPY part to |w| as a pending copy: true when it went out
+ * (its DONE, or the loss, completes the part); false when it could not,
+ * and the part was completed with the error. */
+bool pw__remote_copy_send_part(pw_remote_worker_t* w, uint64_t epoch, pw_remote_copy_t* copy,
+                               pw_wire_msg_t* msg);
 
 /* proxy.c */
 void pw__remote_proxy_vtable_init(pw_remote_worker_t* worker);
@@ -217,5 +236,23 @@ pw_status_t pw__remote_read(pw_remote_worker_t* worker, const pw_remote_mem_t* m
 
 /* The current epoch if attached, else 0. */
 uint64_t pw__remote_epoch(pw_remote_worker_t* worker);
+
+/* dataplane.c. Host copies of at least this many bytes use the data
+ * plane when pw__remote_dp_usable. */
+#define PW_REMOTE_DP_MIN_BYTES ((size_t)64 << 10)
+/* Creates the controller's link (none, logged, when UCX cannot start). */
+void pw__remote_dp_open(pw_remote_t* remote);
+void pw__remote_dp_close(pw_remote_t* remote);
+/* At attach: connects to the worker's address and sends it the
+ * controller's (PEER with PW_WIRE_PEER_CONTROLLER). */
+void pw__remote_dp_attach(pw_remote_worker_t* worker);
+/* At loss: closes the endpoint (its outstanding sends fail). */
+void pw__remote_dp_detach(pw_remote_worker_t* worker);
+bool pw__remote_dp_usable(pw_remote_worker_t* worker);
+/* Fails the controller's post with |tag| (a host copy whose worker side failed). */
+void pw__remote_dp_cancel(pw_remote_t* remote, uint64_t tag);
+/* One blocking host write (|write|: |buf| to the memory) or read. */
+pw_status_t pw__remote_dp_host_copy(pw_remote_worker_t* worker, const pw_remote_mem_t* mem,
+                                    size_t offset, void* buf, size_t size, bool write);
 
 #endif /* PW_REMOTE_REMOTE_INTERNAL_H_ */

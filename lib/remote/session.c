@@ -209,6 +209,7 @@ void pw__remote_session_lose(pw_remote_worker_t* worker, uint64_t epoch, const c
     pthread_cond_broadcast(&remote->cond);
     pthread_mutex_unlock(&remote->mu);
   }
+  pw__remote_dp_detach(worker);
   while (taken != NULL) {
     pw_pending_t* next = taken->next;
     pw_pending_complete(worker, taken,
@@ -284,6 +285,7 @@ static bool pw_session_attach(pw_remote_worker_t* worker, uint64_t epoch, nng_ms
   pthread_mutex_unlock(&remote->mu);
   pw_log(&remote->logger, PW_LOG_INFO, PW_LOG_SUB, "%s attached (session %" PRIu64 ", %u devices)",
          worker->label, epoch, worker->device_count);
+  pw__remote_dp_attach(worker);
   pw_session_announce(worker);
   return true;
 }

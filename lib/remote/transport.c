@@ -19,6 +19,7 @@ void pw__remote_copy_part_done(pw_remote_copy_t* copy, pw_remote_worker_t* from,
                                pw_status_t status) {
   if (status != NULL) {
     pw_status_t expected = NULL;
+    if (from != NULL && copy->local_part) pw__remote_dp_cancel(from->remote, copy->tag);
     if (atomic_compare_exchange_strong(&copy->first_error, &expected, status)) {
       /* The other side may wait for bytes that will never come. */
       for (int i = 0; i < 2; ++i) {
@@ -41,9 +42,8 @@ void pw__remote_copy_part_done(pw_remote_copy_t* copy, pw_remote_worker_t* from,
   done(user, first);
 }
 
-/* Sends one COPY part; on failure completes the part itself. */
-static void pw_rt_send_part(pw_remote_worker_t* w, uint64_t epoch, pw_remote_copy_t* copy,
-                            pw_wire_msg_t* msg) {
+bool pw__remote_copy_send_part(pw_remote_worker_t* w, uint64_t epoch, pw_remote_copy_t* copy,
+                               pw_wire_msg_t* msg) {
   pw_allocator_t a = w->remote->allocator;
   pw_pending_t* entry = NULL;
   pw_status_t status = pw_allocator_calloc(a, sizeof(*entry), 0, (void**)&entry);
@@ -63,12 +63,14 @@ static void pw_rt_send_part(pw_remote_worker_t* w, uint64_t epoch, pw_remote_cop
     if (status != NULL) {
       if (!pw__remote_pending_take(w, entry)) {
         pw_status_free(status); /* the loss path completes it */
-        return;
+        return false;
       }
       pw_allocator_free(a, entry, sizeof(*entry));
     }
   }
-  if (status != NULL) pw__remote_copy_part_done(copy, w, status);
+  if (status == NULL) return true;
+  pw__remote_copy_part_done(copy, w, status);
+  return false;
 }
 
 static void pw_rt_strides(const pw_transport_copy_t* c, uint64_t* list, uint32_t* count) {
@@ -112,7 +114,7 @@ static pw_status_t pw_rt_remote_copy(pw_rtransport_t* t, const pw_transport_copy
   if (local) {
     msg.u[PW_WIRE_COPY_ROLE] = PW_WIRE_COPY_LOCAL;
     msg.u[PW_WIRE_COPY_PEER] = ws->index;
-    pw_rt_send_part(ws, es, copy, &msg);
+    (void)pw__remote_copy_send_part(ws, es, copy, &msg);
     return NULL;
   }
   /* The receive first: the bytes then find it posted (either order works). */
@@ -121,8 +123,8 @@ static pw_status_t pw_rt_remote_copy(pw_rtransport_t* t, const pw_transport_copy
   recv.u[PW_WIRE_COPY_PEER] = ws->index;
   msg.u[PW_WIRE_COPY_ROLE] = PW_WIRE_COPY_SEND;
   msg.u[PW_WIRE_COPY_PEER] = wd->index;
-  pw_rt_send_part(wd, ed, copy, &recv);
-  pw_rt_send_part(ws, es, copy, &msg);
+  (void)pw__remote_copy_send_part(wd, ed, copy, &recv);
+  (void)pw__remote_copy_send_part(ws, es, copy, &msg);
   return NULL;
 }
 

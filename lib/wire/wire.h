@@ -77,7 +77,7 @@ enum {
   PW_WIRE_ATTACH_INDEX = 0, PW_WIRE_ATTACH_B_NONCE = 0,
   /* HEARTBEAT: list = device health (worker -> controller) */
   PW_WIRE_HEARTBEAT_SEQ = 0,
-  /* PEER */
+  /* PEER (index PW_WIRE_PEER_CONTROLLER: the controller's own address) */
   PW_WIRE_PEER_INDEX = 0, PW_WIRE_PEER_B_NAME = 0, PW_WIRE_PEER_B_UCX = 1,
   /* REPLY: list = a signature (LOAD) */
   PW_WIRE_REPLY_ID = 0, PW_WIRE_REPLY_CODE = 1, PW_WIRE_REPLY_B_MESSAGE = 0,
@@ -114,9 +114,13 @@ enum {
 /* COPY roles. */
 enum {
   PW_WIRE_COPY_LOCAL = 0,  /* both ends on this worker */
-  PW_WIRE_COPY_SEND = 1,   /* src here, to PEER */
+  PW_WIRE_COPY_SEND = 1,   /* src here, to PEER (PW_WIRE_PEER_CONTROLLER: the controller) */
   PW_WIRE_COPY_RECV = 2,   /* dst here, from PEER */
 };
+
+/* The peer index of the controller in PEER and COPY: host transfers of
+ * large buffers move on the data plane between it and a worker. */
+#define PW_WIRE_PEER_CONTROLLER 0xFFFFFFFFu
 
 typedef struct pw_wire_blob_t {
   const void* data;

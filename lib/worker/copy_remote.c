@@ -1,11 +1,14 @@
 #define _POSIX_C_SOURCE 200809L
-/* The data plane (lib/ucx/ucx_link.h): PEER connects to another worker,
- * COPY SEND packs the source rows (or sends straight from a contiguous,
- * host-accessible range) and sends them with the copy's tag, COPY RECV
- * receives them and unpacks them into the destination rows, CANCEL fails
- * the post of a tag. One link per registration: its address goes into
- * HELLO, and closing it at the session's end fails what is outstanding
- * with CANCELLED. */
+/* The data plane (lib/ucx/ucx_link.h): PEER connects to another worker
+ * (or to the controller, for host transfers), COPY SEND packs the source
+ * rows (or sends straight from a contiguous, host-accessible range) and
+ * sends them with the copy's tag, COPY RECV receives them and unpacks them
+ * into the destination rows, CANCEL fails the post of a tag. A COPY RECV
+ * that cannot place its bytes (unknown memory, bad range) still receives
+ * the message into a 1-byte buffer, so that the sender's post completes
+ * (UCX cannot take back a send). One link per registration: its address
+ * goes into HELLO, and closing it at the session's end fails what is
+ * outstanding with CANCELLED. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +22,8 @@ struct pw_worker_dp_s {
   pw_ucx_peer_t* peers;   /* by worker index */
   bool* connected;
   uint32_t capacity;
+  pw_ucx_peer_t controller;
+  bool controller_connected;
 };
 
 typedef struct pw_worker_remote_t {
@@ -30,6 +35,8 @@ typedef struct pw_worker_remote_t {
   pw_worker_rows_t rows;
   void* temp;             /* the packed rows, NULL when moved in place */
   size_t received;
+  pw_status_t failure;    /* a RECV that could not be placed: drained, then this */
+  uint8_t drain[1];
 } pw_worker_remote_t;
 
 pw_status_t pw__worker_dp_open(pw_worker_t* w) {
@@ -102,7 +109,7 @@ void pw__worker_on_peer(pw_worker_t* w, const pw_wire_msg_t* msg) {
            w->name, name);
     return;
   }
-  if (index >= (1u << 20)) {
+  if (index != PW_WIRE_PEER_CONTROLLER && index >= (1u << 20)) {
     pw__worker_drop(w, "PEER", pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                                               "worker index %llu", (unsigned long long)index));
     return;
@@ -112,11 +119,17 @@ void pw__worker_on_peer(pw_worker_t* w, const pw_wire_msg_t* msg) {
   pw_status_t s = pw__ucx_link_connect(dp->link, address->data, address->size, name, &peer);
   if (s == NULL) {
     pthread_mutex_lock(&dp->lock);
-    if (index >= dp->capacity) s = pw_worker_dp_grow(w, dp, (uint32_t)index);
-    if (s == NULL) {
-      if (dp->connected[index]) pw__ucx_link_disconnect(dp->link, dp->peers[index]);
-      dp->peers[index] = peer;
-      dp->connected[index] = true;
+    if (index == PW_WIRE_PEER_CONTROLLER) {
+      if (dp->controller_connected) pw__ucx_link_disconnect(dp->link, dp->controller);
+      dp->controller = peer;
+      dp->controller_connected = true;
+    } else {
+      if (index >= dp->capacity) s = pw_worker_dp_grow(w, dp, (uint32_t)index);
+      if (s == NULL) {
+        if (dp->connected[index]) pw__ucx_link_disconnect(dp->link, dp->peers[index]);
+        dp->peers[index] = peer;
+        dp->connected[index] = true;
+      }
     }
     pthread_mutex_unlock(&dp->lock);
     if (s != NULL) pw__ucx_link_disconnect(dp->link, peer);
@@ -130,6 +143,10 @@ void pw__worker_on_peer(pw_worker_t* w, const pw_wire_msg_t* msg) {
 
 static void pw_worker_remote_finish(pw_worker_remote_t* op, pw_status_t status) {
   pw_worker_t* w = op->w;
+  if (op->failure != NULL) { /* drained: the drain's own status says nothing */
+    pw_status_free(status);
+    status = op->failure;
+  }
   if (status == NULL && op->recv && op->received != op->rows.total) {
     status = pw_status_make(PW_STATUS_DATA_LOSS, "COPY %llu: received %zu bytes of %zu",
                             (unsigned long long)op->id, op->received, op->rows.total);
@@ -157,9 +174,16 @@ static pw_status_t pw_worker_remote_prepare(pw_worker_t* w, const pw_wire_msg_t*
   if (!op->recv) {
     uint64_t index = msg->u[PW_WIRE_COPY_PEER];
     pthread_mutex_lock(&dp->lock);
-    bool known = index < dp->capacity && dp->connected[index];
-    if (known) *out_peer = dp->peers[index];
+    bool to_controller = index == PW_WIRE_PEER_CONTROLLER;
+    bool known = to_controller ? dp->controller_connected
+                               : index < dp->capacity && dp->connected[index];
+    if (known) *out_peer = to_controller ? dp->controller : dp->peers[index];
     pthread_mutex_unlock(&dp->lock);
+    if (!known && to_controller) {
+      return pw_status_make(PW_STATUS_NOT_FOUND,
+                            "COPY %llu: %s has no data-plane address of the controller",
+                            (unsigned long long)op->id, w->name);
+    }
     if (!known) {
       return pw_status_make(PW_STATUS_NOT_FOUND, "COPY %llu: worker %llu is not a peer of %s",
                             (unsigned long long)op->id, (unsigned long long)index, w->name);
@@ -207,11 +231,19 @@ void pw__worker_copy_remote(pw_worker_t* w, const pw_wire_msg_t* msg,
   pw_ucx_peer_t peer = 0;
   uint8_t* bytes = NULL;
   s = pw_worker_remote_prepare(w, msg, op, &peer, &bytes);
+  uint64_t tag = msg->u[PW_WIRE_COPY_TAG];
+  if (s != NULL && op->recv && rows->total > 0) {
+    /* Take the message anyway (truncated): the sender's post completes. */
+    op->failure = s;
+    s = pw__ucx_link_recv(w->dp->link, tag, op->drain, sizeof(op->drain), NULL,
+                          pw_worker_remote_done, op);
+    if (s != NULL) pw_worker_remote_finish(op, s);
+    return;
+  }
   if (s != NULL || rows->total == 0) {
     pw_worker_remote_finish(op, s);
     return;
   }
-  uint64_t tag = msg->u[PW_WIRE_COPY_TAG];
   if (op->recv) {
     s = pw__ucx_link_recv(w->dp->link, tag, bytes, rows->total, &op->received,
                           pw_worker_remote_done, op);

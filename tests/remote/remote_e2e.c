@@ -122,6 +122,45 @@ static void e2e_run(pw_runtime_t* runtime, float out_a[8], float out_b[8]) {
   pw_client_destroy(client);
 }
 
+/* Host copies with slice 0 (worker w0): 4 MiB go on the data plane
+ * both ways (2 MiB per device), 32 bytes in WRITE / READ requests. */
+static void e2e_host_copies(pw_remote_t* remote, uint32_t worker, pw_runtime_t* runtime) {
+  pw_remote_worker_info_t before = {.struct_size = sizeof(before)};
+  E2E_CHECK(pw_remote_worker_info(remote, worker, &before));
+  pw_client_t* client = NULL;
+  E2E_CHECK(pw_client_create(runtime, NULL, &client));
+  pw_mesh_shape_t mesh = {1, {2}};
+  pw_vslice_t vs;
+  E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs));
+  uint64_t counts[2] = {1u << 20, 8};
+  for (int k = 0; k < 2; ++k) {
+    size_t n = (size_t)counts[k];
+    float* in = malloc(n * sizeof(float));
+    float* out = malloc(n * sizeof(float));
+    E2E_EXPECT(in != NULL && out != NULL, "out of memory");
+    for (size_t i = 0; i < n; ++i) in[i] = (float)i * 0.25f - 3.0f;
+    memset(out, 0, n * sizeof(float));
+    pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+    pw_buffer_t buf;
+    E2E_CHECK(pw_buffer_from_host(client, vs, &spec, in, n * sizeof(float), &buf));
+    E2E_CHECK(pw_buffer_to_host(client, buf, out, n * sizeof(float),
+                                pw_deadline_from_timeout(20000 * E2E_MS)));
+    E2E_EXPECT(memcmp(in, out, n * sizeof(float)) == 0, "%zu floats changed on the way", n);
+    E2E_CHECK(pw_buffer_release(client, buf));
+    free(in);
+    free(out);
+  }
+  pw_client_destroy(client);
+  pw_remote_worker_info_t after = {.struct_size = sizeof(after)};
+  E2E_CHECK(pw_remote_worker_info(remote, worker, &after));
+  uint64_t dp = after.host_bytes_data_plane - before.host_bytes_data_plane;
+  uint64_t cp = after.host_bytes_control_plane - before.host_bytes_control_plane;
+  E2E_EXPECT(dp == 2 * (4u << 20), "%llu bytes on the data plane", (unsigned long long)dp);
+  E2E_EXPECT(cp == 2 * 32, "%llu bytes on the control plane", (unsigned long long)cp);
+  printf("remote e2e: host copies: %llu bytes on the data plane, %llu in requests\n",
+         (unsigned long long)dp, (unsigned long long)cp);
+}
+
 static pw_runtime_t* e2e_runtime(const pw_backend_t* backends, uint32_t backend_count,
                                  pw_transport_t transport) {
   pw_slice_desc_t slices[3];
@@ -191,6 +230,7 @@ int main(int argc, char** argv) {
   E2E_EXPECT(memcmp(got_a, want_a, sizeof(got_a)) == 0, "chain output differs");
   E2E_EXPECT(memcmp(got_b, want_b, sizeof(got_b)) == 0, "transferred output differs");
   printf("remote e2e: outputs equal bit for bit (%g .. %g)\n", (double)got_b[0], (double)got_b[7]);
+  e2e_host_copies(remote, by_name[0], there);
 
   /* Kill worker w2: its slice is lost within the bound. */
   pw_time_t killed = pw_clock_now();

@@ -200,6 +200,31 @@ Test(ucx, oversized_is_out_of_range) {
   cr_assert_eq(ut_calls(&received), 1);
 }
 
+/* A large message (rendezvous) received into a 1-byte buffer: the
+ * receive fails OUT_OF_RANGE and the send completes too, before either
+ * link goes (a worker drains a COPY RECV it cannot place this way, so the
+ * sender's buffer is given back). */
+Test(ucx, rendezvous_into_a_short_buffer_completes_the_send) {
+  ut_pair_t p = ut_pair();
+  size_t size = 4u << 20;
+  uint8_t* out = malloc(size);
+  cr_assert_not_null(out);
+  memset(out, 3, size);
+  uint8_t in[1];
+  ut_done_t sent, received;
+  ut_done_init(&sent);
+  ut_done_init(&received);
+  cr_assert_null(pw__ucx_link_recv(p.b, 6, in, sizeof(in), NULL, ut_on_done, &received));
+  cr_assert_null(pw__ucx_link_send(p.a, p.a_to_b, 6, out, size, ut_on_done, &sent));
+  cr_assert_eq(ut_wait(&received, 30), 1);
+  cr_assert_eq(received.code, PW_STATUS_OUT_OF_RANGE, "%s", received.message);
+  cr_assert_eq(ut_wait(&sent, 30), 1, "the send never completed");
+  ut_pair_destroy(&p);
+  free(out);
+  cr_assert_eq(ut_calls(&sent), 1);
+  cr_assert_eq(ut_calls(&received), 1);
+}
+
 Test(ucx, cancel_tag_cancels_once) {
   ut_pair_t p = ut_pair();
   uint8_t in[16];

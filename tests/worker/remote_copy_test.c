@@ -39,17 +39,23 @@ static void rc_peer(fc_t* fc, uint32_t index, const char* name, const uint8_t* a
   fc_send(fc, &p);
 }
 
-static void rc_copy(fc_t* fc, uint64_t id, uint64_t role, uint64_t mem, uint64_t offset,
-                    uint64_t peer, uint64_t tag, const uint64_t* strides, uint32_t n) {
+static void rc_copy_n(fc_t* fc, uint64_t id, uint64_t role, uint64_t mem, uint64_t offset,
+                      uint64_t peer, uint64_t tag, const uint64_t* strides, uint32_t n,
+                      uint64_t size) {
   pw_wire_msg_t c = {.type = PW_WIRE_COPY, .list = strides, .list_count = n};
   c.u[PW_WIRE_COPY_ID] = id;
   c.u[PW_WIRE_COPY_ROLE] = role;
   c.u[role == PW_WIRE_COPY_SEND ? PW_WIRE_COPY_SRC_MEM : PW_WIRE_COPY_DST_MEM] = mem;
   c.u[role == PW_WIRE_COPY_SEND ? PW_WIRE_COPY_SRC_OFFSET : PW_WIRE_COPY_DST_OFFSET] = offset;
-  c.u[PW_WIRE_COPY_SIZE] = 4;
+  c.u[PW_WIRE_COPY_SIZE] = size;
   c.u[PW_WIRE_COPY_PEER] = peer;
   c.u[PW_WIRE_COPY_TAG] = tag;
   fc_send(fc, &c);
+}
+
+static void rc_copy(fc_t* fc, uint64_t id, uint64_t role, uint64_t mem, uint64_t offset,
+                    uint64_t peer, uint64_t tag, const uint64_t* strides, uint32_t n) {
+  rc_copy_n(fc, id, role, mem, offset, peer, tag, strides, n, 4);
 }
 
 static uint64_t rc_done(fc_t* fc, uint64_t id, char* text, size_t cap) {
@@ -90,6 +96,18 @@ Test(worker_remote, strided_rows_cross_between_workers) {
   for (uint32_t i = 0; i < 4; ++i) memcpy(&want[4 + 8 * i], &src[2 + 16 * i], 4);
   cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, want, 64) == 0);
   fc_release(&r);
+  /* A receive that cannot place its bytes (no memory 99) still takes the
+   * message, so a large send (rendezvous) completes instead of waiting
+   * for a receive that never comes. */
+  fc_alloc(&a, 5, 0, 512u << 10);
+  rc_copy_n(&b, 14, PW_WIRE_COPY_RECV, 99, 0, 0, 781, NULL, 0, 512u << 10);
+  rc_copy_n(&a, 14, PW_WIRE_COPY_SEND, 5, 0, 1, 781, NULL, 0, 512u << 10);
+  cr_assert_eq(rc_done(&b, 14, text, sizeof(text)), PW_STATUS_NOT_FOUND, "%s", text);
+  cr_assert_eq(rc_done(&a, 14, text, sizeof(text)), 0, "send: %s", text);
+  /* No PEER for the controller yet: a send to it is refused. */
+  rc_copy(&a, 15, PW_WIRE_COPY_SEND, 1, 0, PW_WIRE_PEER_CONTROLLER, 782, NULL, 0);
+  cr_assert_eq(rc_done(&a, 15, text, sizeof(text)), PW_STATUS_NOT_FOUND, "%s", text);
+  cr_assert(strstr(text, "controller") != NULL, "%s", text);
   /* A send to a worker that is no peer; a receive cancelled. */
   rc_copy(&a, 11, PW_WIRE_COPY_SEND, 1, 0, 9, 778, NULL, 0);
   cr_assert_eq(rc_done(&a, 11, text, sizeof(text)), PW_STATUS_NOT_FOUND, "%s", text);
@@ -108,7 +126,7 @@ Test(worker_remote, strided_rows_cross_between_workers) {
   cr_assert_gt(hello.msg.blob[PW_WIRE_HELLO_B_UCX].size, 0);
   fc_release(&hello);
   cr_assert_eq(fc_stats(&b).losses, 1);
-  cr_assert_eq(fc_stats(&b).copies, 3, "the cancelled receive counts as completed");
+  cr_assert_eq(fc_stats(&b).copies, 4, "the cancelled receive counts as completed");
   fc_refuse(&b, "done");
   fc_stop(&a);
   fc_stop(&b);
