@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "observe/observe.h"
 #include "pathways/elastic.h"
 #include "pathways/snapshot.h"
 
@@ -97,6 +98,16 @@ static void pw_elastic_on_topology(void* user, const pw_topology_event_t* event)
     }
   }
   pthread_mutex_unlock(&e->lock);
+}
+
+/* The re-mesh onto e->slice_count slices from the snapshot of |step|, for
+ * traces and metrics (observe.h, PW_OBS_ELASTIC). */
+static void pw_elastic_observe(pw_elastic_t* e, uint64_t step, uint64_t since_ns, bool grown) {
+  pw_obs_event_t ev = {.since_ns = since_ns, .exec = step, .kind = PW_OBS_ELASTIC,
+                       .flags = grown ? PW_OBS_GROWN : 0, .slice = UINT32_MAX,
+                       .device = UINT32_MAX, .count = e->slice_count, .client = UINT32_MAX,
+                       .name = grown ? "grown" : "recovered"};
+  pw__observe_note(e->runtime, &ev);
 }
 
 static void pw_elastic_emit(pw_elastic_t* e, pw_elastic_event_kind_t kind, uint64_t step,
@@ -530,6 +541,8 @@ static pw_status_t pw_elastic_recover(pw_elastic_t* e, uint64_t failed_at, uint6
   e->stats.last_restore_ns = (uint64_t)(t3 - t2);
   pthread_mutex_unlock(&e->lock);
   e->time_first_step = true;
+  pw_elastic_observe(e, *step, lost_at != 0 && lost_at < (uint64_t)t0 ? lost_at : (uint64_t)t0,
+                     false);
   pw_elastic_emit(e, PW_ELASTIC_RESTORED, *step, UINT32_MAX, NULL, (uint64_t)(t3 - t2));
   if (count != before) {
     pw_elastic_emit(e, count < before ? PW_ELASTIC_REMESHED : PW_ELASTIC_GROWN, *step,
@@ -564,6 +577,7 @@ static pw_status_t pw_elastic_grow(pw_elastic_t* e, uint64_t step) {
       pthread_mutex_lock(&e->lock);
       e->stats.growths++;
       pthread_mutex_unlock(&e->lock);
+      pw_elastic_observe(e, step, (uint64_t)t0, true);
       pw_elastic_emit(e, PW_ELASTIC_GROWN, step, UINT32_MAX, NULL,
                       (uint64_t)(pw_clock_now() - t0));
     }

@@ -148,6 +148,30 @@ static void pw_metrics_record(pw_observer_t* self, const pw_obs_event_t* e) {
     case PW_OBS_DEADLINE:
       if (slice) pw_metrics_add(&slice->v[PW_MS_DEADLINES], 1);
       break;
+    case PW_OBS_SLICE_LOST:
+    case PW_OBS_SLICE_BACK:
+      if (slice) pw_metrics_add(&slice->v[e->kind == PW_OBS_SLICE_LOST ? PW_MS_LOSSES : PW_MS_RETURNS], 1);
+      break;
+    case PW_OBS_SNAPSHOT:
+    case PW_OBS_SNAPSHOT_PERSIST: {
+      bool copy = e->kind == PW_OBS_SNAPSHOT;
+      if (failed) {
+        pw_metrics_add(&head->global[copy ? PW_MG_SNAPSHOTS_FAILED : PW_MG_PERSISTS_FAILED], 1);
+        break;
+      }
+      pw_metrics_add(&head->global[copy ? PW_MG_SNAPSHOTS : PW_MG_PERSISTS], 1);
+      pw_metrics_add(&head->global[copy ? PW_MG_SNAPSHOT_BYTES : PW_MG_STORED_BYTES], e->bytes);
+      pw_metrics_observe_since(head, copy ? PW_MH_SNAPSHOT : PW_MH_PERSIST, e);
+      break;
+    }
+    case PW_OBS_ELASTIC:
+      if (e->flags & PW_OBS_GROWN) {
+        pw_metrics_add(&head->global[PW_MG_GROWTHS], 1);
+      } else {
+        pw_metrics_add(&head->global[PW_MG_RECOVERIES], 1);
+        pw_metrics_observe_since(head, PW_MH_RECOVERY, e);
+      }
+      break;
     default: /* COPY (counted at COPY_DONE), FLOW: nothing to count */
       break;
   }
@@ -425,6 +449,35 @@ static const pw_metrics_family_t pw_metrics_families[] = {
      PW_METRIC_HISTOGRAM, PW_MF_HIST, PW_MH_TRANSFER, 1e9},
     {"pathways_compile_cache_lookups_total", "Lookups of the runtime's compile cache.",
      PW_METRIC_COUNTER, PW_MF_SPECIAL, PW_MX_CACHE, 1},
+    {"pathways_slice_losses_total", "Times the slice was lost.", PW_METRIC_COUNTER, PW_MF_SLICE,
+     PW_MS_LOSSES, 1},
+    {"pathways_slice_returns_total", "Times the slice came back after a loss.", PW_METRIC_COUNTER,
+     PW_MF_SLICE, PW_MS_RETURNS, 1},
+    {"pathways_snapshots_total", "Snapshots copied to host memory.", PW_METRIC_COUNTER,
+     PW_MF_GLOBAL, PW_MG_SNAPSHOTS, 1},
+    {"pathways_snapshots_failed_total", "Snapshots whose copy to host memory failed.",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_SNAPSHOTS_FAILED, 1},
+    {"pathways_snapshot_bytes_total", "Bytes of buffers copied into snapshots.",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_SNAPSHOT_BYTES, 1},
+    {"pathways_snapshot_seconds", "From a snapshot's take to every buffer in host memory.",
+     PW_METRIC_HISTOGRAM, PW_MF_HIST, PW_MH_SNAPSHOT, 1e9},
+    {"pathways_snapshot_persists_total", "Snapshots written to a store.", PW_METRIC_COUNTER,
+     PW_MF_GLOBAL, PW_MG_PERSISTS, 1},
+    {"pathways_snapshot_persists_failed_total", "Snapshots whose write to a store failed.",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_PERSISTS_FAILED, 1},
+    {"pathways_snapshot_stored_bytes_total",
+     "Bytes written to stores for snapshots (compressed values and manifests).",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_STORED_BYTES, 1},
+    {"pathways_snapshot_persist_seconds", "Compressing, checksumming and writing a snapshot.",
+     PW_METRIC_HISTOGRAM, PW_MF_HIST, PW_MH_PERSIST, 1e9},
+    {"pathways_elastic_recoveries_total",
+     "Re-meshes of the elastic helper after a loss (restored from a snapshot).",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_RECOVERIES, 1},
+    {"pathways_elastic_growths_total", "Re-meshes of the elastic helper onto returned slices.",
+     PW_METRIC_COUNTER, PW_MF_GLOBAL, PW_MG_GROWTHS, 1},
+    {"pathways_elastic_recovery_seconds",
+     "From a loss to the end of the elastic helper's restore on the remaining slices.",
+     PW_METRIC_HISTOGRAM, PW_MF_HIST, PW_MH_RECOVERY, 1e9},
 };
 
 #define PW_METRICS_FAMILY_COUNT (sizeof(pw_metrics_families) / sizeof(pw_metrics_families[0]))

@@ -24,6 +24,8 @@ enum {
   PW_MS_TRANSFER_BYTES,   /* COPY_DONE bytes */
   PW_MS_DEADLINES,        /* DEADLINE */
   PW_MS_ADMITTED,         /* ADMIT */
+  PW_MS_LOSSES,           /* SLICE_LOST */
+  PW_MS_RETURNS,          /* SLICE_BACK */
   PW_MS_COUNT
 };
 
@@ -42,6 +44,14 @@ enum {
   PW_MG_EXECS_SUBMITTED = 0,
   PW_MG_EXECS_COMPLETED,
   PW_MG_EXECS_FAILED,
+  PW_MG_SNAPSHOTS,         /* SNAPSHOT ok */
+  PW_MG_SNAPSHOTS_FAILED,  /* SNAPSHOT failed */
+  PW_MG_SNAPSHOT_BYTES,    /* SNAPSHOT ok, its bytes */
+  PW_MG_PERSISTS,          /* SNAPSHOT_PERSIST ok */
+  PW_MG_PERSISTS_FAILED,
+  PW_MG_STORED_BYTES,      /* SNAPSHOT_PERSIST ok, its bytes */
+  PW_MG_RECOVERIES,        /* ELASTIC */
+  PW_MG_GROWTHS,           /* ELASTIC, PW_OBS_GROWN */
   PW_MG_COUNT
 };
 
@@ -50,6 +60,9 @@ enum {
   PW_MH_LAUNCH_LATENCY = 0, /* LAUNCH_DONE ts - since (the LAUNCH) */
   PW_MH_OP_LATENCY,         /* OP_DONE ts - since (the SUBMIT) */
   PW_MH_TRANSFER,           /* COPY_DONE ts - since (the COPY) */
+  PW_MH_SNAPSHOT,           /* SNAPSHOT ok: from the take */
+  PW_MH_PERSIST,            /* SNAPSHOT_PERSIST ok: the write */
+  PW_MH_RECOVERY,           /* ELASTIC, not grown: from the loss to the restore's end */
   PW_MH_COUNT
 };
 

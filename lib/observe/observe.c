@@ -13,6 +13,13 @@ void pw__observe(pw_observe_t* o, const pw_obs_event_t* e) {
   if (metrics != NULL) metrics->record(metrics, e);
 }
 
+void pw__observe_note(pw_runtime_t* rt, pw_obs_event_t* e) {
+  pw_observe_t* o = pw_observing(rt);
+  if (o == NULL) return;
+  if (e->ts_ns == 0) e->ts_ns = (uint64_t)pw_clock_now();
+  pw__observe(o, e);
+}
+
 pw_status_t pw__observe_create(pw_runtime_t* rt) {
   pw_observe_t* o = NULL;
   pw_status_t status = pw_allocator_calloc(rt->allocator, sizeof(*o), 0, (void**)&o);

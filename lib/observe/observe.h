@@ -56,12 +56,29 @@ typedef enum pw_obs_kind_t {
   /* ...and returned (|since_ns| the HOST_TASK's |ts_ns|; PW_OBS_FAILED
    * when it failed). */
   PW_OBS_HOST_TASK_DONE = 12,
+  /* Slice |slice| was lost (|status_code| the cause's code)... */
+  PW_OBS_SLICE_LOST = 13,
+  /* ...and is back. */
+  PW_OBS_SLICE_BACK = 14,
+  /* A snapshot (lib/snapshot) of step |exec| is in host memory: |count|
+   * buffers, |bytes| raw bytes, |since_ns| its take; PW_OBS_FAILED when
+   * its copy failed. Slice and device are UINT32_MAX (as below). */
+  PW_OBS_SNAPSHOT = 15,
+  /* ...was written to the snapshotter's store: |bytes| stored, |since_ns|
+   * the write's start; PW_OBS_FAILED when it failed. */
+  PW_OBS_SNAPSHOT_PERSIST = 16,
+  /* The elastic helper (lib/elastic) moved onto |count| slices from the
+   * snapshot of step |exec|: after a loss (|since_ns| when the failed
+   * step returned), or growing back (PW_OBS_GROWN; |since_ns| the
+   * re-mesh's start). */
+  PW_OBS_ELASTIC = 17,
 } pw_obs_kind_t;
 
 /* pw_obs_event_t.flags */
 #define PW_OBS_FAILED 0x1u  /* it failed (status_code) */
 #define PW_OBS_QUEUED 0x2u  /* a queue-ordered launch */
 #define PW_OBS_HOST 0x4u    /* a host launch (one call for a lane) */
+#define PW_OBS_GROWN 0x8u   /* PW_OBS_ELASTIC: a growth, not a recovery */
 
 typedef struct pw_obs_event_t {
   uint64_t ts_ns;      /* pw_clock_now() when it happened */
@@ -140,6 +157,11 @@ void pw__observe_install(pw_observe_t* o, pw_atomic_ptr_t* slot, pw_observer_t* 
 /* Keeps |observer| (removed from its slot) until the runtime is
  * destroyed, then destroys it. Takes o->lock. */
 void pw__observe_retire(pw_observe_t* o, pw_observer_t* observer);
+
+/* For the cold paths (slices lost and back, snapshots, the elastic
+ * helper): reports |e| if anything observes |rt|, with |ts_ns| set to
+ * now when it is 0. */
+void pw__observe_note(pw_runtime_t* rt, pw_obs_event_t* e);
 
 /* Records |client|'s name under its tag, once (SUBMIT). */
 void pw__observe_name_client(pw_observe_t* o, uint32_t tag, const char* name);

@@ -22,6 +22,7 @@
  * at the trace's last timestamp with an "unmatched" arg. */
 #include <jansson.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,7 +613,8 @@ static int tj_u32_cmp(const void* a_, const void* b_) {
 }
 
 static bool tj_is_controller_kind(uint32_t kind) {
-  return kind == PW_OBS_SUBMIT || kind == PW_OBS_ADMIT || kind == PW_OBS_EXEC_DONE || kind == PW_OBS_OP_DONE;
+  return kind == PW_OBS_SUBMIT || kind == PW_OBS_ADMIT || kind == PW_OBS_EXEC_DONE || kind == PW_OBS_OP_DONE ||
+         (kind >= PW_OBS_SLICE_LOST && kind <= PW_OBS_ELASTIC);
 }
 
 /* The controller's tracks: tid 0 for events with no client, else tag + 1. */
@@ -684,12 +686,67 @@ static void tj_emit_async(tj_ctx_t* c, const pw_trace_record_t* r, bool begin, b
   tj_emit(c, e);
 }
 
+/* On the controller's "runtime" track (no client): a slice lost or back
+ * as an instant; a snapshot's copy and write and the elastic helper's
+ * re-mesh as async spans from their start (an instant when it is
+ * unknown). */
+static void tj_emit_runtime(tj_ctx_t* c, const pw_trace_record_t* r) {
+  char name[PW_TRACE_NAME_MAX + 64];
+  const char* what = r->kind == PW_OBS_SLICE_LOST ? "lost" : "back";
+  switch (r->kind) {
+    case PW_OBS_SLICE_LOST:
+    case PW_OBS_SLICE_BACK:
+      snprintf(name, sizeof(name), "slice %u %s", r->slice, what);
+      break;
+    case PW_OBS_SNAPSHOT:
+    case PW_OBS_SNAPSHOT_PERSIST:
+      snprintf(name, sizeof(name), "%s of step %" PRIu64, r->kind == PW_OBS_SNAPSHOT ? "snapshot" : "persist",
+               r->exec);
+      break;
+    default:
+      snprintf(name, sizeof(name), "%s onto %u slices (step %" PRIu64 ")",
+               (r->flags & PW_OBS_GROWN) ? "grown" : "recovered", r->count, r->exec);
+      break;
+  }
+  bool span = r->kind >= PW_OBS_SNAPSHOT && r->since_ns != 0 && r->since_ns <= r->ts_ns;
+  const char* cat = r->kind <= PW_OBS_SLICE_BACK ? "failure"
+                    : r->kind == PW_OBS_ELASTIC  ? "elastic"
+                    : r->kind == PW_OBS_SNAPSHOT ? "snapshot"
+                                                 : "persist";
+  char id[48];
+  snprintf(id, sizeof(id), "step%" PRIu64 "@0x%" PRIx64, r->exec, r->ts_ns);
+  /* Spans of one kind may overlap (a snapshot taken while the last is
+   * still copying): async "b"/"e" pairs, matched by (cat, id). */
+  for (int end = 0; end < (span ? 2 : 1); ++end) {
+    const char* ph = !span ? "i" : end ? "e" : "b";
+    json_t* e = tj_event(c, ph, name, cat, TJ_PID_CONTROLLER, 0, span && !end ? r->since_ns : r->ts_ns);
+    if (span) {
+      tj_set(c, e, "id", json_string(id));
+    } else {
+      tj_set(c, e, "s", json_string("t"));
+    }
+    json_t* a = tj_args(c, e);
+    if (r->slice != UINT32_MAX) tj_set(c, a, "slice", json_integer(r->slice));
+    if (r->kind >= PW_OBS_SNAPSHOT) tj_set(c, a, "step", tj_u64(r->exec));
+    if (r->kind == PW_OBS_SNAPSHOT || r->kind == PW_OBS_SNAPSHOT_PERSIST) tj_set(c, a, "bytes", tj_u64(r->bytes));
+    if (r->kind == PW_OBS_ELASTIC) tj_set(c, a, "slices", json_integer(r->count));
+    if (r->kind == PW_OBS_SLICE_LOST || (r->flags & PW_OBS_FAILED)) {
+      tj_set(c, a, "status", json_string(tj_code_name(r->status_code)));
+    }
+    tj_emit(c, e);
+  }
+}
+
 /* What the controller process shows of |r|: SUBMIT, ADMIT and a failed
  * OP_DONE as instants on the client's track; SUBMIT and EXEC_DONE as the
- * ends of the execution's async span. */
+ * ends of the execution's async span; the runtime's events (above). */
 static void tj_emit_controller(tj_ctx_t* c, const pw_trace_record_t* r) {
   char name[PW_TRACE_NAME_MAX + 24];
   const char* op = r->name[0] != 0 ? r->name : NULL;
+  if (r->kind >= PW_OBS_SLICE_LOST && r->kind <= PW_OBS_ELASTIC) {
+    tj_emit_runtime(c, r);
+    return;
+  }
   switch (r->kind) {
     case PW_OBS_SUBMIT:
       if (tj_submit_of(c, r->exec) == r) {
@@ -776,7 +833,7 @@ static void tj_emit_metadata(tj_ctx_t* c) {
     uint32_t t = c->clients[i];
     char name[80];
     if (t < d->client_count && d->client_names[t][0] != 0) snprintf(name, sizeof(name), "%.63s", d->client_names[t]);
-    else if (t == UINT32_MAX) snprintf(name, sizeof(name), "no client");
+    else if (t == UINT32_MAX) snprintf(name, sizeof(name), "runtime");
     else snprintf(name, sizeof(name), "client %u", t);
     tj_emit_meta(c, "thread_name", TJ_PID_CONTROLLER, tj_client_tid(t), name, 0);
     tj_emit_meta(c, "thread_sort_index", TJ_PID_CONTROLLER, tj_client_tid(t), NULL, tj_client_tid(t));

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "observe/observe.h"
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
 #include "sched/token.h"
@@ -255,6 +256,12 @@ static void pw_health_enqueue(pw_health_t* h, pw_slice_t* slice, pw_topology_cha
   e->event.losses = pw_atomic_load_u32_relaxed(&slice->losses);
   e->event.cause = pw_status_clone(cause);
   e->event.time_ns = (uint64_t)pw_clock_now();
+  pw_obs_event_t ev = {.ts_ns = e->event.time_ns, .slice = slice->index, .device = UINT32_MAX,
+                       .client = UINT32_MAX, .name = slice->name,
+                       .kind = change == PW_TOPOLOGY_SLICE_LOST ? PW_OBS_SLICE_LOST
+                                                                : PW_OBS_SLICE_BACK,
+                       .status_code = (uint32_t)pw_status_code(cause)};
+  pw__observe_note(h->runtime, &ev);
   pthread_mutex_lock(&h->lock);
   if (h->tail != NULL) {
     h->tail->next = e;

@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "snapshot/snapshot_internal.h"
+#include "core/client.h"
+#include "observe/observe.h"
 #include "plugin/store_call.h"
 
 void pw_snapshotter_options_init(pw_snapshotter_options_t* out_options) {
@@ -341,8 +343,22 @@ static pw_status_t pw_snap_copy_buffer(pw_snapshotter_t* s, pw_snap_t* snap, uin
 
 /* After the copy of |snap| (|status| its result): ring, persist queue,
  * events. Consumes |status| and the queue's reference. */
+/* A snapshot's copy or write, for traces and metrics (observe.h). */
+static void pw_snap_observe(pw_snapshotter_t* s, const pw_snap_t* snap, uint32_t kind,
+                            uint64_t since_ns, uint64_t bytes, pw_status_t status) {
+  pw_obs_event_t ev = {.since_ns = since_ns, .exec = snap->step, .bytes = bytes, .kind = kind,
+                       .flags = status != NULL ? PW_OBS_FAILED : 0, .slice = UINT32_MAX,
+                       .device = UINT32_MAX, .count = snap->count, .client = UINT32_MAX,
+                       .status_code = (uint32_t)pw_status_code(status), .name = "snapshot"};
+  pw__observe_note(s->client->runtime, &ev);
+}
+
 static void pw_snap_copied(pw_snapshotter_t* s, pw_snap_t* snap, pw_status_t status) {
   bool has_store = s->store.vtable != NULL;
+  pthread_mutex_lock(&s->mutex);
+  uint64_t copied_bytes = snap->info.total_bytes;
+  pthread_mutex_unlock(&s->mutex);
+  pw_snap_observe(s, snap, PW_OBS_SNAPSHOT, (uint64_t)snap->taken_at, copied_bytes, status);
   pw_snap_t* dropped = NULL;
   pthread_mutex_lock(&s->mutex);
   s->copying = NULL;
@@ -443,7 +459,9 @@ static void* pw_snap_persist_main(void* arg) {
       status = pw__snap_persist(s, snap);
       pthread_mutex_lock(&s->mutex);
       snap->info.persist_ns = pw_clock_now() - start;
+      uint64_t stored = snap->info.stored_bytes;
       pthread_mutex_unlock(&s->mutex);
+      pw_snap_observe(s, snap, PW_OBS_SNAPSHOT_PERSIST, (uint64_t)start, stored, status);
       if (status != NULL) {
         status = pw_status_annotate(status, "persisting the snapshot of step %" PRIu64
                                     " to store '%s'", snap->step, pw__store_name(&s->store));

@@ -8,11 +8,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "pathways/pathways.h"
 #include "runtime/checks.h"
+#include "support/metric_lookup.h"
 #include "support/test_allocators.h"
 
 TestSuite(elastic, .fini = pw_test_check_leaks);
@@ -262,6 +264,81 @@ Test(elastic, a_failing_step_restores_on_fewer_slices_and_grows_back) {
   cr_assert(saw(&env.job, PW_ELASTIC_GROWN));
   cr_assert_eq(env.job.restoring_setups, 2);
   OK(pw_elastic_destroy(e));
+  env_deinit(&env);
+}
+
+static double metric(pw_runtime_t* rt, const char* family, const char* label, uint64_t* count) {
+  double v = pw_test_metric(rt, family, label, count);
+  cr_assert_geq(v, 0, "no series %s{%s}", family, label ? label : "");
+  return v;
+}
+
+typedef struct text_s {
+  char* data;
+  size_t size, capacity;
+} text_t;
+
+static pw_status_t text_append(void* user, const char* bytes, size_t size) {
+  text_t* t = user;
+  if (t->size + size + 1 > t->capacity) {
+    t->capacity = (t->size + size + 1) * 2;
+    t->data = realloc(t->data, t->capacity);
+    cr_assert_not_null(t->data);
+  }
+  memcpy(t->data + t->size, bytes, size);
+  t->size += size;
+  t->data[t->size] = '\0';
+  return NULL;
+}
+
+/* The same loss and growth, seen by the metrics and in a trace. */
+Test(elastic, losses_snapshots_and_re_meshes_are_counted_and_traced) {
+  env_t env;
+  env_init(&env, 1000000);
+  env.job.fail_device_at = 7;
+  env.job.fail_device = 2 * kPer; /* slice 2 */
+  env.job.repair_at = 11;
+  OK(pw_runtime_metrics_enable(env.runtime, NULL));
+  OK(pw_runtime_trace_start(env.runtime, NULL));
+  pw_elastic_options_t o = options(5);
+  pw_elastic_job_t cb = callbacks(&env.job);
+  pw_elastic_t* e;
+  OK(pw_elastic_create(env.client, &o, &cb, &e));
+  OK(pw_elastic_run(e, 0, 30));
+  pw_elastic_stats_t st = {.struct_size = sizeof(st)};
+  OK(pw_elastic_stats(e, &st));
+  OK(pw_elastic_destroy(e));
+  OK(pw_runtime_trace_stop(env.runtime));
+  pw_runtime_t* rt = env.runtime;
+  cr_assert_eq(metric(rt, "pathways_slice_losses_total", "2", NULL), 1);
+  cr_assert_eq(metric(rt, "pathways_slice_returns_total", "2", NULL), 1);
+  cr_assert_eq(metric(rt, "pathways_slice_losses_total", "1", NULL), 0);
+  cr_assert_eq(metric(rt, "pathways_elastic_recoveries_total", NULL, NULL), 1);
+  cr_assert_eq(metric(rt, "pathways_elastic_growths_total", NULL, NULL), 1);
+  uint64_t n = 0;
+  cr_assert_gt(metric(rt, "pathways_elastic_recovery_seconds", NULL, &n), 0);
+  cr_assert_eq(n, 1);
+  double snaps = metric(rt, "pathways_snapshots_total", NULL, NULL);
+  cr_assert_eq(snaps, st.snapshots, "%g snapshots counted, %u taken", snaps, st.snapshots);
+  cr_assert_eq(metric(rt, "pathways_snapshot_bytes_total", NULL, NULL), snaps * kLen * sizeof(float));
+  (void)metric(rt, "pathways_snapshot_seconds", NULL, &n);
+  cr_assert_eq(n, st.snapshots);
+  cr_assert_eq(metric(rt, "pathways_snapshots_failed_total", NULL, NULL), 0);
+  cr_assert_eq(metric(rt, "pathways_snapshot_persists_total", NULL, NULL), 0,
+               "no store: nothing persisted");
+  text_t json = {0};
+  OK(pw_runtime_trace_write(env.runtime, text_append, &json));
+  cr_assert_not_null(json.data);
+  cr_assert_not_null(strstr(json.data, "\"slice 2 lost\""));
+  cr_assert_not_null(strstr(json.data, "\"slice 2 back\""));
+  cr_assert_not_null(strstr(json.data, "\"snapshot of step 5\""));
+  cr_assert_not_null(strstr(json.data, "\"recovered onto 3 slices (step 5)\""));
+  cr_assert_not_null(strstr(json.data, "\"grown onto 4 slices"));
+  cr_assert_not_null(strstr(json.data, "\"name\":\"runtime\""), "the runtime track is named");
+#ifdef PW_TRACE_DIR
+  OK(pw_runtime_trace_write_file(env.runtime, PW_TRACE_DIR "/elastic_loss.json"));
+#endif
+  free(json.data);
   env_deinit(&env);
 }
 

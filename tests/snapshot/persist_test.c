@@ -12,6 +12,7 @@
 
 #include "runtime/checks.h"
 #include "snapshot/snap_fixture.h"
+#include "support/metric_lookup.h"
 #include "support/test_allocators.h"
 
 TestSuite(persist, .fini = pw_test_check_leaks);
@@ -116,11 +117,19 @@ static uint32_t count_files(env_t* e, const char* needle) {
 Test(persist, round_trip_through_the_dir_store) {
   env_t e;
   env_init(&e);
+  OK(pw_runtime_metrics_enable(e.w.rt, NULL));
   pw_snapshotter_t* s = env_snapshotter(&e, 3);
   take_step(&e, s, 10);
   take_step(&e, s, 20);
-  pw_snapshot_info_t info = {.struct_size = sizeof(info)};
+  pw_snapshot_info_t info = {.struct_size = sizeof(info)}, info10 = {.struct_size = sizeof(info10)};
+  OK(pw_snapshot_info(s, 10, &info10));
   OK(pw_snapshot_info(s, 20, &info));
+  uint64_t n = 0;
+  cr_assert_eq(pw_test_metric(e.w.rt, "pathways_snapshot_persists_total", NULL, NULL), 2);
+  cr_assert_eq(pw_test_metric(e.w.rt, "pathways_snapshot_stored_bytes_total", NULL, NULL),
+               (double)(info.stored_bytes + info10.stored_bytes));
+  cr_assert_geq(pw_test_metric(e.w.rt, "pathways_snapshot_persist_seconds", NULL, &n), 0);
+  cr_assert_eq(n, 2);
   cr_assert(info.persisted && !info.loaded);
   cr_assert_gt(info.stored_bytes, 0);
   cr_assert_eq(info.total_bytes, 2 * ROWS * COLS * sizeof(float));
@@ -348,6 +357,7 @@ static const pw_store_vtable_t flaky_vtable = {sizeof(pw_store_vtable_t), "flaky
 Test(persist, store_errors_fail_the_persist_and_leave_no_manifest) {
   env_t e;
   env_init(&e);
+  OK(pw_runtime_metrics_enable(e.w.rt, NULL));
   flaky_t f = {.puts_left = 3};
   OK(snap_dir_store(e.dir, &f.inner));
   pw_snapshotter_options_t o;
@@ -371,6 +381,8 @@ Test(persist, store_errors_fail_the_persist_and_leave_no_manifest) {
   pw_event_release(copied);
   pw_event_release(persisted);
   cr_assert(snap_log_has(&e.log, "disk on fire"));
+  cr_assert_eq(pw_test_metric(e.w.rt, "pathways_snapshot_persists_failed_total", NULL, NULL), 1);
+  cr_assert_eq(pw_test_metric(e.w.rt, "pathways_snapshots_total", NULL, NULL), 1);
   /* Still held in memory; nothing half-written left in the store. */
   uint64_t latest;
   OK(pw_snapshotter_latest_step(s, &latest));
