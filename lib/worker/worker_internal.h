@@ -98,7 +98,8 @@ struct pw_worker_s {
 
   pw_worker_dp_t* dp;         /* the data plane, NULL when off */
   /* Per device: the queue_seq of the last launch handed to the backend
-   * this session (the reader thread's only). */
+   * since create (sessions come and go, the backend's queues stay; the
+   * reader thread's only). */
   uint64_t* queue_seq;
 };
 

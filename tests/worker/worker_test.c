@@ -194,6 +194,31 @@ Test(worker, compile_load_launch_read) {
   fc_stop(&fc);
 }
 
+/* The backend's device queues outlive a session: the worker's numbering
+ * of queued launches goes on in the next one (a backend refuses a
+ * queue_seq that goes back). */
+Test(worker, queued_launches_go_on_after_a_new_session) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 50, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 50), 0);
+  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+  fc_send(&fc, &bye);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_welcome(&fc, 3, 200000000ull, 50);
+  fc_msg_t attach;
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  fc_release(&attach);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 51, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 51), 0, "the second session's first queued launch");
+  cr_assert_eq(fc_stats(&fc).launches, 2);
+  fc_stop(&fc);
+}
+
 Test(worker, launch_on_unknown_ids_is_not_found) {
   fc_t fc;
   fc_session(&fc, 2);
