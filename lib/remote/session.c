@@ -421,6 +421,12 @@ static void* pw_session_reader(void* arg) {
     }
     if (!kept) pw__wire_nng_release(raw, &msg, remote->allocator);
   }
+  /* The peer's pipe first: no message arrives after the drain that
+   * pw__wire_nng_close does, so nng_close has none to wait for. */
+  pthread_mutex_lock(&worker->mu);
+  int pipe_id = worker->epoch == a.epoch ? worker->pipe_id : 0;
+  pthread_mutex_unlock(&worker->mu);
+  if (pipe_id > 0) nng_pipe_close((nng_pipe){.id = (uint32_t)pipe_id});
   pw__wire_nng_close(a.socket);
   return NULL;
 }
