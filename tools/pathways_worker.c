@@ -62,8 +62,9 @@ static void pw_tool_usage(FILE* out) {
           "  --help                this text\n"
           "\n"
           "Exit status: 0 stopped by SIGTERM/SIGINT; 1 the worker failed; 2 usage\n"
-          "error (bad flag, no controller, no token, a TLS file missing or bad); 3 the backend could not be made\n"
-          "(plugin missing, a symbol missing, wrong ABI, create failed).\n");
+          "error (bad flag, no controller, no token, a TLS file missing or bad); 3\n"
+          "the backend could not be made (plugin missing, a symbol missing, wrong\n"
+          "ABI, create failed).\n");
 }
 
 typedef struct pw_tool_args_t {

@@ -88,7 +88,8 @@ static int pw_tls_random(void* unused, unsigned char* out, size_t size) {
   (void)unused;
   return getrandom(out, size, 0) == (ssize_t)size ? 0 : -1;
 }
-#define PW_TLS_PARSE_KEY(pk, buf, n) mbedtls_pk_parse_key((pk), (buf), (n), NULL, 0, pw_tls_random, NULL)
+#define PW_TLS_PARSE_KEY(pk, buf, n) \
+  mbedtls_pk_parse_key((pk), (buf), (n), NULL, 0, pw_tls_random, NULL)
 #define PW_TLS_CHECK_PAIR(pub, prv) mbedtls_pk_check_pair((pub), (prv), pw_tls_random, NULL)
 #define PW_TLS_CRT_PK(crt) (&(crt)->MBEDTLS_PRIVATE(pk))
 #else

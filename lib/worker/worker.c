@@ -182,6 +182,12 @@ static void pw_worker_sleep(pw_worker_t* w, uint64_t ns) {
   }
 }
 
+/* How long one registration attempt waits for the connection, and then
+ * for the answer to HELLO. */
+static uint64_t pw_worker_answer_wait(const pw_worker_t* w) {
+  return w->retry_max_ns > 1000000000ull ? w->retry_max_ns : 1000000000ull;
+}
+
 static pw_status_t pw_worker_send_hello(pw_worker_t* w, nng_socket sock) {
   uint64_t* memory = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc_array(w->allocator, w->device_count, sizeof(uint64_t),
@@ -215,7 +221,20 @@ static pw_status_t pw_worker_send_hello(pw_worker_t* w, nng_socket sock) {
                         &hello.blob[PW_WIRE_HELLO_B_UCX].size);
   hello.blob[PW_WIRE_HELLO_B_KIND] = (pw_wire_blob_t){kind, strlen(kind)};
   pw_atomic_fetch_add_u64(&w->n_hellos, 1);
-  pw_status_t s = pw__wire_nng_send(sock, &hello, 0, w->peer);
+  /* The send waits for the connection, in short slices (the stop flag is
+   * checked between them) for as long as the answer may take: a TLS
+   * handshake takes round trips, and a connection nng made is dropped
+   * with the socket when the attempt gives up. */
+  pw_time_t deadline = pw_deadline_from_timeout((pw_duration_t)pw_worker_answer_wait(w));
+  pw_status_t s = NULL;
+  for (;;) {
+    s = pw__wire_nng_send(sock, &hello, 0, w->peer);
+    if (pw_status_code(s) != PW_STATUS_DEADLINE_EXCEEDED || pw__worker_stopping(w) ||
+        pw_deadline_remaining(deadline) <= 0) {
+      break;
+    }
+    pw_status_free(s);
+  }
   pw_allocator_free(w->allocator, memory, sizeof(uint64_t) * w->device_count);
   return s;
 }
@@ -263,7 +282,7 @@ static pw_status_t pw_worker_recv_answer(pw_worker_t* w, nng_socket sock, uint64
 /* Waits for the answer to HELLO: true on WELCOME (filled in). */
 static bool pw_worker_await_answer(pw_worker_t* w, nng_socket sock,
                                    pw_worker_welcome_t* out_welcome) {
-  uint64_t wait_ns = w->retry_max_ns > 1000000000ull ? w->retry_max_ns : 1000000000ull;
+  uint64_t wait_ns = pw_worker_answer_wait(w);
   nng_msg* raw = NULL;
   pw_wire_msg_t msg;
   pw_status_t s = pw_worker_recv_answer(w, sock, wait_ns, &raw, &msg);

@@ -38,7 +38,7 @@
 #define TLS_SKIP 77
 static const char kToken[] = "tls-token";
 
-static char g_dir[64];
+static char g_dir[96];
 static pid_t g_child;
 
 static void tls_cleanup(void) {
@@ -144,7 +144,9 @@ static void tls_log_fn(pw_log_level_t level, const char* sub, const char* messag
   if (getenv("TLS_TEST_VERBOSE")) fprintf(stderr, "%s: %s\n", sub, message);
 }
 
-static pw_logger_t tls_logger(tls_log_t* log) { return (pw_logger_t){tls_log_fn, log, PW_LOG_DEBUG}; }
+static pw_logger_t tls_logger(tls_log_t* log) {
+  return (pw_logger_t){tls_log_fn, log, PW_LOG_DEBUG};
+}
 
 static void tls_log_clear(tls_log_t* log) {
   pthread_mutex_lock(&log->mu);
@@ -502,7 +504,9 @@ int main(int argc, char** argv) {
            "(apt-get install openssl, or scripts/deps.sh)\n");
     return TLS_SKIP;
   }
-  snprintf(g_dir, sizeof(g_dir), "/tmp/pw-tls-XXXXXX");
+  const char* tmp = getenv("TMPDIR");
+  if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) >= 80) tmp = "/tmp";
+  snprintf(g_dir, sizeof(g_dir), "%s/pw-tls-XXXXXX", tmp);
   TLS_EXPECT(mkdtemp(g_dir) != NULL, "a temporary directory");
   tls_make_certs();
   tls_controller_errors();
