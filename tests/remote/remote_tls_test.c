@@ -4,8 +4,8 @@
  * CA with a certificate of its own (a stranger's).
  *
  * Create time: a missing file, a file that is not PEM, a key that is not
- * the certificate's, a CA without a certificate, TLS options that do
- * not fit the URL: each is INVALID_ARGUMENT naming the file or option,
+ * the certificate's, an expired certificate, a CA without a certificate,
+ * TLS options that do not fit the URL: each is INVALID_ARGUMENT naming the file or option,
  * for the controller, the in-process worker and pathways-worker (exit 2).
  * Then one controller with mutual TLS and a token: an in-process worker
  * (lib/worker) registers over tls+tcp and runs a launch end to end; a
@@ -13,7 +13,9 @@
  * plain tcp one, one with the wrong CA, one expecting another server
  * name and one with the wrong token are each refused, and the refusal is
  * logged by the controller (and by the worker where it can tell); none
- * registers. Afterwards pathways-worker, configured through its
+ * registers. A controller played over raw nng that WELCOMEs a TLS worker
+ * to a plain tcp session is refused by the worker. Afterwards
+ * pathways-worker, configured through its
  * environment variables, still registers and runs a launch, and stops on
  * SIGTERM with exit 0.
  *
@@ -30,15 +32,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
 #include "pathways/pathways.h"
 #include "pathways/remote.h"
 #include "pathways/worker.h"
+#include "wire/wire_nng.h"
+#include "wire/wire_tls.h"
 
 #define TLS_MS 1000000LL
 #define TLS_SKIP 77
 static const char kToken[] = "tls-token";
 
 static char g_dir[96];
+static bool g_have_expired;
 static pid_t g_child;
 
 static void tls_cleanup(void) {
@@ -121,6 +129,11 @@ static void tls_make_certs(void) {
                "openssl: certificate %s", n);
   }
   TLS_EXPECT(tls_sh("echo 'not a certificate' > %s/garbage.pem", g_dir) == 0, "garbage.pem");
+  /* Expired yesterday (openssl 3.0 takes -days -1; without it the case
+   * is left out). */
+  g_have_expired = tls_sh("openssl x509 -req -in %s/server.csr -CA %s/ca.pem -CAkey %s/ca.key "
+                          "-CAcreateserial -days -1 -out %s/expired.pem 2>/dev/null",
+                          g_dir, g_dir, g_dir, g_dir) == 0;
 }
 
 /* -- A logger that keeps what it is told ------------------------------- */
@@ -348,6 +361,14 @@ static void tls_controller_errors(void) {
   tls_expect_invalid(pw_remote_create(&o, &r), key, "no certificate parses");
   o.tls_ca_file = missing;
   tls_expect_invalid(pw_remote_create(&o, &r), missing, "CA");
+  if (g_have_expired) {
+    char expired[160];
+    o.tls_ca_file = NULL;
+    o.tls_cert_file = tls_path(expired, sizeof(expired), "expired.pem");
+    tls_expect_invalid(pw_remote_create(&o, &r), expired, "expired on");
+  } else {
+    printf("remote tls: this openssl cannot make an expired certificate: that case left out\n");
+  }
   o = tls_remote_options();
   o.tls_ca_file = ca; /* a CA, no certificate of its own */
   tls_expect_invalid(pw_remote_create(&o, &r), "certificate and key", NULL);
@@ -457,6 +478,58 @@ static void tls_refusals(pw_remote_t* remote) {
              "bad-token: the controller logs it");
 }
 
+/* -- A controller that offers a plain session ------------------------------ */
+
+/* A TLS registration answered (raw nng) with a WELCOME to a tcp://
+ * session: the worker must not attach. */
+static void tls_downgrade(void) {
+  char cert[160], key[160], ca[160];
+  pw_wire_tls_files_t files = {.cert_file = tls_path(cert, sizeof(cert), "server.pem"),
+                               .key_file = tls_path(key, sizeof(key), "server.key")};
+  nng_tls_config* cfg = NULL;
+  TLS_CHECK(pw__wire_tls_config(true, &files, pw_allocator_system(), "test", &cfg));
+  nng_socket rep;
+  nng_listener l;
+  TLS_EXPECT(nng_rep0_open(&rep) == 0, "rep0");
+  nng_socket_set_ms(rep, NNG_OPT_RECVTIMEO, 20000);
+  TLS_EXPECT(nng_listener_create(&l, rep, "tls+tcp://127.0.0.1:0") == 0, "listener");
+  TLS_EXPECT(nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg) == 0, "TLS configuration");
+  TLS_EXPECT(nng_listener_start(l, 0) == 0, "listen");
+  int port = 0;
+  nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port);
+  char url[64];
+  snprintf(url, sizeof(url), "tls+tcp://127.0.0.1:%d", port);
+  tls_log_clear(&g_worker_log);
+  tls_running_t r;
+  tls_start(&r, url, "downgraded",
+            (tls_files_t){.ca = tls_path(ca, sizeof(ca), "ca.pem"), .token = kToken});
+  nng_msg* raw = NULL;
+  pw_wire_msg_t hello;
+  TLS_CHECK(pw__wire_nng_recv(rep, PW_WIRE_HELLO, 0, pw_allocator_system(), "worker", &raw,
+                              &hello));
+  pw__wire_nng_release(raw, &hello, pw_allocator_system());
+  static const uint8_t kNonce[PW_WIRE_NONCE_SIZE] = {1};
+  static const char kPlain[] = "tcp://127.0.0.1:9";
+  pw_wire_msg_t welcome = {.type = PW_WIRE_WELCOME};
+  welcome.u[PW_WIRE_WELCOME_HEARTBEAT_NS] = 100 * TLS_MS;
+  welcome.u[PW_WIRE_WELCOME_MISSES] = 5;
+  welcome.blob[PW_WIRE_WELCOME_B_URL] = (pw_wire_blob_t){kPlain, strlen(kPlain)};
+  welcome.blob[PW_WIRE_WELCOME_B_NONCE] = (pw_wire_blob_t){kNonce, sizeof(kNonce)};
+  TLS_CHECK(pw__wire_nng_send(rep, &welcome, 0, "worker"));
+  pw_time_t deadline = pw_deadline_from_timeout(20000 * TLS_MS);
+  while (tls_stats(&r).refused == 0 && pw_deadline_remaining(deadline) > 0) {
+    nanosleep(&(struct timespec){0, 10 * TLS_MS}, NULL);
+  }
+  pw_worker_stats_t s = tls_stats(&r);
+  tls_stop(&r);
+  pw__wire_nng_close(rep);
+  nng_tls_config_free(cfg);
+  TLS_EXPECT(s.refused == 1 && s.sessions == 0, "WELCOME refused (%llu), no session (%llu)",
+             (unsigned long long)s.refused, (unsigned long long)s.sessions);
+  TLS_EXPECT(tls_log_has(&g_worker_log, "not tls+tcp", kPlain), "the worker logs it");
+  printf("remote tls: a WELCOME to a plain tcp session is refused\n");
+}
+
 /* -- pathways-worker over TLS, configured by its environment -------------- */
 
 static void tls_binary(pw_remote_t* remote, const char* binary) {
@@ -539,6 +612,7 @@ int main(int argc, char** argv) {
   tls_stop(&good);
 
   tls_refusals(remote);
+  tls_downgrade();
   tls_binary(remote, argv[1]);
   pw_remote_destroy(remote);
   tls_cleanup();
