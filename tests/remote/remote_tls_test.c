@@ -87,6 +87,7 @@ static const char* tls_path(char* buf, size_t size, const char* name) {
 
 /* -- The certificates ------------------------------------------------- */
 
+static int tls_sh(const char* format, ...) PW_PRINTF_ATTR(1, 2);
 static int tls_sh(const char* format, ...) {
   char cmd[2048];
   va_list ap;
@@ -96,17 +97,18 @@ static int tls_sh(const char* format, ...) {
   return system(cmd);
 }
 
+#define TLS_NEWKEY "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+
 /* CA "ca" signs "server" (DNS names localhost and 127.0.0.1: mbedTLS 2.28
  * matches no IP address entry) and "client"; CA "other" signs "stranger". */
 static void tls_make_certs(void) {
-  static const char kKey[] =
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=%s "
-      "-keyout %s/%s.key";
   const char* cas[] = {"ca", "other"};
   for (int i = 0; i < 2; ++i) {
-    char fmt[512];
-    snprintf(fmt, sizeof(fmt), "%s -x509 -days 2 -out %%s/%%s.pem 2>/dev/null", kKey);
-    TLS_EXPECT(tls_sh(fmt, cas[i], g_dir, cas[i], g_dir, cas[i]) == 0, "openssl: CA %s", cas[i]);
+    const char* n = cas[i];
+    TLS_EXPECT(tls_sh(TLS_NEWKEY "-subj /CN=%s -keyout %s/%s.key -x509 -days 2 -out %s/%s.pem "
+                                 "2>/dev/null",
+                      n, g_dir, n, g_dir, n) == 0,
+               "openssl: CA %s", n);
   }
   struct {
     const char* name;
@@ -116,16 +118,14 @@ static void tls_make_certs(void) {
                {"client", "ca", "extendedKeyUsage=clientAuth"},
                {"stranger", "other", "extendedKeyUsage=clientAuth"}};
   for (int i = 0; i < 3; ++i) {
-    char fmt[1024];
-    snprintf(fmt, sizeof(fmt),
-             "%s -out %%s/%%s.csr 2>/dev/null && printf '%%s\\n' > %%s/%%s.ext && "
-             "openssl x509 -req -in %%s/%%s.csr -CA %%s/%%s.pem -CAkey %%s/%%s.key "
-             "-CAcreateserial -days 2 -extfile %%s/%%s.ext -out %%s/%%s.pem 2>/dev/null",
-             kKey);
     const char* n = certs[i].name;
     const char* c = certs[i].ca;
-    TLS_EXPECT(tls_sh(fmt, n, g_dir, n, g_dir, n, certs[i].ext, g_dir, n, g_dir, n, g_dir, c,
-                      g_dir, c, g_dir, n, g_dir, n) == 0,
+    TLS_EXPECT(tls_sh(TLS_NEWKEY "-subj /CN=%s -keyout %s/%s.key -out %s/%s.csr 2>/dev/null", n,
+                      g_dir, n, g_dir, n) == 0 &&
+                   tls_sh("printf '%%s\\n' '%s' > %s/%s.ext", certs[i].ext, g_dir, n) == 0 &&
+                   tls_sh("openssl x509 -req -in %s/%s.csr -CA %s/%s.pem -CAkey %s/%s.key "
+                          "-CAcreateserial -days 2 -extfile %s/%s.ext -out %s/%s.pem 2>/dev/null",
+                          g_dir, n, g_dir, c, g_dir, c, g_dir, n, g_dir, n) == 0,
                "openssl: certificate %s", n);
   }
   TLS_EXPECT(tls_sh("echo 'not a certificate' > %s/garbage.pem", g_dir) == 0, "garbage.pem");
