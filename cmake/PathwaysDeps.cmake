@@ -41,3 +41,18 @@ if(NOT nng_FOUND)
     "install it with `sudo apt-get install -y libnng-dev` (or run scripts/deps.sh)")
 endif()
 message(STATUS "Found nng ${nng_VERSION}")
+# TLS on the control plane: nng's TLS engine is mbedTLS (Debian's
+# libnng-dev depends on libmbedtls-dev). lib/wire checks PEM files and
+# certificate/key pairs with it before nng sees them (lib/wire/wire_tls.h).
+find_path(PW_MBEDTLS_INCLUDE_DIR mbedtls/x509_crt.h)
+find_library(PW_MBEDX509_LIBRARY mbedx509)
+find_library(PW_MBEDCRYPTO_LIBRARY mbedcrypto)
+if(NOT PW_MBEDTLS_INCLUDE_DIR OR NOT PW_MBEDX509_LIBRARY OR NOT PW_MBEDCRYPTO_LIBRARY)
+  message(FATAL_ERROR
+    "libpathways needs mbedTLS's x509 and crypto libraries (nng's TLS engine): "
+    "install them with `sudo apt-get install -y libmbedtls-dev` (or run scripts/deps.sh)")
+endif()
+add_library(pw_mbedtls INTERFACE IMPORTED GLOBAL)
+target_include_directories(pw_mbedtls INTERFACE ${PW_MBEDTLS_INCLUDE_DIR})
+target_link_libraries(pw_mbedtls INTERFACE ${PW_MBEDX509_LIBRARY} ${PW_MBEDCRYPTO_LIBRARY})
+message(STATUS "Found mbedTLS: ${PW_MBEDX509_LIBRARY}")

@@ -14,7 +14,8 @@ packages=(
   python3-cffi python3-dev python3-numpy python3-pytest
   libjansson-dev
   libmicrohttpd-dev python3-prometheus-client
-  libnng-dev libucx-dev iproute2
+  libnng-dev libmbedtls-dev libucx-dev iproute2
+  openssl
 )
 
 # Optional: peer runtimes for `bench/compare` (bench/peers), not needed to

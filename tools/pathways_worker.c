@@ -33,11 +33,21 @@ static void pw_tool_usage(FILE* out) {
           "Serves a pathways controller: registers at URL, runs what it sends on the\n"
           "local backend, registers again after losing it, until SIGTERM or SIGINT.\n"
           "\n"
-          "  --controller URL      registration URL, tcp://HOST:PORT (or env\n"
-          "                        PATHWAYS_CONTROLLER)\n"
+          "  --controller URL      registration URL, tcp://HOST:PORT or\n"
+          "                        tls+tcp://HOST:PORT (or env PATHWAYS_CONTROLLER)\n"
           "  --token-file PATH     file holding the shared secret (trailing newlines\n"
           "                        dropped); or env PATHWAYS_TOKEN holding the secret\n"
-          "                        itself. Required.\n"
+          "                        itself. Required unless --tls-cert is given.\n"
+          "  --tls-ca PATH         CA certificates (PEM) the controller's certificate\n"
+          "                        must chain to; required for tls+tcp (or env\n"
+          "                        PATHWAYS_TLS_CA)\n"
+          "  --tls-cert PATH       this worker's client certificate (PEM; or env\n"
+          "                        PATHWAYS_TLS_CERT), for a controller that requires one\n"
+          "  --tls-key PATH        its unencrypted private key (PEM; or env\n"
+          "                        PATHWAYS_TLS_KEY)\n"
+          "  --tls-server-name N   the name the controller's certificate must carry\n"
+          "                        (default: the URL's host; or env\n"
+          "                        PATHWAYS_TLS_SERVER_NAME)\n"
           "  --name NAME           name to register under (default HOSTNAME-PID); a\n"
           "                        worker restarted under the same name takes its place\n"
           "  --backend KIND        cpu (default), sim, or plugin:PATH[:ARGS] (a shared\n"
@@ -52,13 +62,18 @@ static void pw_tool_usage(FILE* out) {
           "  --help                this text\n"
           "\n"
           "Exit status: 0 stopped by SIGTERM/SIGINT; 1 the worker failed; 2 usage\n"
-          "error (bad flag, no controller, no token); 3 the backend could not be made\n"
-          "(plugin missing, a symbol missing, wrong ABI, create failed).\n");
+          "error (bad flag, no controller, no token, a TLS file missing or bad); 3\n"
+          "the backend could not be made (plugin missing, a symbol missing, wrong\n"
+          "ABI, create failed).\n");
 }
 
 typedef struct pw_tool_args_t {
   const char* controller;
   const char* token_file;
+  const char* tls_ca;
+  const char* tls_cert;
+  const char* tls_key;
+  const char* tls_server_name;
   const char* name;
   const char* backend;
   uint32_t devices;
@@ -81,6 +96,13 @@ static bool pw_tool_number(const char* flag, const char* text, uint64_t max, uin
   return true;
 }
 
+/* A flag not given takes the environment variable's value, if set and
+ * not empty. */
+static void pw_tool_env(const char** value, const char* variable) {
+  const char* env = getenv(variable);
+  if (*value == NULL && env != NULL && env[0] != '\0') *value = env;
+}
+
 /* Parses the flags; returns -1 to go on, else an exit status. */
 static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
   static const struct option opts[] = {
@@ -89,6 +111,9 @@ static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
       {"devices", required_argument, NULL, 'd'},    {"memory-mib", required_argument, NULL, 'm'},
       {"stream-depth", required_argument, NULL, 's'},
       {"no-data-plane", no_argument, NULL, 'D'},    {"log-level", required_argument, NULL, 'l'},
+      {"tls-ca", required_argument, NULL, 'A'},     {"tls-cert", required_argument, NULL, 'C'},
+      {"tls-key", required_argument, NULL, 'K'},
+      {"tls-server-name", required_argument, NULL, 'S'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   *a = (pw_tool_args_t){.backend = "cpu", .devices = 1, .memory_mib = 1024, .stream_depth = 8,
                         .level = PW_LOG_INFO};
@@ -98,6 +123,10 @@ static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
     switch (c) {
       case 'c': a->controller = optarg; break;
       case 't': a->token_file = optarg; break;
+      case 'A': a->tls_ca = optarg; break;
+      case 'C': a->tls_cert = optarg; break;
+      case 'K': a->tls_key = optarg; break;
+      case 'S': a->tls_server_name = optarg; break;
       case 'n': a->name = optarg; break;
       case 'b': a->backend = optarg; break;
       case 'd':
@@ -133,6 +162,10 @@ static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
     return PW_EXIT_USAGE;
   }
   if (a->controller == NULL) a->controller = getenv("PATHWAYS_CONTROLLER");
+  pw_tool_env(&a->tls_ca, "PATHWAYS_TLS_CA");
+  pw_tool_env(&a->tls_cert, "PATHWAYS_TLS_CERT");
+  pw_tool_env(&a->tls_key, "PATHWAYS_TLS_KEY");
+  pw_tool_env(&a->tls_server_name, "PATHWAYS_TLS_SERVER_NAME");
   if (a->controller == NULL || a->controller[0] == '\0') {
     fprintf(stderr, "pathways-worker: no controller: pass --controller tcp://HOST:PORT or set "
                     "PATHWAYS_CONTROLLER\n");
@@ -170,9 +203,10 @@ static int pw_tool_token(const pw_tool_args_t* a, char* token, size_t* out_size)
     memcpy(token, env, n);
     *out_size = n;
   }
-  if (*out_size == 0) {
+  if (*out_size == 0 && a->tls_cert == NULL) {
     fprintf(stderr, "pathways-worker: no token: pass --token-file PATH or set PATHWAYS_TOKEN "
-                    "(the controller's shared secret; it must not be empty)\n");
+                    "(the controller's shared secret; it must not be empty), or a TLS client "
+                    "certificate (--tls-cert, --tls-key) for a controller that verifies it\n");
     return PW_EXIT_USAGE;
   }
   return -1;
@@ -290,6 +324,10 @@ int main(int argc, char** argv) {
   o.name = a.name;
   o.backend = backend;
   o.no_data_plane = a.no_data_plane;
+  o.tls_ca_file = a.tls_ca;
+  o.tls_cert_file = a.tls_cert;
+  o.tls_key_file = a.tls_key;
+  o.tls_server_name = a.tls_server_name;
   pw_worker_t* worker = NULL;
   pw_status_t s = pw_worker_create(&o, &worker);
   if (s != NULL) {

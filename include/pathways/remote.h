@@ -2,7 +2,7 @@
  *
  * A pw_remote_t listens for worker processes (pathways-worker, or any
  * program running the worker loop of libpathways), authenticates
- * them with a shared token, and gives the runtime one proxy backend per
+ * them with a shared token and/or TLS client certificates, and gives the runtime one proxy backend per
  * worker (pw_remote_backend) and a transport that moves shard bytes
  * between workers on their UCX data plane (pw_remote_transport). To the
  * runtime a proxy is a backend like any other: slices are declared over
@@ -75,14 +75,33 @@ typedef struct pw_remote_options_t {
   /* Longest wait of a synchronous request (compile, load, host copies);
    * 0: 30 s. A request that times out is DEADLINE_EXCEEDED. */
   pw_duration_t call_timeout_ns;
+  /* -- v2 fields start here -- */
+  /* TLS on the control plane (docs/remote.md, "Security"). With
+   * |tls_cert_file| and |tls_key_file| (PEM; the key unencrypted) the
+   * registration and session listeners are tls+tcp (a tcp:// listen_url
+   * becomes tls+tcp://, and pw_remote_url says so) and workers verify
+   * this certificate. With |tls_ca_file| too, every worker must present a
+   * client certificate that CA signed (mutual TLS): a peer without one,
+   * or with another CA's, a plain tcp peer and a worker that does not
+   * trust this certificate fail the handshake, are refused by nng and
+   * logged here (with the listener; nng 1.5 keeps no peer address). The
+   * token, when also set, is still checked: a worker then needs both.
+   * The files are read and checked at create (INVALID_ARGUMENT naming
+   * the file: missing, not PEM, expired, a key that is not the
+   * certificate's); the paths are not kept. NULL: plain tcp. */
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  const char* tls_ca_file;
 } pw_remote_options_t;
 
 #define PW_REMOTE_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_remote_options_t, call_timeout_ns)
+#define PW_REMOTE_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_remote_options_t, tls_ca_file)
 
 PW_API void pw_remote_options_init(pw_remote_options_t* out_options);
 
-/* Starts listening. INVALID_ARGUMENT for a bad URL or option, UNAVAILABLE
- * when the address cannot be bound (naming nng's error). */
+/* Starts listening. INVALID_ARGUMENT for a bad URL or option (a TLS file
+ * named), UNAVAILABLE when the address cannot be bound (naming nng's
+ * error). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_remote_create(const pw_remote_options_t* options,
                                                        pw_remote_t** out_remote);
 
@@ -91,8 +110,8 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_remote_create(const pw_remote_options_t
  * using its proxies is destroyed. NULL is a no-op. */
 PW_API void pw_remote_destroy(pw_remote_t* remote);
 
-/* The registration URL with the bound port ("tcp://127.0.0.1:40123").
- * Valid while |remote| lives. */
+/* The registration URL with the bound port ("tcp://127.0.0.1:40123", or
+ * "tls+tcp://..." with TLS). Valid while |remote| lives. */
 PW_API const char* pw_remote_url(const pw_remote_t* remote);
 
 /* Waits until at least |count| workers are attached. DEADLINE_EXCEEDED

@@ -1,8 +1,8 @@
 /* libpathways: the worker process's side of the multi-host runtime.
  *
  * A pw_worker_t hosts one local backend and serves a controller over the
- * protocol of docs/remote.md: it registers (nng req0, HELLO; WELCOME or
- * REFUSE), attaches a session (pair0, ATTACH first) and then runs what the
+ * protocol of docs/remote.md (tcp, or tls+tcp verifying the controller's
+ * certificate): it registers (nng req0, HELLO; WELCOME or REFUSE), attaches a session (pair0, ATTACH first) and then runs what the
  * controller sends, in order, on one reader thread: device memory under
  * controller-assigned ids, compile, load, launches (through launch_host
  * when the backend has it, else one launch per device of the lane, with
@@ -67,9 +67,26 @@ typedef struct pw_worker_options_t {
   /* True: no data plane (HELLO carries no UCX address; COPY SEND/RECV
    * answer UNIMPLEMENTED). Copies within the worker still work. */
   bool no_data_plane;
+  /* -- v2 fields start here -- */
+  /* TLS (docs/remote.md, "Security"), for a "tls+tcp://" controller URL,
+   * which needs |tls_ca_file|: the controller's certificate must chain to
+   * it and carry |tls_server_name| (NULL: the URL's host; a DNS name of
+   * its subjectAltName or its CN: mbedTLS 2.28 matches no IP address
+   * entry). |tls_cert_file| and |tls_key_file| (PEM, the key unencrypted;
+   * both or neither) are this worker's client certificate, which a
+   * controller with a CA requires. TLS options with a tcp:// URL are
+   * INVALID_ARGUMENT, as is a WELCOME over TLS naming a plain tcp
+   * session. The files are read and checked at create; a failed
+   * handshake is logged naming the CA file and the server name, and
+   * counted (pw_worker_stats_t.tls_failures). Copied. */
+  const char* tls_ca_file;
+  const char* tls_cert_file;
+  const char* tls_key_file;
+  const char* tls_server_name;
 } pw_worker_options_t;
 
 #define PW_WORKER_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_worker_options_t, no_data_plane)
+#define PW_WORKER_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_worker_options_t, tls_server_name)
 
 /* Counters since create, for tests and operators. */
 typedef struct pw_worker_stats_t {
@@ -81,9 +98,12 @@ typedef struct pw_worker_stats_t {
   uint64_t copies;          /* COPY messages completed (any role, any status) */
   uint64_t refused;         /* messages dropped: malformed, unexpected, misdirected */
   uint64_t losses;          /* sessions ended by loss (silence, closed, BYE) */
+  /* -- v2 fields start here -- */
+  uint64_t tls_failures;    /* TLS handshakes with the controller that failed */
 } pw_worker_stats_t;
 
 #define PW_WORKER_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_worker_stats_t, losses)
+#define PW_WORKER_STATS_SIZE_V2 PW_STRUCT_SIZE(pw_worker_stats_t, tls_failures)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_worker_options_init(pw_worker_options_t* out_options);
@@ -91,7 +111,9 @@ PW_API void pw_worker_options_init(pw_worker_options_t* out_options);
 /* Creates a worker (nothing is dialed yet). |options| is copied; its
  * struct_size must be >= PW_WORKER_OPTIONS_SIZE_V1. INVALID_ARGUMENT for a
  * missing controller URL, a token or name over its maximum, a backend
- * without a vtable or devices; the backend is then destroyed. The
+ * without a vtable or devices, TLS options that do not fit the URL or a
+ * TLS file that is missing or bad (named); the backend is then
+ * destroyed. The
  * allocator's |self| must outlive the worker. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_worker_create(const pw_worker_options_t* options,
                                                       pw_worker_t** out_worker);

@@ -20,13 +20,16 @@ void pw_remote_options_init(pw_remote_options_t* out_options) {
 
 const char* pw_remote_url(const pw_remote_t* remote) { return remote->url; }
 
-/* "tcp://HOST:PORT" -> HOST (brackets of an IPv6 host kept). */
+/* "tcp://HOST:PORT" or "tls+tcp://HOST:PORT" -> HOST (brackets of an
+ * IPv6 host kept). */
 static pw_status_t pw_remote_parse_host(const char* url, char* host, size_t capacity) {
   const char* p = strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
+  if (strncmp(url, "tls+tcp://", 10) == 0) p = url + 10;
   const char* colon = p ? strrchr(p, ':') : NULL;
   if (p == NULL || colon == NULL || colon == p || (size_t)(colon - p) >= capacity) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "remote listen_url '%s': expected tcp://HOST:PORT", url);
+                          "remote listen_url '%s': expected tcp://HOST:PORT or "
+                          "tls+tcp://HOST:PORT", url);
   }
   memcpy(host, p, (size_t)(colon - p));
   host[colon - p] = '\0';
@@ -133,11 +136,18 @@ static pw_status_t pw_remote_worker_update(pw_remote_worker_t* w, const pw_wire_
   return NULL;
 }
 
-/* Handles one HELLO; fills |reply| (WELCOME or REFUSE). */
-static pw_status_t pw_remote_hello(pw_remote_t* remote, const pw_wire_msg_t* hello, char* url,
-                                   size_t url_capacity, pw_remote_worker_t** out_worker) {
+/* Handles one HELLO that came on |pipe|; fills |reply| (WELCOME or
+ * REFUSE). */
+static pw_status_t pw_remote_hello(pw_remote_t* remote, const pw_wire_msg_t* hello, nng_pipe pipe,
+                                   char* url, size_t url_capacity,
+                                   pw_remote_worker_t** out_worker) {
   char name[64];
   pw__wire_blob_text(&hello->blob[PW_WIRE_HELLO_B_NAME], name, sizeof(name));
+  if (!pw__remote_tls_peer_ok(remote, pipe)) {
+    return pw_status_make(PW_STATUS_UNAUTHENTICATED, "worker '%s' (pid %" PRIu64
+                          "): no verified TLS client certificate", name,
+                          hello->u[PW_WIRE_HELLO_PID]);
+  }
   if (!pw_remote_token_ok(remote, &hello->blob[PW_WIRE_HELLO_B_TOKEN])) {
     return pw_status_make(PW_STATUS_UNAUTHENTICATED, "worker '%s' (pid %" PRIu64
                           "): bad token", name, hello->u[PW_WIRE_HELLO_PID]);
@@ -170,9 +180,10 @@ static void pw_remote_serve_one(pw_remote_t* remote, nng_msg* raw) {
   char url[256] = "";
   char reason[512] = "";
   pw_remote_worker_t* w = NULL;
+  nng_pipe pipe = nng_msg_get_pipe(raw);
   pw_status_t status = pw__wire_nng_decode(raw, PW_WIRE_HELLO, remote->allocator, "a worker", &hello);
   if (status == NULL) {
-    status = pw_remote_hello(remote, &hello, url, sizeof(url), &w);
+    status = pw_remote_hello(remote, &hello, pipe, url, sizeof(url), &w);
     pw__wire_nng_release(raw, &hello, remote->allocator);
   }
   if (status != NULL) {
@@ -187,8 +198,9 @@ static void pw_remote_serve_one(pw_remote_t* remote, nng_msg* raw) {
     reply.u[PW_WIRE_WELCOME_MISSES] = remote->heartbeat_misses;
     reply.blob[PW_WIRE_WELCOME_B_URL] = (pw_wire_blob_t){url, strlen(url)};
     reply.blob[PW_WIRE_WELCOME_B_NONCE] = (pw_wire_blob_t){w->nonce, PW_WIRE_NONCE_SIZE};
-    pw_log(&remote->logger, PW_LOG_INFO, PW_LOG_SUB, "%s registered as index %u, session %s",
-           w->label, w->index, url);
+    pw_log(&remote->logger, PW_LOG_INFO, PW_LOG_SUB, "%s registered as index %u, session %s%s",
+           w->label, w->index, url,
+           remote->tls_verify ? " (TLS client certificate verified)" : "");
   }
   status = pw__wire_nng_send(remote->reg, &reply, 0, "a registering worker");
   if (status != NULL) {
@@ -221,6 +233,7 @@ static void* pw_remote_monitor(void* arg) {
     pthread_mutex_unlock(&remote->mu);
     pw_time_t now = pw_clock_now();
     for (uint32_t i = 0; i < n; ++i) pw__remote_session_tick(ws[i], now);
+    pw__remote_tls_watch(remote, now);
     pthread_mutex_lock(&remote->mu);
     struct timespec ts = pw__remote_abstime(period);
     if (!atomic_load(&remote->stopping)) pthread_cond_timedwait(&remote->cond, &remote->mu, &ts);
@@ -235,18 +248,26 @@ static pw_status_t pw_remote_listen(pw_remote_t* remote, const char* listen_url)
   PW_RETURN_IF_ERROR(pw__wire_nng_limit(remote->reg));
   nng_socket_set_ms(remote->reg, NNG_OPT_RECVTIMEO, 100);
   nng_socket_set_ms(remote->reg, NNG_OPT_SENDTIMEO, 2000);
+  char url[256];
+  const char* colon = strrchr(listen_url, ':');
+  snprintf(url, sizeof(url), "%s://%s%s", remote->scheme, remote->host, colon);
   nng_listener l;
-  rv = nng_listener_create(&l, remote->reg, listen_url);
-  if (rv == 0) rv = nng_listener_start(l, 0);
+  rv = nng_listener_create(&l, remote->reg, url);
+  if (rv == 0) {
+    pw_status_t status = pw__remote_tls_listener(remote, l, "registration listener");
+    if (status != NULL) return status;
+    rv = nng_listener_start(l, 0);
+  }
   if (rv != 0) {
     return pw_status_make(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? PW_STATUS_INVALID_ARGUMENT
                                                                      : PW_STATUS_UNAVAILABLE,
-                          "remote: cannot listen on '%s': %s", listen_url, nng_strerror(rv));
+                          "remote: cannot listen on '%s': %s", url, nng_strerror(rv));
   }
+  remote->reg_listener = l;
   int port = 0;
   rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port);
-  if (rv != 0) return pw__wire_nng_status(rv, "bound port of", listen_url);
-  snprintf(remote->url, sizeof(remote->url), "tcp://%s:%d", remote->host, port);
+  if (rv != 0) return pw__wire_nng_status(rv, "bound port of", url);
+  snprintf(remote->url, sizeof(remote->url), "%s://%s:%d", remote->scheme, remote->host, port);
   return NULL;
 }
 
@@ -295,6 +316,7 @@ pw_status_t pw_remote_create(const pw_remote_options_t* options, pw_remote_t** o
       remote->token_size = options->token_size;
     }
   }
+  if (status == NULL) status = pw__remote_tls_init(remote, options, listen_url);
   bool opened = false;
   if (status == NULL) {
     status = pw_remote_listen(remote, listen_url);
@@ -313,6 +335,7 @@ pw_status_t pw_remote_create(const pw_remote_options_t* options, pw_remote_t** o
     if (opened) nng_close(remote->reg);
     if (threads >= 1) pthread_join(remote->reg_thread, NULL);
     if (remote->token) pw_allocator_free(a, remote->token, remote->token_size);
+    if (remote->tls) nng_tls_config_free(remote->tls);
     pthread_mutex_destroy(&remote->mu);
     pthread_cond_destroy(&remote->cond);
     pw_allocator_free(a, remote, sizeof(*remote));
@@ -348,6 +371,7 @@ void pw_remote_destroy(pw_remote_t* remote) {
   }
   pw__remote_dp_close(remote);
   if (remote->token) pw_allocator_free(remote->allocator, remote->token, remote->token_size);
+  if (remote->tls) nng_tls_config_free(remote->tls);
   pthread_mutex_destroy(&remote->mu);
   pthread_cond_destroy(&remote->cond);
   pw_allocator_free(remote->allocator, remote, sizeof(*remote));

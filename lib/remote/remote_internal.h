@@ -2,7 +2,8 @@
  * include/pathways/remote.h and docs/remote.md).
  *
  * remote.c     create/destroy, registration (rep0), the monitor thread
- * session.c    one worker's session (pair1): reader thread, pending
+ * remote_tls.c TLS on both listeners, the log of refused handshakes
+ * session.c    one worker's session (pair0): reader thread, pending
  *              table, loss
  * proxy.c      the proxy backend (backend.h over the session)
  * host_copy.c  blocking host copies to and from a worker's memory
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "pathways/remote.h"
 #include "wire/wire.h"
@@ -82,6 +84,8 @@ typedef struct pw_remote_worker_s {
   uint64_t epoch;              /* session number; 0 before the first */
   nng_socket session;
   bool session_open;
+  nng_listener session_listener;  /* of the current session */
+  uint64_t tls_refused;        /* its failed handshakes logged so far */
   int pipe_id;                 /* the attached peer's nng pipe */
   uint8_t nonce[PW_WIRE_NONCE_SIZE];
   pw_time_t welcomed_at;
@@ -116,9 +120,17 @@ struct pw_remote_s {
   uint8_t* token;
   size_t token_size;
   char url[256];
-  char host[200];              /* sessions listen on tcp://host:0 */
+  char host[200];              /* sessions listen on SCHEME://host:0 */
+  const char* scheme;          /* "tcp" or "tls+tcp" */
+  /* TLS (remote_tls.c): the server configuration both listeners share,
+   * NULL for plain tcp; |tls_verify|: client certificates required. */
+  nng_tls_config* tls;
+  bool tls_verify;
+  pw_time_t tls_checked_at;    /* the monitor's last look at nng's stats */
+  uint64_t tls_reg_refused;    /* the registration listener's, logged */
 
   nng_socket reg;
+  nng_listener reg_listener;
   pthread_t reg_thread;
   pthread_t monitor_thread;
   atomic_bool stopping;
@@ -200,6 +212,22 @@ void pw__remote_session_tick(pw_remote_worker_t* worker, pw_time_t now);
 /* A status from a wire code and message ("worker w1: ..."). */
 pw_status_t pw__remote_status(const pw_remote_worker_t* worker, uint64_t code,
                               const pw_wire_blob_t* message);
+
+/* remote_tls.c */
+
+/* Reads |options|' TLS files into remote->tls (left NULL without them);
+ * sets remote->scheme. |listen_url| is the URL create will listen on. */
+pw_status_t pw__remote_tls_init(pw_remote_t* remote, const pw_remote_options_t* options,
+                                const char* listen_url);
+/* Puts remote->tls on |listener| (a no-op without TLS). */
+pw_status_t pw__remote_tls_listener(pw_remote_t* remote, nng_listener listener,
+                                    const char* what);
+/* True if a HELLO that came on |pipe| may go on: without client
+ * certificates always, else when nng says the peer's was verified. */
+bool pw__remote_tls_peer_ok(const pw_remote_t* remote, nng_pipe pipe);
+/* The monitor's hook: logs handshakes that failed on the listeners since
+ * the last look (at most once a second; no lock held). */
+void pw__remote_tls_watch(pw_remote_t* remote, pw_time_t now);
 
 /* transport.c: completes one part of a copy (owns |status|; |from| is
  * the worker whose DONE it is, NULL for the controller's own post). */

@@ -1,4 +1,4 @@
-/* One worker's session: the pair1 socket, its reader thread, the pending
+/* One worker's session: the pair0 socket, its reader thread, the pending
  * table of requests, launches and copy parts, heartbeats and loss. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -460,7 +460,7 @@ void pw__remote_session_join(pw_remote_worker_t* worker) {
 }
 
 static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out_socket,
-                                     char* url, size_t capacity) {
+                                     nng_listener* out_listener, char* url, size_t capacity) {
   pw_remote_t* remote = worker->remote;
   nng_socket s;
   int rv = nng_pair0_open(&s);
@@ -474,16 +474,18 @@ static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out
     nng_socket_set_int(s, NNG_OPT_RECVBUF, 8192);
     nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, pw_session_pipe_event, worker);
     char listen[256];
-    snprintf(listen, sizeof(listen), "tcp://%s:0", remote->host);
+    snprintf(listen, sizeof(listen), "%s://%s:0", remote->scheme, remote->host);
     nng_listener l;
     rv = nng_listener_create(&l, s, listen);
-    if (rv == 0) rv = nng_listener_start(l, 0);
+    if (rv == 0) status = pw__remote_tls_listener(remote, l, "session listener");
+    if (rv == 0 && status == NULL) rv = nng_listener_start(l, 0);
     int port = 0;
-    if (rv == 0) rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port);
+    if (rv == 0 && status == NULL) rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port);
     if (rv != 0) {
       status = pw__wire_nng_status(rv, "session listener for", worker->label);
-    } else {
-      snprintf(url, capacity, "tcp://%s:%d", remote->host, port);
+    } else if (status == NULL) {
+      snprintf(url, capacity, "%s://%s:%d", remote->scheme, remote->host, port);
+      *out_listener = l;
     }
   }
   if (status != NULL) {
@@ -497,7 +499,8 @@ static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out
 pw_status_t pw__remote_session_open(pw_remote_worker_t* worker, char* url, size_t capacity) {
   pw__remote_session_join(worker);
   nng_socket s;
-  PW_RETURN_IF_ERROR(pw_session_socket(worker, &s, url, capacity));
+  nng_listener l;
+  PW_RETURN_IF_ERROR(pw_session_socket(worker, &s, &l, url, capacity));
   uint8_t nonce[PW_WIRE_NONCE_SIZE];
   if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
     nng_close(s);
@@ -515,6 +518,8 @@ pw_status_t pw__remote_session_open(pw_remote_worker_t* worker, char* url, size_
   worker->state = PW_RWORKER_WELCOMED;
   worker->session = s;
   worker->session_open = true;
+  worker->session_listener = l;
+  worker->tls_refused = 0;
   worker->welcomed_at = pw_clock_now();
   memcpy(worker->nonce, nonce, sizeof(nonce));
   *arg = (pw_reader_arg_t){worker, worker->epoch, s};

@@ -234,10 +234,14 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   pw_atomic_store_u32_release(&w->pipe, 0);
   nng_pipe_notify(w->session, NNG_PIPE_EV_ADD_POST, pw_worker_pipe_event, w);
   nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_event, w);
-  rv = nng_dial(w->session, url, NULL, 0);
+  nng_dialer dialer;
+  s = pw__worker_tls_dialer(w, w->session, url, &dialer);
+  rv = s == NULL ? nng_dialer_start(dialer, 0) : NNG_EINVAL;
   if (rv != 0) {
-    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: dial session %s of %s: %s", w->name,
-           url, w->peer, nng_strerror(rv));
+    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: dial session %s of %s: %s%s", w->name,
+           url, w->peer, s != NULL ? pw_status_message(s) : nng_strerror(rv),
+           rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH ? " (the TLS handshake failed)" : "");
+    pw_status_free(s);
     pw_worker_cleanup(w);
     return;
   }

@@ -109,6 +109,7 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
     w->token_size = options->token_size;
     status = pw_worker_copy_bytes(a, options->token, options->token_size, (void**)&w->token);
   }
+  if (status == NULL) status = pw__worker_tls_init(w, options);
   if (status != NULL) {
     pw_worker_destroy(w);
     return status;
@@ -149,6 +150,7 @@ pw_status_t pw_worker_stats(pw_worker_t* worker, pw_worker_stats_t* out_stats) {
   s.copies = pw_atomic_load_u64_acquire(&worker->n_copies);
   s.refused = pw_atomic_load_u64_acquire(&worker->n_refused);
   s.losses = pw_atomic_load_u64_acquire(&worker->n_losses);
+  s.tls_failures = pw_atomic_load_u64_acquire(&worker->n_tls_failures);
   pw_struct_fill(out_stats, &s, sizeof(s));
   return NULL;
 }
@@ -161,6 +163,7 @@ void pw_worker_destroy(pw_worker_t* worker) {
   pw__worker_table_free(worker, &worker->exes);
   pw_allocator_free(a, worker->url, worker->url_size);
   pw_allocator_free(a, worker->token, worker->token_size);
+  pw__worker_tls_free(worker);
   pw_allocator_free(a, worker->queue_seq, sizeof(uint64_t) * worker->device_count);
   pthread_mutex_destroy(&worker->lock);
   pthread_cond_destroy(&worker->idle);
@@ -177,6 +180,12 @@ static void pw_worker_sleep(pw_worker_t* w, uint64_t ns) {
     struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
     nanosleep(&ts, NULL);
   }
+}
+
+/* How long one registration attempt waits for the connection, and then
+ * for the answer to HELLO. */
+static uint64_t pw_worker_answer_wait(const pw_worker_t* w) {
+  return w->retry_max_ns > 1000000000ull ? w->retry_max_ns : 1000000000ull;
 }
 
 static pw_status_t pw_worker_send_hello(pw_worker_t* w, nng_socket sock) {
@@ -212,7 +221,20 @@ static pw_status_t pw_worker_send_hello(pw_worker_t* w, nng_socket sock) {
                         &hello.blob[PW_WIRE_HELLO_B_UCX].size);
   hello.blob[PW_WIRE_HELLO_B_KIND] = (pw_wire_blob_t){kind, strlen(kind)};
   pw_atomic_fetch_add_u64(&w->n_hellos, 1);
-  pw_status_t s = pw__wire_nng_send(sock, &hello, 0, w->peer);
+  /* The send waits for the connection, in short slices (the stop flag is
+   * checked between them) for as long as the answer may take: a TLS
+   * handshake takes round trips, and a connection nng made is dropped
+   * with the socket when the attempt gives up. */
+  pw_time_t deadline = pw_deadline_from_timeout((pw_duration_t)pw_worker_answer_wait(w));
+  pw_status_t s = NULL;
+  for (;;) {
+    s = pw__wire_nng_send(sock, &hello, 0, w->peer);
+    if (pw_status_code(s) != PW_STATUS_DEADLINE_EXCEEDED || pw__worker_stopping(w) ||
+        pw_deadline_remaining(deadline) <= 0) {
+      break;
+    }
+    pw_status_free(s);
+  }
   pw_allocator_free(w->allocator, memory, sizeof(uint64_t) * w->device_count);
   return s;
 }
@@ -260,7 +282,7 @@ static pw_status_t pw_worker_recv_answer(pw_worker_t* w, nng_socket sock, uint64
 /* Waits for the answer to HELLO: true on WELCOME (filled in). */
 static bool pw_worker_await_answer(pw_worker_t* w, nng_socket sock,
                                    pw_worker_welcome_t* out_welcome) {
-  uint64_t wait_ns = w->retry_max_ns > 1000000000ull ? w->retry_max_ns : 1000000000ull;
+  uint64_t wait_ns = pw_worker_answer_wait(w);
   nng_msg* raw = NULL;
   pw_wire_msg_t msg;
   pw_status_t s = pw_worker_recv_answer(w, sock, wait_ns, &raw, &msg);
@@ -291,7 +313,7 @@ static bool pw_worker_await_answer(pw_worker_t* w, nng_socket sock,
     w->index = (uint32_t)msg.u[PW_WIRE_WELCOME_INDEX];
     w->heartbeat_ns = msg.u[PW_WIRE_WELCOME_HEARTBEAT_NS];
     w->misses = (uint32_t)msg.u[PW_WIRE_WELCOME_MISSES];
-    welcomed = true;
+    welcomed = pw__worker_tls_session_ok(w, out_welcome->url);
   } else {
     pw__worker_drop(w, "registration answer",
                     pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -310,6 +332,7 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
                                            bool* out_welcomed) {
   *out_welcomed = false;
   nng_socket sock;
+  nng_dialer dialer = NNG_DIALER_INITIALIZER;
   int rv = nng_req0_open(&sock);
   if (rv != 0) return pw__wire_nng_status(rv, "open registration socket for", w->peer);
   pw_status_t s = pw__wire_nng_limit(sock);
@@ -318,7 +341,8 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
     nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 100);
     nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 50);
     nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 1000);
-    rv = nng_dial(sock, w->url, NULL, NNG_FLAG_NONBLOCK);
+    s = pw__worker_tls_dialer(w, sock, w->url, &dialer);
+    rv = s == NULL ? nng_dialer_start(dialer, NNG_FLAG_NONBLOCK) : 0;
     if (rv != 0) s = pw__wire_nng_status(rv, "dial", w->peer);
   }
   if (s == NULL) s = pw_worker_send_hello(w, sock);
@@ -329,6 +353,7 @@ static pw_status_t pw_worker_register_once(pw_worker_t* w, pw_worker_welcome_t* 
            pw_status_message(s));
     pw_status_free(s);
   }
+  if (!*out_welcomed && nng_dialer_id(dialer) > 0) pw__worker_tls_report(w, dialer);
   pw__wire_nng_close(sock);
   return NULL;
 }

@@ -1,6 +1,8 @@
 /* Internal: the worker's state, shared by its files.
  *
  *   worker.c        create/destroy/run/stop, registration and its backoff
+ *   tls.c           TLS toward the controller: configuration, dialers,
+ *                   the log of failed handshakes
  *   session.c       the session: attach, the reader loop, heartbeats, loss
  *   table.c         id -> entry tables (memories, executables) with pins
  *   requests.c      ALLOC FREE WRITE READ COMPILE LOAD UNLOAD
@@ -17,6 +19,7 @@
 #define PW_WORKER_WORKER_INTERNAL_H_
 
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -77,6 +80,14 @@ struct pw_worker_s {
   pw_atomic_u32_t stop;
   pw_atomic_u32_t running;
   pw_atomic_u64_t n_hellos, n_refusals, n_sessions, n_launches, n_copies, n_refused, n_losses;
+  pw_atomic_u64_t n_tls_failures;
+
+  /* TLS (tls.c): the client configuration of every dial, NULL for plain
+   * tcp; what its messages name. */
+  nng_tls_config* tls;
+  bool tls_client_cert;
+  char tls_ca_file[256];
+  char tls_server_name[256];
 
   /* The session (valid while |session_open|). */
   nng_socket session;
@@ -107,6 +118,20 @@ struct pw_worker_s {
 void pw__worker_count_refused(pw_worker_t* w);
 /* True once pw_worker_stop was called. */
 bool pw__worker_stopping(pw_worker_t* w);
+
+/* tls.c */
+/* Builds w->tls from |options| (checked against the URL's scheme). */
+pw_status_t pw__worker_tls_init(pw_worker_t* w, const pw_worker_options_t* options);
+/* A dialer for |url| on |sock| with w->tls set on it (not started). */
+pw_status_t pw__worker_tls_dialer(pw_worker_t* w, nng_socket sock, const char* url,
+                                  nng_dialer* out_dialer);
+/* After a registration without an answer: counts and logs the
+ * handshakes that failed on |dialer|. */
+void pw__worker_tls_report(pw_worker_t* w, nng_dialer dialer);
+/* False (logged, counted as refused) when a worker registered over TLS
+ * is told to attach to a session that is not tls+tcp. */
+bool pw__worker_tls_session_ok(pw_worker_t* w, const char* url);
+void pw__worker_tls_free(pw_worker_t* w);
 
 /* session.c */
 /* Serves one session after WELCOME: dials |url|, attaches, reads until
