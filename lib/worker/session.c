@@ -225,7 +225,8 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   pw_atomic_store_u32_release(&w->dead, 0);
   pw_atomic_store_u32_release(&w->closed, 0);
   w->heartbeat_seq = 0;
-  memset(w->queue_seq, 0, sizeof(uint64_t) * w->device_count);
+  /* queue_seq goes on from the last session: the backend's queues
+   * outlive it, and a number it has seen again would be refused. */
   pw_status_t s = pw__wire_nng_limit(w->session);
   pw_status_ignore(s);
   nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);

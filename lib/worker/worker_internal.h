@@ -97,8 +97,9 @@ struct pw_worker_s {
   pw_worker_table_t exes;
 
   pw_worker_dp_t* dp;         /* the data plane, NULL when off */
-  /* Per device: the queue_seq of the last launch handed to the backend
-   * this session (the reader thread's only). */
+  /* Per device: the queue_seq of the last launch handed to the backend,
+   * over the worker's life (the backend's queues outlive sessions; the
+   * reader thread's only). */
   uint64_t* queue_seq;
 };
 

@@ -221,6 +221,35 @@ Test(worker, launch_on_unknown_ids_is_not_found) {
   fc_stop(&fc);
 }
 
+/* The backend outlives the session: a new session's queue_seq 1 must not
+ * reach it as 1 again (it would refuse it as going back). */
+Test(worker, queued_launches_run_after_the_worker_registers_again) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 50, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 50), 0);
+  fc_launch(&fc, 51, 7, 2, 300);
+  cr_assert_eq(fc_done_code(&fc, 51), 0);
+  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+  bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"controller lost it", 18};
+  fc_send(&fc, &bye);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_welcome(&fc, 3, 200000000ull, 50);
+  fc_msg_t attach;
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  fc_release(&attach);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 60, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 60), 0, "the new session's first queued launch runs");
+  fc_launch(&fc, 61, 7, 2, 300);
+  cr_assert_eq(fc_done_code(&fc, 61), 0);
+  cr_assert_eq(fc_stats(&fc).launches, 4);
+  fc_stop(&fc);
+}
+
 Test(worker, malformed_messages_are_counted_and_dropped) {
   fc_t fc;
   fc_session(&fc, 1);
