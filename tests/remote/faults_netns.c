@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,8 +71,24 @@ static bool pwf_exists(const char* dir, const char* name) {
 
 /* Deletes the veth |veth| and the namespace |name| if they exist. */
 static void pwf_delete(const char* name, const char* veth) {
-  if (pwf_exists("/sys/class/net", veth)) PWF_IP(true, "link", "del", (char*)veth);
+  PWF_IP(true, "link", "del", (char*)veth);
   if (pwf_exists(PWF_NETNS_DIR, name)) PWF_IP(true, "netns", "del", (char*)name);
+}
+
+/* No such process, or one that died and is not reaped yet (a zombie). */
+static bool pwf_pid_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[32], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return true;
+  bool zombie = false;
+  if (fgets(line, sizeof(line), f) != NULL) {
+    const char* paren = strrchr(line, ')'); /* the name may hold spaces */
+    zombie = paren != NULL && (paren[1] == ' ') && (paren[2] == 'Z' || paren[2] == 'X');
+  }
+  fclose(f);
+  return zombie;
 }
 
 /* "pwf<digits>" of a pid that is gone (or ours, which we never made). */
@@ -84,7 +101,7 @@ static bool pwf_stale(const char* entry, size_t suffix) {
     pid = pid * 10 + (entry[i] - '0');
   }
   if (suffix == 1 && entry[n - 1] != 'a') return false;
-  return pid == getpid() || (kill(pid, 0) != 0 && errno == ESRCH);
+  return pid == getpid() || pwf_pid_gone(pid);
 }
 
 /* Namespaces and host-side veths of runs that died without cleaning. */
@@ -113,20 +130,16 @@ static void pwf_sweep(void) {
   }
 }
 
-/* Can this process make network namespaces at all? */
-static bool pwf_can_unshare(char* why, size_t why_size) {
-  pid_t pid = fork();
-  if (pid < 0) {
-    snprintf(why, why_size, "fork: %s", strerror(errno));
+/* Moves this process into a private network namespace with lo up; the
+ * veth's host side then lives there, out of other processes' sight. */
+static bool pwf_private_netns(char* why, size_t why_size) {
+  if (unshare(CLONE_NEWNET) != 0) {
+    snprintf(why, why_size, "unshare(CLONE_NEWNET): %s (not root / no CAP_NET_ADMIN?)",
+             strerror(errno));
     return false;
   }
-  if (pid == 0) _exit(unshare(CLONE_NEWNET) == 0 ? 0 : (errno & 0x7f));
-  int st = 0;
-  waitpid(pid, &st, 0);
-  int code = WIFEXITED(st) ? WEXITSTATUS(st) : 255;
-  if (code != 0) {
-    snprintf(why, why_size, "unshare(CLONE_NEWNET) fails (%s): not root / no CAP_NET_ADMIN?",
-             code == 255 ? "child died" : strerror(code));
+  if (PWF_IP(false, "link", "set", "lo", "up") != 0) {
+    snprintf(why, why_size, "ip link set lo up (in the test's own namespace) failed");
     return false;
   }
   return true;
@@ -138,8 +151,8 @@ bool pwf_netns_create(pwf_netns_t* ns, char* why, size_t why_size) {
     snprintf(why, why_size, "no `ip` binary (iproute2) in /usr/sbin, /sbin, /usr/bin, /bin");
     return false;
   }
-  if (!pwf_can_unshare(why, why_size)) return false;
-  pwf_sweep();
+  pwf_sweep(); /* before unsharing: leftovers of older runs are in the host's namespace */
+  if (!pwf_private_netns(why, why_size)) return false;
   unsigned pid = (unsigned)getpid();
   snprintf(ns->name, sizeof(ns->name), "pwf%u", pid);
   snprintf(ns->host_if, sizeof(ns->host_if), "pwf%ua", pid);
@@ -200,5 +213,5 @@ void pwf_netns_destroy(pwf_netns_t* ns) {
 
 bool pwf_netns_exists(const pwf_netns_t* ns) {
   return ns->name[0] != '\0' &&
-         (pwf_exists(PWF_NETNS_DIR, ns->name) || pwf_exists("/sys/class/net", ns->host_if));
+         (pwf_exists(PWF_NETNS_DIR, ns->name) || if_nametoindex(ns->host_if) != 0);
 }

@@ -5,8 +5,13 @@
  * Names carry the test's pid: namespace "pwf<pid>", host side
  * "pwf<pid>a", namespace side "pwf<pid>b"; addresses 10.A.B.C/30 from the
  * pid (host side .1 of the /30, namespace side .2), traffic only to
- * addresses the test made. A namespace of an earlier run whose pid is
- * gone (a crashed or SIGKILLed test) is swept at create. */
+ * addresses the test made. The test process first moves itself into a
+ * private network namespace (unshare), where the host side lives: the
+ * rest of the machine never sees the veth come and go (UCX in other
+ * processes lists network devices, and one vanishing under it fails
+ * ucp_worker_create), and that private namespace dies with the test's
+ * processes even on SIGKILL. A named namespace of an earlier run whose
+ * pid is gone (a crashed or SIGKILLed test) is swept at create. */
 #ifndef PATHWAYS_TESTS_REMOTE_FAULTS_NETNS_H_
 #define PATHWAYS_TESTS_REMOTE_FAULTS_NETNS_H_
 
@@ -22,7 +27,9 @@ typedef struct pwf_netns_t {
   bool made;          /* something to delete */
 } pwf_netns_t;
 
-/* Creates the namespace and the addressed veth pair, both sides up.
+/* Moves the calling process into a private network namespace (call it
+ * before any thread starts: children and later threads inherit it),
+ * then creates the namespace and the addressed veth pair, both up.
  * False with |why| filled when this machine cannot (not root, no
  * CAP_NET_ADMIN, no `ip`, no network namespaces): the caller skips.
  * Whatever was made is deleted again on failure. */
@@ -39,7 +46,8 @@ int pwf_netns_enter(const pwf_netns_t* ns);
  * waitpid: callable from a signal handler. */
 void pwf_netns_destroy(pwf_netns_t* ns);
 
-/* True if the namespace or the host side of the veth still exists. */
+/* True if the namespace, or the host side of the veth (in this process's
+ * namespace), still exists. */
 bool pwf_netns_exists(const pwf_netns_t* ns);
 
 #endif /* PATHWAYS_TESTS_REMOTE_FAULTS_NETNS_H_ */

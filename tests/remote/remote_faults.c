@@ -105,8 +105,9 @@ static pid_t f_spawn(const char* binary, const char* url, int index, bool in_net
     char name[16];
     snprintf(name, sizeof(name), "w%d", index);
     setenv("PATHWAYS_TOKEN", kToken, 1);
+    const char* level = getenv("PW_LOG"); /* the controller's level, for the workers too */
     const char* argv[16] = {binary, "--controller", url, "--name", name, "--backend", "cpu",
-                            "--devices", "2", "--log-level", "warn"};
+                            "--devices", "2", "--log-level", level != NULL ? level : "warn"};
     if (in_netns) argv[11] = "--no-data-plane";
     execv(binary, (char* const*)argv);
     perror("exec pathways-worker");
