@@ -5,6 +5,7 @@
 #include <nng/protocol/pair0/pair.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "pathways/clock.h"
 #include "plugin/backend_call.h"
@@ -99,6 +100,36 @@ static void pw_worker_heartbeat(pw_worker_t* w) {
   if (list != health) pw_allocator_free(w->allocator, list, sizeof(uint64_t) * w->device_count);
 }
 
+static uint64_t pw_worker_period(const pw_worker_t* w) {
+  return w->heartbeat_ns ? w->heartbeat_ns : PW_WORKER_DEFAULT_HEARTBEAT_NS;
+}
+
+/* Sends a heartbeat every period until told to stop. */
+static void* pw_worker_heartbeat_main(void* arg) {
+  pw_worker_t* w = arg;
+  uint64_t period = pw_worker_period(w);
+  uint64_t slice = period < 10000000ull ? period : 10000000ull;
+  while (!pw_atomic_load_u32_acquire(&w->heartbeat_stop)) {
+    pw_worker_heartbeat(w);
+    pw_time_t next = pw_clock_now() + (pw_time_t)period;
+    while (!pw_atomic_load_u32_acquire(&w->heartbeat_stop)) {
+      pw_duration_t left = next - pw_clock_now();
+      if (left <= 0) break;
+      if ((uint64_t)left > slice) left = (pw_duration_t)slice;
+      struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return NULL;
+}
+
+static void pw_worker_heartbeat_join(pw_worker_t* w) {
+  if (!w->heartbeat_running) return;
+  pw_atomic_store_u32_release(&w->heartbeat_stop, 1);
+  pthread_join(w->heartbeat_thread, NULL);
+  w->heartbeat_running = false;
+}
+
 /* Handles one message; false when it ends the session (BYE). */
 static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
   switch (msg->type) {
@@ -130,18 +161,18 @@ static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
   }
 }
 
-/* Reads the session until loss or stop. */
+/* Reads the session until loss or stop. The controller is silent only
+ * when a receive finds nothing queued: messages that waited behind a
+ * slow request (a compile, a PEER connect under load) are signs of life. */
 static void pw_worker_serve(pw_worker_t* w) {
-  uint64_t period = w->heartbeat_ns ? w->heartbeat_ns : PW_WORKER_DEFAULT_HEARTBEAT_NS;
+  uint64_t period = pw_worker_period(w);
   uint64_t misses = w->misses ? w->misses : PW_WORKER_DEFAULT_MISSES;
   uint64_t poll = period / 4 < PW_WORKER_POLL_NS ? period / 4 : PW_WORKER_POLL_NS;
   if (poll < 1000000) poll = 1000000;
   nng_socket_set_ms(w->session, NNG_OPT_RECVTIMEO, (nng_duration)(poll / 1000000));
   pw_time_t last_rx = pw_clock_now();
-  pw_time_t next_heartbeat = last_rx;
   bool lost = true;
   for (;;) {
-    pw_time_t now = pw_clock_now();
     if (pw__worker_stopping(w)) {
       pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
       bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"worker stopping", 15};
@@ -154,23 +185,20 @@ static void pw_worker_serve(pw_worker_t* w) {
              w->peer);
       break;
     }
-    if ((uint64_t)(now - last_rx) > period * misses) {
-      pw_log(&w->logger, PW_LOG_WARN, "worker",
-             "worker %s: lost %s: nothing for %llu ms (%llu heartbeats)", w->name, w->peer,
-             (unsigned long long)((uint64_t)(now - last_rx) / 1000000),
-             (unsigned long long)misses);
-      break;
-    }
-    if (now >= next_heartbeat) {
-      pw_worker_heartbeat(w);
-      next_heartbeat = now + (pw_time_t)period;
-    }
     nng_msg* raw = NULL;
     pw_wire_msg_t msg;
     pw_status_t s = pw__wire_nng_recv(w->session, 0, 0, w->allocator, w->peer, &raw, &msg);
     pw_status_code_t code = pw_status_code(s);
     if (code == PW_STATUS_DEADLINE_EXCEEDED) {
       pw_status_free(s);
+      pw_time_t now = pw_clock_now();
+      if ((uint64_t)(now - last_rx) > period * misses) {
+        pw_log(&w->logger, PW_LOG_WARN, "worker",
+               "worker %s: lost %s: nothing for %llu ms (%llu heartbeats)", w->name, w->peer,
+               (unsigned long long)((uint64_t)(now - last_rx) / 1000000),
+               (unsigned long long)misses);
+        break;
+      }
       continue;
     }
     if (code == PW_STATUS_INVALID_ARGUMENT) {
@@ -196,6 +224,7 @@ static void pw_worker_serve(pw_worker_t* w) {
  * the backend's launches waited for, every memory and executable freed. */
 static void pw_worker_cleanup(pw_worker_t* w) {
   pw_atomic_store_u32_release(&w->dead, 1);
+  pw_worker_heartbeat_join(w);
   pw__worker_dp_close(w);
   pthread_mutex_lock(&w->lock);
   while (w->inflight > 0) {
@@ -247,6 +276,15 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   attach.u[PW_WIRE_ATTACH_INDEX] = w->index;
   attach.blob[PW_WIRE_ATTACH_B_NONCE] = (pw_wire_blob_t){nonce, PW_WIRE_NONCE_SIZE};
   pw__worker_send(w, &attach);
-  pw_worker_serve(w);
+  pw_atomic_store_u32_release(&w->heartbeat_stop, 0);
+  int hb = pthread_create(&w->heartbeat_thread, NULL, pw_worker_heartbeat_main, w);
+  w->heartbeat_running = hb == 0;
+  if (hb != 0) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker",
+           "worker %s: no heartbeat thread (error %d): session ended, registering again",
+           w->name, hb);
+  } else {
+    pw_worker_serve(w);
+  }
   pw_worker_cleanup(w);
 }
