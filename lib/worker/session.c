@@ -220,11 +220,71 @@ static void pw_worker_serve(pw_worker_t* w) {
   if (lost) pw_atomic_fetch_add_u64(&w->n_losses, 1);
 }
 
-/* After the session: no more sends, the data plane's copies cancelled,
- * the backend's launches waited for, every memory and executable freed. */
+/* The session socket's close, on a thread of its own. */
+typedef struct pw_worker_closer_t {
+  nng_socket socket;
+  pw_allocator_t allocator;
+  pw_atomic_u32_t done;
+  pw_atomic_u32_t refs; /* the closer thread's and the waiter's */
+} pw_worker_closer_t;
+
+static void pw_worker_closer_release(pw_worker_closer_t* c) {
+  if (pw_atomic_fetch_sub_u32(&c->refs, 1) == 1) pw_allocator_free(c->allocator, c, sizeof(*c));
+}
+
+static void* pw_worker_closer_main(void* arg) {
+  pw_worker_closer_t* c = arg;
+  pw__wire_nng_close(c->socket);
+  pw_atomic_store_u32_release(&c->done, 1);
+  pw_worker_closer_release(c);
+  return NULL;
+}
+
+/* nng 1.5's close can wait forever for a pipe that still holds a message
+ * (wire_nng.c drains what it can first; a worker resumed after SIGSTOP
+ * with a backlog hit it). The close runs on a thread of its own, waited
+ * for up to PW_WORKER_CLOSE_NS: past that the socket is left to it
+ * (logged) and the worker goes on to register again instead of hanging. */
+static void pw_worker_close_session(pw_worker_t* w) {
+  pw_worker_closer_t* c = NULL;
+  pthread_t thread;
+  pw_status_t s = pw_allocator_calloc(w->allocator, sizeof(*c), 0, (void**)&c);
+  if (s == NULL) {
+    c->socket = w->session;
+    c->allocator = w->allocator;
+    pw_atomic_init_u32(&c->done, 0);
+    pw_atomic_init_u32(&c->refs, 2);
+    if (pthread_create(&thread, NULL, pw_worker_closer_main, c) != 0) {
+      pw_allocator_free(w->allocator, c, sizeof(*c));
+      c = NULL;
+    }
+  }
+  pw_status_free(s);
+  if (c == NULL) {
+    pw__wire_nng_close(w->session);
+    return;
+  }
+  pthread_detach(thread);
+  pw_time_t deadline = pw_deadline_from_timeout(PW_WORKER_CLOSE_NS);
+  while (!pw_atomic_load_u32_acquire(&c->done) && pw_deadline_remaining(deadline) > 0) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!pw_atomic_load_u32_acquire(&c->done)) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker",
+           "worker %s: closing the session's socket still blocks after %llu ms; left behind",
+           w->name, (unsigned long long)(PW_WORKER_CLOSE_NS / 1000000));
+  }
+  pw_worker_closer_release(c);
+}
+
+/* After the session: no more sends, the socket closed, the data plane's
+ * copies cancelled, the backend's launches waited for, every memory and
+ * executable freed. */
 static void pw_worker_cleanup(pw_worker_t* w) {
   pw_atomic_store_u32_release(&w->dead, 1);
   pw_worker_heartbeat_join(w);
+  pw_worker_close_session(w);
   pw__worker_dp_close(w);
   pthread_mutex_lock(&w->lock);
   while (w->inflight > 0) {
@@ -239,7 +299,6 @@ static void pw_worker_cleanup(pw_worker_t* w) {
   }
   pthread_mutex_unlock(&w->lock);
   pw__worker_tables_clear(w);
-  pw__wire_nng_close(w->session);
   w->session_open = false;
 }
 
@@ -261,6 +320,10 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
   /* DONEs and heartbeats queue while the controller is busy reading. */
   nng_socket_set_int(w->session, NNG_OPT_SENDBUF, 1024);
+  /* A session is one connection: when it drops the session is over, so
+   * the dialer never redials (an hour is never here). */
+  nng_socket_set_ms(w->session, NNG_OPT_RECONNMINT, 3600000);
+  nng_socket_set_ms(w->session, NNG_OPT_RECONNMAXT, 3600000);
   pw_atomic_store_u32_release(&w->pipe, 0);
   nng_pipe_notify(w->session, NNG_PIPE_EV_ADD_POST, pw_worker_pipe_event, w);
   nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_event, w);

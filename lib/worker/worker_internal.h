@@ -32,6 +32,8 @@
  * flag and the heartbeat clock. */
 #define PW_WORKER_POLL_NS 50000000ull
 #define PW_WORKER_SEND_TIMEOUT_MS 2000
+/* The longest the worker waits for its session socket to close. */
+#define PW_WORKER_CLOSE_NS 5000000000ull
 
 /* One id -> pointer table (open addressing, linear probing; ids are never
  * 0). Guarded by the worker's lock. */
