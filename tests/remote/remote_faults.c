@@ -486,7 +486,7 @@ int main(int argc, char** argv) {
   o.token = kToken;
   o.token_size = strlen(kToken);
   o.heartbeat_ns = 50 * F_MS;
-  o.heartbeat_misses = 6;
+  o.heartbeat_misses = 10; /* 500 ms: a loaded 2-core machine stalls a process for 300 */
   pw_remote_t* remote = NULL;
   F_CHECK(pw_remote_create(&o, &remote));
   for (int i = 0; i < F_WORKERS; ++i) {
