@@ -4,9 +4,9 @@
  * else one launch per device of the lane, completed with the first
  * failure. A queued launch (queue_seq != 0) is numbered in each device's
  * queue by the worker itself, 1, 2, ... per launch handed to the backend
- * this session, in the controller's order: a LAUNCH the worker answers
- * itself (an unknown id) then leaves no gap that would make the backend
- * refuse the next one. */
+ * (counting on across sessions: the backend outlives them), in the
+ * controller's order: a LAUNCH the worker answers itself (an unknown id)
+ * then leaves no gap that would make the backend refuse the next one. */
 #include <string.h>
 
 #include "plugin/backend_call.h"

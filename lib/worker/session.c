@@ -5,6 +5,7 @@
 #include <nng/protocol/pair0/pair.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "pathways/clock.h"
 #include "plugin/backend_call.h"
@@ -99,6 +100,36 @@ static void pw_worker_heartbeat(pw_worker_t* w) {
   if (list != health) pw_allocator_free(w->allocator, list, sizeof(uint64_t) * w->device_count);
 }
 
+static uint64_t pw_worker_period(const pw_worker_t* w) {
+  return w->heartbeat_ns ? w->heartbeat_ns : PW_WORKER_DEFAULT_HEARTBEAT_NS;
+}
+
+/* Sends a heartbeat every period until told to stop. */
+static void* pw_worker_heartbeat_main(void* arg) {
+  pw_worker_t* w = arg;
+  uint64_t period = pw_worker_period(w);
+  uint64_t slice = period < 10000000ull ? period : 10000000ull;
+  while (!pw_atomic_load_u32_acquire(&w->heartbeat_stop)) {
+    pw_worker_heartbeat(w);
+    pw_time_t next = pw_clock_now() + (pw_time_t)period;
+    while (!pw_atomic_load_u32_acquire(&w->heartbeat_stop)) {
+      pw_duration_t left = next - pw_clock_now();
+      if (left <= 0) break;
+      if ((uint64_t)left > slice) left = (pw_duration_t)slice;
+      struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return NULL;
+}
+
+static void pw_worker_heartbeat_join(pw_worker_t* w) {
+  if (!w->heartbeat_running) return;
+  pw_atomic_store_u32_release(&w->heartbeat_stop, 1);
+  pthread_join(w->heartbeat_thread, NULL);
+  w->heartbeat_running = false;
+}
+
 /* Handles one message; false when it ends the session (BYE). */
 static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
   switch (msg->type) {
@@ -130,18 +161,18 @@ static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
   }
 }
 
-/* Reads the session until loss or stop. */
+/* Reads the session until loss or stop. The controller is silent only
+ * when a receive finds nothing queued: messages that waited behind a
+ * slow request (a compile, a PEER connect under load) are signs of life. */
 static void pw_worker_serve(pw_worker_t* w) {
-  uint64_t period = w->heartbeat_ns ? w->heartbeat_ns : PW_WORKER_DEFAULT_HEARTBEAT_NS;
+  uint64_t period = pw_worker_period(w);
   uint64_t misses = w->misses ? w->misses : PW_WORKER_DEFAULT_MISSES;
   uint64_t poll = period / 4 < PW_WORKER_POLL_NS ? period / 4 : PW_WORKER_POLL_NS;
   if (poll < 1000000) poll = 1000000;
   nng_socket_set_ms(w->session, NNG_OPT_RECVTIMEO, (nng_duration)(poll / 1000000));
   pw_time_t last_rx = pw_clock_now();
-  pw_time_t next_heartbeat = last_rx;
   bool lost = true;
   for (;;) {
-    pw_time_t now = pw_clock_now();
     if (pw__worker_stopping(w)) {
       pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
       bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"worker stopping", 15};
@@ -154,23 +185,20 @@ static void pw_worker_serve(pw_worker_t* w) {
              w->peer);
       break;
     }
-    if ((uint64_t)(now - last_rx) > period * misses) {
-      pw_log(&w->logger, PW_LOG_WARN, "worker",
-             "worker %s: lost %s: nothing for %llu ms (%llu heartbeats)", w->name, w->peer,
-             (unsigned long long)((uint64_t)(now - last_rx) / 1000000),
-             (unsigned long long)misses);
-      break;
-    }
-    if (now >= next_heartbeat) {
-      pw_worker_heartbeat(w);
-      next_heartbeat = now + (pw_time_t)period;
-    }
     nng_msg* raw = NULL;
     pw_wire_msg_t msg;
     pw_status_t s = pw__wire_nng_recv(w->session, 0, 0, w->allocator, w->peer, &raw, &msg);
     pw_status_code_t code = pw_status_code(s);
     if (code == PW_STATUS_DEADLINE_EXCEEDED) {
       pw_status_free(s);
+      pw_time_t now = pw_clock_now();
+      if ((uint64_t)(now - last_rx) > period * misses) {
+        pw_log(&w->logger, PW_LOG_WARN, "worker",
+               "worker %s: lost %s: nothing for %llu ms (%llu heartbeats)", w->name, w->peer,
+               (unsigned long long)((uint64_t)(now - last_rx) / 1000000),
+               (unsigned long long)misses);
+        break;
+      }
       continue;
     }
     if (code == PW_STATUS_INVALID_ARGUMENT) {
@@ -192,10 +220,71 @@ static void pw_worker_serve(pw_worker_t* w) {
   if (lost) pw_atomic_fetch_add_u64(&w->n_losses, 1);
 }
 
-/* After the session: no more sends, the data plane's copies cancelled,
- * the backend's launches waited for, every memory and executable freed. */
+/* The session socket's close, on a thread of its own. */
+typedef struct pw_worker_closer_t {
+  nng_socket socket;
+  pw_allocator_t allocator;
+  pw_atomic_u32_t done;
+  pw_atomic_u32_t refs; /* the closer thread's and the waiter's */
+} pw_worker_closer_t;
+
+static void pw_worker_closer_release(pw_worker_closer_t* c) {
+  if (pw_atomic_fetch_sub_u32(&c->refs, 1) == 1) pw_allocator_free(c->allocator, c, sizeof(*c));
+}
+
+static void* pw_worker_closer_main(void* arg) {
+  pw_worker_closer_t* c = arg;
+  pw__wire_nng_close(c->socket);
+  pw_atomic_store_u32_release(&c->done, 1);
+  pw_worker_closer_release(c);
+  return NULL;
+}
+
+/* nng 1.5's close can wait forever for a pipe that still holds a message
+ * (wire_nng.c drains what it can first; a worker resumed after SIGSTOP
+ * with a backlog hit it). The close runs on a thread of its own, waited
+ * for up to PW_WORKER_CLOSE_NS: past that the socket is left to it
+ * (logged) and the worker goes on to register again instead of hanging. */
+static void pw_worker_close_session(pw_worker_t* w) {
+  pw_worker_closer_t* c = NULL;
+  pthread_t thread;
+  pw_status_t s = pw_allocator_calloc(w->allocator, sizeof(*c), 0, (void**)&c);
+  if (s == NULL) {
+    c->socket = w->session;
+    c->allocator = w->allocator;
+    pw_atomic_init_u32(&c->done, 0);
+    pw_atomic_init_u32(&c->refs, 2);
+    if (pthread_create(&thread, NULL, pw_worker_closer_main, c) != 0) {
+      pw_allocator_free(w->allocator, c, sizeof(*c));
+      c = NULL;
+    }
+  }
+  pw_status_free(s);
+  if (c == NULL) {
+    pw__wire_nng_close(w->session);
+    return;
+  }
+  pthread_detach(thread);
+  pw_time_t deadline = pw_deadline_from_timeout(PW_WORKER_CLOSE_NS);
+  while (!pw_atomic_load_u32_acquire(&c->done) && pw_deadline_remaining(deadline) > 0) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!pw_atomic_load_u32_acquire(&c->done)) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker",
+           "worker %s: closing the session's socket still blocks after %llu ms; left behind",
+           w->name, (unsigned long long)(PW_WORKER_CLOSE_NS / 1000000));
+  }
+  pw_worker_closer_release(c);
+}
+
+/* After the session: no more sends, the socket closed, the data plane's
+ * copies cancelled, the backend's launches waited for, every memory and
+ * executable freed. */
 static void pw_worker_cleanup(pw_worker_t* w) {
   pw_atomic_store_u32_release(&w->dead, 1);
+  pw_worker_heartbeat_join(w);
+  pw_worker_close_session(w);
   pw__worker_dp_close(w);
   pthread_mutex_lock(&w->lock);
   while (w->inflight > 0) {
@@ -210,7 +299,6 @@ static void pw_worker_cleanup(pw_worker_t* w) {
   }
   pthread_mutex_unlock(&w->lock);
   pw__worker_tables_clear(w);
-  pw__wire_nng_close(w->session);
   w->session_open = false;
 }
 
@@ -225,12 +313,17 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   pw_atomic_store_u32_release(&w->dead, 0);
   pw_atomic_store_u32_release(&w->closed, 0);
   w->heartbeat_seq = 0;
-  /* w->queue_seq goes on: the backend's device queues outlive sessions. */
+  /* queue_seq goes on from the last session: the backend's queues
+   * outlive it, and a number it has seen again would be refused. */
   pw_status_t s = pw__wire_nng_limit(w->session);
   pw_status_ignore(s);
   nng_socket_set_ms(w->session, NNG_OPT_SENDTIMEO, PW_WORKER_SEND_TIMEOUT_MS);
   /* DONEs and heartbeats queue while the controller is busy reading. */
   nng_socket_set_int(w->session, NNG_OPT_SENDBUF, 1024);
+  /* A session is one connection: when it drops the session is over, so
+   * the dialer never redials (an hour is never here). */
+  nng_socket_set_ms(w->session, NNG_OPT_RECONNMINT, 3600000);
+  nng_socket_set_ms(w->session, NNG_OPT_RECONNMAXT, 3600000);
   pw_atomic_store_u32_release(&w->pipe, 0);
   nng_pipe_notify(w->session, NNG_PIPE_EV_ADD_POST, pw_worker_pipe_event, w);
   nng_pipe_notify(w->session, NNG_PIPE_EV_REM_POST, pw_worker_pipe_event, w);
@@ -250,6 +343,15 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
   attach.u[PW_WIRE_ATTACH_INDEX] = w->index;
   attach.blob[PW_WIRE_ATTACH_B_NONCE] = (pw_wire_blob_t){nonce, PW_WIRE_NONCE_SIZE};
   pw__worker_send(w, &attach);
-  pw_worker_serve(w);
+  pw_atomic_store_u32_release(&w->heartbeat_stop, 0);
+  int hb = pthread_create(&w->heartbeat_thread, NULL, pw_worker_heartbeat_main, w);
+  w->heartbeat_running = hb == 0;
+  if (hb != 0) {
+    pw_log(&w->logger, PW_LOG_WARN, "worker",
+           "worker %s: no heartbeat thread (error %d): session ended, registering again",
+           w->name, hb);
+  } else {
+    pw_worker_serve(w);
+  }
   pw_worker_cleanup(w);
 }

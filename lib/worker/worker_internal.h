@@ -11,8 +11,9 @@
  *   copy_remote.c   the data plane: PEER, COPY SEND/RECV, CANCEL over
  *                   lib/ucx (copy_remote_stub.c when UCX is not built)
  *
- * Threads: the run thread registers and reads the session; backend
- * completion threads (and the data plane's) send DONE. Sends are
+ * Threads: the run thread registers and reads the session; a heartbeat
+ * thread per session sends HEARTBEAT; backend completion threads (and
+ * the data plane's) send DONE. Sends are
  * thread-safe (nng sockets are). |lock| guards the tables, the pins and
  * |inflight|. */
 #ifndef PW_WORKER_WORKER_INTERNAL_H_
@@ -34,6 +35,8 @@
  * flag and the heartbeat clock. */
 #define PW_WORKER_POLL_NS 50000000ull
 #define PW_WORKER_SEND_TIMEOUT_MS 2000
+/* The longest the worker waits for its session socket to close. */
+#define PW_WORKER_CLOSE_NS 5000000000ull
 
 /* One id -> pointer table (open addressing, linear probing; ids are never
  * 0). Guarded by the worker's lock. */
@@ -99,7 +102,12 @@ struct pw_worker_s {
   pw_atomic_u32_t dead;       /* no more sends on the session */
   pw_atomic_u32_t closed;     /* the session's pipe went away */
   pw_atomic_u32_t pipe;       /* the session's pipe id, 0 before one */
-  uint64_t heartbeat_seq;
+  /* Heartbeats go out from a thread of their own (session.c), so a slow
+   * request on the reader does not silence the worker. */
+  pthread_t heartbeat_thread;
+  bool heartbeat_running;
+  pw_atomic_u32_t heartbeat_stop;
+  uint64_t heartbeat_seq;     /* the heartbeat thread's only */
 
   pthread_mutex_t lock;
   pthread_cond_t idle;        /* signalled when |inflight| drops to 0 */
@@ -108,8 +116,8 @@ struct pw_worker_s {
   pw_worker_table_t exes;
 
   pw_worker_dp_t* dp;         /* the data plane, NULL when off */
-  /* Per device: the queue_seq of the last launch handed to the backend
-   * since create (sessions come and go, the backend's queues stay; the
+  /* Per device: the queue_seq of the last launch handed to the backend,
+   * over the worker's life (the backend's queues outlive sessions; the
    * reader thread's only). */
   uint64_t* queue_seq;
 };

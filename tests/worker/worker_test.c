@@ -3,6 +3,7 @@
  * loss. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_controller.h"
 #include "pathways/backends/sim.h"
@@ -194,31 +195,6 @@ Test(worker, compile_load_launch_read) {
   fc_stop(&fc);
 }
 
-/* The backend's device queues outlive a session: the worker's numbering
- * of queued launches goes on in the next one (a backend refuses a
- * queue_seq that goes back). */
-Test(worker, queued_launches_go_on_after_a_new_session) {
-  fc_t fc;
-  fc_session(&fc, 2);
-  fc_setup_add(&fc, 7);
-  fc_launch(&fc, 50, 7, 1, 300);
-  cr_assert_eq(fc_done_code(&fc, 50), 0);
-  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
-  fc_send(&fc, &bye);
-  fc_msg_t hello;
-  fc_recv_hello(&fc, &hello);
-  fc_release(&hello);
-  fc_welcome(&fc, 3, 200000000ull, 50);
-  fc_msg_t attach;
-  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
-  fc_release(&attach);
-  fc_setup_add(&fc, 7);
-  fc_launch(&fc, 51, 7, 1, 300);
-  cr_assert_eq(fc_done_code(&fc, 51), 0, "the second session's first queued launch");
-  cr_assert_eq(fc_stats(&fc).launches, 2);
-  fc_stop(&fc);
-}
-
 Test(worker, launch_on_unknown_ids_is_not_found) {
   fc_t fc;
   fc_session(&fc, 2);
@@ -243,6 +219,107 @@ Test(worker, launch_on_unknown_ids_is_not_found) {
   cr_assert_eq(fc_stats(&fc).launches, 0);
   fc_launch(&fc, 53, 7, 3, 300);
   cr_assert_eq(fc_done_code(&fc, 53), 0);
+  fc_stop(&fc);
+}
+
+/* The backend outlives the session: a new session's queue_seq 1 must not
+ * reach it as 1 again (it would refuse it as going back). */
+Test(worker, queued_launches_run_after_the_worker_registers_again) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 50, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 50), 0);
+  fc_launch(&fc, 51, 7, 2, 300);
+  cr_assert_eq(fc_done_code(&fc, 51), 0);
+  pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
+  bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"controller lost it", 18};
+  fc_send(&fc, &bye);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_welcome(&fc, 3, 200000000ull, 50);
+  fc_msg_t attach;
+  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
+  fc_release(&attach);
+  fc_setup_add(&fc, 7);
+  fc_launch(&fc, 60, 7, 1, 300);
+  cr_assert_eq(fc_done_code(&fc, 60), 0, "the new session's first queued launch runs");
+  fc_launch(&fc, 61, 7, 2, 300);
+  cr_assert_eq(fc_done_code(&fc, 61), 0);
+  cr_assert_eq(fc_stats(&fc).launches, 4);
+  fc_stop(&fc);
+}
+
+/* A CPU backend whose compile takes 400 ms, longer than the heartbeat
+ * bound of the session below (20 ms x 5). */
+static pw_backend_vtable_t fc_slow_vtable;
+static pw_status_t (*fc_cpu_compile)(void*, const void*, size_t, const pw_mesh_shape_t*,
+                                     const char*, pw_allocator_t, void**, size_t*);
+
+static pw_status_t fc_slow_compile(void* self, const void* program, size_t size,
+                                   const pw_mesh_shape_t* mesh, const char* options,
+                                   pw_allocator_t allocator, void** out_bytes, size_t* out_size) {
+  struct timespec ts = {0, 400000000L};
+  nanosleep(&ts, NULL);
+  return fc_cpu_compile(self, program, size, mesh, options, allocator, out_bytes, out_size);
+}
+
+/* A request slower than the bound keeps the session: the worker's
+ * heartbeats go on meanwhile, and the controller's that queued behind the
+ * request count as signs of life. */
+Test(worker, slow_request_keeps_the_session) {
+  pw_backend_t b = fc_cpu_backend(1);
+  fc_slow_vtable = *b.vtable;
+  fc_cpu_compile = b.vtable->compile;
+  fc_slow_vtable.compile = fc_slow_compile;
+  b.vtable = &fc_slow_vtable;
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, "secret", b, true);
+  fc_msg_t m;
+  fc_recv_hello(&fc, &m);
+  fc_release(&m);
+  fc_welcome(&fc, 3, 20000000ull, 5);
+  fc_recv(&fc, PW_WIRE_ATTACH, &m);
+  fc_release(&m);
+  pw_wire_msg_t c = {.type = PW_WIRE_COMPILE};
+  uint64_t dims[1] = {1};
+  c.u[PW_WIRE_COMPILE_ID] = 20;
+  c.blob[PW_WIRE_COMPILE_B_PROGRAM] = (pw_wire_blob_t){fc_add_program, strlen(fc_add_program)};
+  c.list = dims;
+  c.list_count = 1;
+  fc_send(&fc, &c);
+  /* Play the controller: a heartbeat every 10 ms until the REPLY. */
+  nng_socket_set_ms(fc.pair, NNG_OPT_RECVTIMEO, 10);
+  uint32_t heartbeats = 0;
+  bool replied = false;
+  for (int i = 0; i < 1000 && !replied; ++i) {
+    pw_wire_msg_t hb = {.type = PW_WIRE_HEARTBEAT};
+    fc_send(&fc, &hb);
+    pw_status_t s = pw__wire_nng_recv(fc.pair, 0, 0, pw_allocator_system(), "worker", &m.raw,
+                                      &m.msg);
+    if (pw_status_code(s) == PW_STATUS_DEADLINE_EXCEEDED) {
+      pw_status_free(s);
+      continue;
+    }
+    cr_assert_null(s, "%s", pw_status_message(s));
+    if (m.msg.type == PW_WIRE_HEARTBEAT) heartbeats++;
+    if (m.msg.type == PW_WIRE_REPLY) {
+      cr_assert_eq(m.msg.u[PW_WIRE_REPLY_CODE], 0);
+      replied = true;
+    }
+    fc_release(&m);
+  }
+  nng_socket_set_ms(fc.pair, NNG_OPT_RECVTIMEO, FC_WAIT_MS);
+  cr_assert(replied, "no REPLY to the slow COMPILE");
+  cr_assert_geq(heartbeats, 5, "%u heartbeats during a 400 ms compile (period 20 ms)",
+                heartbeats);
+  pw_worker_stats_t st = fc_stats(&fc);
+  cr_assert_eq(st.losses, 0, "the worker dropped the session during the compile");
+  cr_assert_eq(st.sessions, 1);
+  fc_alloc(&fc, 1, 0, 4);
+  fc_write(&fc, 2, 1, 0, "abcd", 4, PW_STATUS_OK);
   fc_stop(&fc);
 }
 
