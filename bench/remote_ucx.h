@@ -10,7 +10,8 @@
  * ucp_tag_recv_nbx, of the registered buffer posted and busy-polls, so
  * its wakeup is not timed), then the sender busy-polls a tagged send
  * (ucp_tag_send_nbx) of the buffer and the receiver's 8-byte
- * acknowledgement. Between transfers the receiver spins 1 ms after
+ * acknowledgement (every busy-poll yields the vCPU once per 64 idle
+ * progress calls, as pw-bench's own spin-waits do). Between transfers the receiver spins 1 ms after
  * its last completion, then sleeps in ucp_worker_wait (UCX's wakeup).
  * Time: send posted to ack received. */
 #ifndef PW_BENCH_REMOTE_UCX_H_
