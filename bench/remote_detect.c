@@ -9,7 +9,7 @@
  *              namespace is then taken down: traffic stops silently, as
  *              with a cut cable.
  * Figures, medians over --detect-runs (a fresh worker each): the time from
- * the signal (the cut) to the remote marking the worker detached
+ * the signal (the end of the cut's `ip` command) to the remote marking the worker detached
  * (pw_remote_worker_info), and to its slice being LOST
  * (pw_runtime_slice_info), polled every 0.5 ms, against the bound. Every
  * worker is reaped and the namespace and links removed. */
@@ -124,10 +124,13 @@ static int pw_rd_once(const pw_rbench_opts_t* o, int kind, const char* url, doub
   int rc = pw_rfleet_runtime(&f, 5 * PW_RD_MS, &rt);
   /* A few heartbeats first: the session is in its steady state. */
   if (rc == 0) pw_rd_sleep_us((long)(3 * o->heartbeat_ns / 1000));
+  /* The clock starts when the failure is in place: after the signal, or
+   * when `ip` (tens of ms to start) has taken the link down. */
   int64_t t0 = pw_bench_now_ns();
   if (rc == 0) {
     if (kind == PW_RD_PARTITION) {
       rc = pw_rd_cut();
+      t0 = pw_bench_now_ns();
     } else {
       pw_rfleet_signal(&f, 0, kind == PW_RD_KILL ? SIGKILL : SIGSTOP);
     }

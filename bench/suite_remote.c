@@ -23,7 +23,7 @@
  *   3 transfer  remote_transfer.c.  4 detect  remote_detect.c.
  *   5 fig5      remote_fig5.c.
  *
- * Usage: pw-bench remote [--worker PATH] [--quick] [--reps 5]
+ * Usage: pw-bench remote [--worker PATH] [--quick] [--reps 9]
  *          [--only launch,chain,transfer,detect,fig5] [--launch-ops 2000]
  *          [--launch-devices 8]
  *          [--chain-ops 100] [--kernel-us 50] [--sizes-mib 1,256]
@@ -280,7 +280,7 @@ static int pw_rb_parse(int argc, char** argv, pw_rbench_opts_t* o) {
   o->quick = pw_bench_opt_flag(argc, argv, "quick");
   o->worker = pw_bench_opt_value(argc, argv, "worker");
   if (o->worker == NULL || o->worker[0] == '\0') o->worker = pw_rfleet_default_worker();
-  o->reps = (uint32_t)pw_bench_opt_int(argc, argv, "reps", o->quick ? 1 : 5);
+  o->reps = (uint32_t)pw_bench_opt_int(argc, argv, "reps", o->quick ? 1 : 9);
   o->launch_ops = (uint32_t)pw_bench_opt_int(argc, argv, "launch-ops", o->quick ? 100 : 2000);
   o->launch_devices = (uint32_t)pw_bench_opt_int(argc, argv, "launch-devices", 8);
   o->chain_ops = (uint32_t)pw_bench_opt_int(argc, argv, "chain-ops", o->quick ? 20 : 100);
