@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,8 @@ const char* pw_rfleet_default_worker(void) {
 
 /* In the child: enter |netns| (as `ip netns exec` does), exec the worker. */
 static void pw_rfleet_exec(const pw_rfleet_cfg_t* cfg, const char* url, uint32_t k) {
+  /* A bench killed from outside (a ctest timeout) takes its workers along. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (cfg->netns != NULL) {
     char ns[PATH_MAX];
     snprintf(ns, sizeof(ns), "/var/run/netns/%s", cfg->netns);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -176,6 +177,7 @@ pw_rucx_t* pw_rucx_start(size_t max_bytes) {
   fflush(NULL);
   u->child = fork();
   if (u->child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with the bench */
     /* The child's ends survive exec; the rest close on it. */
     int r = dup(to_child[0]), w = dup(from_child[1]);
     snprintf(fds, sizeof(fds), "%d,%d,%zu", r, w, max_bytes);

@@ -28,12 +28,14 @@
  *          [--launch-devices 8]
  *          [--chain-ops 100] [--kernel-us 50] [--sizes-mib 1,256]
  *          [--heartbeat-ms 50] [--misses 4] [--detect-runs 3]
- *          [--fig5-workers 1,2,4] [--computations 128]
+ *          [--fig5-workers 1,2,4] [--computations 128] [--timeout-s 600]
  *        pw-bench remote --ucx-peer R,W,BYTES   (the UCX peer's receiver) */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_try.h"
 #include "bench_util.h"
@@ -310,12 +312,27 @@ static int pw_rb_parse(int argc, char** argv, pw_rbench_opts_t* o) {
   return 0;
 }
 
+/* --timeout-s: a run that outlives it (a hang, as nng 1.5.2's close can)
+ * ends with status 3; the workers die with it (PR_SET_PDEATHSIG). */
+static void pw_rb_on_alarm(int sig) {
+  (void)sig;
+  static const char text[] = "pw-bench remote: --timeout-s passed; giving up\n";
+  ssize_t n = write(2, text, sizeof(text) - 1);
+  (void)n;
+  _exit(3);
+}
+
 static int pw_bench_remote_main(int argc, char** argv) {
   const char* peer = pw_bench_opt_value(argc, argv, "ucx-peer");
   if (peer != NULL) return pw_rucx_peer_main(peer);
   pw_rbench_opts_t o;
   if (pw_rb_parse(argc, argv, &o) != 0) return 2;
   const char* only = pw_bench_opt_value(argc, argv, "only");
+  long long timeout_s = pw_bench_opt_int(argc, argv, "timeout-s", 600);
+  if (timeout_s > 0) {
+    signal(SIGALRM, pw_rb_on_alarm);
+    alarm((unsigned)timeout_s);
+  }
   o.load_start = pw_rbench_load();
   const char* tls = getenv("UCX_TLS");
   fprintf(stderr, "pw-bench remote: worker %s, %u reps%s, load %.2f, UCX_TLS %s\n", o.worker,
