@@ -5,7 +5,8 @@
  * host, default 8), D from --min-devices (8) by a factor of --step (4)
  * up to --max-devices (16384, always run). The computation is the paper's: a scalar
  * all-reduce then a scalar add (one f32 per chip: all_reduce_sum, then a
- * compute op, each --kernel-ns of virtual time, default 100). Three ways
+ * compute op, each --kernel-ns of virtual time, default 100; fig5_graph.h,
+ * shared with `pw-bench remote`). Three ways
  * to run --computations of them (default 128), as in the paper:
  *   opbyop   a graph of one computation (2 gang ops), submitted once per
  *            computation, each reading the previous one's output buffer;
@@ -48,6 +49,7 @@
 #include "bench_try.h"
 #include "bench_util.h"
 #include "cts/double_backend.h"
+#include "fig5_graph.h"
 #include "pathways/backends/sim.h"
 #include "pathways/pathways.h"
 #include "suites.h"
@@ -70,46 +72,20 @@ typedef struct pw_fig5_s {
   pw_runtime_t* rt;
   pw_client_t* c;
   pw_vslice_t vs;
-  pw_executable_t reduce, add, fused;
+  pw_fig5_exes_t exes;
   pw_array_spec_t spec;
   pw_graph_t graphs[PW_FIG5_MODES];
   pw_buffer_t seed; /* the first computation's input */
 } pw_fig5_t;
 
-static int pw_fig5_compile(pw_fig5_t* f, const char* name, const char* kind, uint64_t ns,
-                           pw_executable_t* out) {
-  char text[256];
-  if (f->cfg.noop) {
-    /* The double's program text: the no-op backend runs nothing. */
-    snprintf(text, sizeof(text), "noop\ninput f32[%u] split(0,0)\noutput f32[%u] split(0,0)\n",
-             f->cfg.devices, f->cfg.devices);
-    PW_FIG5_TRY(pw_executable_compile(f->c, f->vs, text, strlen(text), NULL, out), name);
-    return 0;
-  }
-  snprintf(text, sizeof(text),
-           "op %s\nkind %s\ntime %lluns\ninput f32[%u] split(0,0)\noutput f32[%u] split(0,0)\n",
-           name, kind, (unsigned long long)ns, f->cfg.devices, f->cfg.devices);
-  PW_FIG5_TRY(pw_executable_compile(f->c, f->vs, text, strlen(text), NULL, out), name);
-  return 0;
-}
-
 /* A graph: parameter -> |count| x (reduce -> add) -> output, or (fused)
- * parameter -> fused -> output. */
+ * parameter -> fused -> output (fig5_graph.h). */
 static int pw_fig5_graph(pw_fig5_t* f, uint32_t count, bool fused, pw_graph_t* out) {
   PW_FIG5_TRY(pw_graph_create(f->c, out), "graph");
   uint32_t node;
   PW_FIG5_TRY(pw_graph_add_parameter(f->c, *out, f->vs, &f->spec, &node), "parameter");
-  for (uint32_t i = 0; i < (fused ? 1 : count); ++i) {
-    pw_value_t v = pw_value(node, 0);
-    if (fused) {
-      PW_FIG5_TRY(pw_graph_add_compute(f->c, *out, "fused", f->fused, f->vs, &v, 1, &node),
-                  "fused");
-      break;
-    }
-    PW_FIG5_TRY(pw_graph_add_compute(f->c, *out, "reduce", f->reduce, f->vs, &v, 1, &node),
-                "reduce");
-    v = pw_value(node, 0);
-    PW_FIG5_TRY(pw_graph_add_compute(f->c, *out, "add", f->add, f->vs, &v, 1, &node), "add");
+  if (pw_fig5_add_chain("fig5", f->c, *out, f->vs, &f->exes, count, fused, node, &node) != 0) {
+    return -1;
   }
   PW_FIG5_TRY(pw_graph_add_output(f->c, *out, pw_value(node, 0)), "output");
   PW_FIG5_TRY(pw_graph_finalize(f->c, *out), "finalize");
@@ -152,12 +128,9 @@ static int pw_fig5_open(const pw_fig5_cfg_t* cfg, pw_fig5_t* f) {
   PW_FIG5_TRY(pw_runtime_create(&ro, &f->rt), "runtime");
   PW_FIG5_TRY(pw_client_create(f->rt, NULL, &f->c), "client");
   PW_FIG5_TRY(pw_vslice_create(f->c, &mesh, PW_VSLICE_DEFAULT, &f->vs), "vslice");
-  int64_t n = cfg->devices;
-  f->spec = (pw_array_spec_t){PW_DTYPE_F32, pw_shape_make(1, &n), pw_sharding_split(0, 0)};
-  if (pw_fig5_compile(f, "reduce", "all_reduce_sum", cfg->kernel_ns, &f->reduce) != 0 ||
-      pw_fig5_compile(f, "add", "compute", cfg->kernel_ns, &f->add) != 0 ||
-      pw_fig5_compile(f, "fused", "all_reduce_sum",
-                      2 * cfg->kernel_ns * cfg->computations, &f->fused) != 0 ||
+  f->spec = pw_fig5_spec(cfg->devices);
+  if (pw_fig5_compile_all("fig5", f->c, f->vs, cfg->noop, cfg->devices, cfg->kernel_ns,
+                          cfg->computations, &f->exes) != 0 ||
       pw_fig5_graph(f, 1, false, &f->graphs[PW_FIG5_OPBYOP]) != 0 ||
       pw_fig5_graph(f, cfg->computations, false, &f->graphs[PW_FIG5_CHAINED]) != 0 ||
       pw_fig5_graph(f, 1, true, &f->graphs[PW_FIG5_FUSED]) != 0) {
@@ -177,10 +150,7 @@ static int pw_fig5_close(pw_fig5_t* f) {
     if (f->graphs[m].id != 0) PW_FIG5_TRY(pw_graph_release(f->c, f->graphs[m]), "release");
   }
   if (f->seed.id != 0) PW_FIG5_TRY(pw_buffer_release(f->c, f->seed), "release");
-  pw_executable_t* exes[] = {&f->reduce, &f->add, &f->fused};
-  for (size_t k = 0; k < 3; ++k) {
-    if (exes[k]->id != 0) PW_FIG5_TRY(pw_executable_release(f->c, *exes[k]), "release");
-  }
+  if (pw_fig5_release_all("fig5", f->c, &f->exes) != 0) return -1;
   if (f->vs.id != 0) PW_FIG5_TRY(pw_vslice_release(f->c, f->vs), "vslice release");
   if (f->c != NULL) PW_FIG5_TRY(pw_client_destroy(f->c), "client destroy");
   if (f->rt != NULL) PW_FIG5_TRY(pw_runtime_destroy(f->rt), "runtime destroy");

@@ -13,6 +13,10 @@
 #include "wire/wire_nng.h"
 
 #define PW_LOG_SUB "remote"
+/* The session reader's receive timeout: how soon it sees a closed pipe
+ * (and a stopping remote). 10 ms: a killed worker is lost within it; an
+ * idle session costs 100 wake-ups a second. */
+#define PW_SESSION_POLL_MS 10
 
 static uint32_t pw_pending_bucket(uint64_t id) {
   return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 56) % PW_PENDING_BUCKETS;
@@ -194,9 +198,9 @@ void pw__remote_session_lose(pw_remote_worker_t* worker, uint64_t epoch, const c
       e = next;
     }
   }
-  /* The reader closes the socket on its way out (within its 100 ms
-   * receive timeout): nng_close under mu, or from a thread nng waits on,
-   * can deadlock. */
+  /* The reader closes the socket on its way out (within its
+   * PW_SESSION_POLL_MS receive timeout): nng_close under mu, or from a
+   * thread nng waits on, can deadlock. */
   worker->session_open = false;
   pthread_cond_broadcast(&worker->cond);
   pthread_mutex_unlock(&worker->mu);
@@ -432,7 +436,10 @@ static void* pw_session_reader(void* arg) {
 }
 
 /* A pipe closed: noted for the reader (nng_close may not run inside a
- * pipe callback), which loses the session if it was the attached peer's. */
+ * pipe callback), which loses the session if it was the attached peer's
+ * at its next receive timeout: a worker whose connection closes (killed,
+ * crashed) is lost within PW_SESSION_POLL_MS, not after the heartbeat
+ * bound. */
 static void pw_session_pipe_event(nng_pipe pipe, nng_pipe_ev event, void* arg) {
   (void)event;
   pw_remote_worker_t* worker = arg;
@@ -468,7 +475,7 @@ static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out
   pw_status_t status = pw__wire_nng_limit(s);
   pw_duration_t bound = remote->heartbeat_ns * (pw_duration_t)remote->heartbeat_misses;
   if (status == NULL) {
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 100);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, PW_SESSION_POLL_MS);
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, (nng_duration)(bound / 1000000 + 1));
     nng_socket_set_int(s, NNG_OPT_SENDBUF, 8192);
     nng_socket_set_int(s, NNG_OPT_RECVBUF, 8192);

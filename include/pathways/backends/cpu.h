@@ -76,6 +76,10 @@
  * INVALID_ARGUMENT at compile naming the kernel, the dtype and the ones it
  * takes.
  *   copy(x) -> y                 any dtype, y aligned with x
+ *   spin(x) -> y                 y = x after a busy-wait of attr ns
+ *                                (required, whole, 0 .. 10e9) wall-clock
+ *                                nanoseconds (pw_clock_now): a body of
+ *                                fixed length for benchmarks; any dtype
  *   fill() -> y                  attr value (required); any dtype (integer
  *                                dtypes need an integral value in range,
  *                                bool 0 or 1; floats round the value to f32,

@@ -1,6 +1,6 @@
-/* Built-in elementwise kernels: copy, fill, add, sub, mul, scale, axpy,
- * sgd_update, relu, relu_grad, sigmoid, logistic_loss, logistic_loss_grad,
- * bias_add.
+/* Built-in elementwise kernels: copy, spin, fill, add, sub, mul, scale,
+ * axpy, sgd_update, relu, relu_grad, sigmoid, logistic_loss,
+ * logistic_loss_grad, bias_add.
  *
  * Elementwise kernels need no communication: every parameter has the same
  * global shape and sharding ("aligned"), so each device applies the
@@ -11,6 +11,8 @@
 #include <complex.h>
 #include <string.h>
 #include <tgmath.h>
+
+#include "pathways/clock.h"
 
 #include "backends/cpu/cpu_dtypes.h"
 #include "backends/cpu/cpu_internal.h"
@@ -130,6 +132,34 @@ PW_CPU_DEFINE_ARITH(mul)
 static pw_status_t pw_cpu_run_copy(const pw_cpu_kernel_call_t* call) {
   memcpy(call->outputs[0].data, call->inputs[0].data, call->outputs[0].size);
   return NULL;
+}
+
+/* spin: a body of fixed wall-clock length (benchmarks compare the same
+ * device time in one process and behind a worker): busy-waits |ns| on
+ * pw_clock_now, then copies, so a chain of spins still carries data. */
+static pw_status_t pw_cpu_run_spin(const pw_cpu_kernel_call_t* call) {
+  const double ns = pw_cpu_program_number_attr(call->program, "ns", 0.0);
+  const pw_time_t t0 = pw_clock_now();
+  while ((double)(pw_clock_now() - t0) < ns) {
+  }
+  memcpy(call->outputs[0].data, call->inputs[0].data, call->outputs[0].size);
+  return NULL;
+}
+
+#define PW_CPU_SPIN_MAX_NS 10e9 /* 10 s: a launch deadline outlives it */
+
+static pw_status_t pw_cpu_check_spin(void* user, const pw_cpu_program_t* program,
+                                     const pw_mesh_shape_t* mesh) {
+  (void)user;
+  (void)mesh;
+  const double ns = pw_cpu_program_number_attr(program, "ns", -1.0);
+  if (!(ns >= 0 && ns <= PW_CPU_SPIN_MAX_NS) || ns != (double)(int64_t)ns) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "kernel 'spin': attr ns %g is not a whole number of nanoseconds "
+                          "from 0 to 10e9",
+                          ns);
+  }
+  return pw_cpu__check_aligned(program);
 }
 
 static pw_status_t pw_cpu_run_fill(const pw_cpu_kernel_call_t* call) {
@@ -275,6 +305,7 @@ static const pw_cpu_param_spec_t pw_cpu_any_y[] = {{"y", PW_CPU_DTYPES_ANY, -1}}
 static const pw_cpu_attr_spec_t pw_cpu_alpha[] = {{"alpha", PW_CPU_ATTR_NUMBER, true}};
 static const pw_cpu_attr_spec_t pw_cpu_lr[] = {{"lr", PW_CPU_ATTR_NUMBER, true}};
 static const pw_cpu_attr_spec_t pw_cpu_scale[] = {{"scale", PW_CPU_ATTR_NUMBER, false}};
+static const pw_cpu_attr_spec_t pw_cpu_ns[] = {{"ns", PW_CPU_ATTR_NUMBER, true}};
 static const pw_cpu_attr_spec_t pw_cpu_value[] = {{"value", PW_CPU_ATTR_NUMBER, true}};
 
 #define PW_CPU_KERNEL(NAME, INS, NIN, OUTS, ATTRS, NATTR, CHECK, RUN)         \
@@ -291,6 +322,8 @@ static const pw_cpu_attr_spec_t pw_cpu_value[] = {{"value", PW_CPU_ATTR_NUMBER, 
 const pw_cpu__builtin_t pw_cpu__elementwise_kernels[] = {
     PW_CPU_KERNEL("copy", pw_cpu_any_x, 1, pw_cpu_any_y, NULL, 0,
                   pw_cpu_check_aligned_hook, pw_cpu_run_copy),
+    PW_CPU_KERNEL("spin", pw_cpu_any_x, 1, pw_cpu_any_y, pw_cpu_ns, 1, pw_cpu_check_spin,
+                  pw_cpu_run_spin),
     PW_CPU_KERNEL("fill", NULL, 0, pw_cpu_any_y, pw_cpu_value, 1, pw_cpu_check_fill,
                   pw_cpu_run_fill),
     PW_CPU_KERNEL("add", pw_cpu_arith_ab, 2, pw_cpu_arith_y, NULL, 0,

@@ -154,6 +154,32 @@ Test(cpu_kernels, copy_fill_and_bias_add) {
   kfix_fini(&f);
 }
 
+/* spin copies its input after its wall-clock wait (the wait itself is not
+ * asserted: no timing in tests), and refuses an ns that is missing,
+ * negative, fractional or over 10 s. */
+Test(cpu_kernels, spin_copies_and_checks_its_ns) {
+  kfix_t f;
+  kfix_init(&f, 1);
+  float x[16], y[16];
+  cpu_random_fill(&f.rng, x, 16);
+  const void* in[] = {x};
+  void* out[] = {y};
+  run_ok(&f, "kernel spin\ninput f32[16] split(0,all)\noutput f32[16] split(0,all)\n"
+             "attr ns 2000\n", in, out);
+  cr_assert(memcmp(x, y, sizeof(x)) == 0);
+  static const char* const bad[] = {"", "attr ns -1\n", "attr ns 1.5\n", "attr ns 2e10\n"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    char text[160];
+    snprintf(text, sizeof(text),
+             "kernel spin\ninput f32[16] split(0,all)\noutput f32[16] split(0,all)\n%s", bad[i]);
+    pw_status_t s = cpu_run_text(f.backend, text, &f.mesh, in, out);
+    cr_assert_not_null(s, "'%s' accepted", bad[i]);
+    cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT, "%s", pw_status_message(s));
+    pw_status_free(s);
+  }
+  kfix_fini(&f);
+}
+
 /*---------------------------------------------------------------------------
  * matmul
  *-------------------------------------------------------------------------*/
