@@ -83,6 +83,11 @@ typedef struct pw_worker_options_t {
   const char* tls_cert_file;
   const char* tls_key_file;
   const char* tls_server_name;
+  /* After a lost session, how long the worker waits for the backend's
+   * launches of that session before it registers again anyway (their
+   * memory and executables are freed when they finish, and their DONEs
+   * are dropped: a new session never sees them). 0: 10 s. */
+  uint64_t drain_ns;
 } pw_worker_options_t;
 
 #define PW_WORKER_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_worker_options_t, no_data_plane)

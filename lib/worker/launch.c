@@ -15,6 +15,7 @@
 typedef struct pw_worker_launch_t {
   pw_worker_t* w;
   uint64_t id;
+  uint64_t session_gen;     /* the session it belongs to */
   size_t bytes;             /* this block's size */
   pthread_mutex_t lock;
   uint32_t pending;         /* parts not completed (+1 while launching) */
@@ -45,7 +46,9 @@ static void pw_worker_launch_finish(pw_worker_launch_t* l) {
   const char* text = l->failure != NULL ? pw_status_message(l->failure) : "";
   size_t n = strlen(text);
   msg.blob[PW_WIRE_DONE_B_MESSAGE] = (pw_wire_blob_t){text, n > 4000 ? 4000 : n};
-  pw__worker_send(w, &msg);
+  /* A launch that outlived its session (pw_worker_cleanup's bounded wait)
+   * answers nobody: the ids of a new session are another controller's. */
+  if (l->session_gen == pw_atomic_load_u64_acquire(&w->session_gen)) pw__worker_send(w, &msg);
   pw_status_free(l->failure);
   for (uint32_t i = 0; i < l->mem_count; ++i) pw__worker_mem_unpin(w, l->mems[i]);
   pw__worker_exe_unpin(w, l->exe);
@@ -155,6 +158,7 @@ static pw_status_t pw_worker_launch_make(pw_worker_t* w, const pw_wire_msg_t* ms
   l->group_devices = (uint32_t*)p;
   l->w = w;
   l->id = msg->u[PW_WIRE_LAUNCH_ID];
+  l->session_gen = pw_atomic_load_u64_acquire(&w->session_gen);
   l->bytes = bytes;
   l->timed = true;
   l->devices = devices;

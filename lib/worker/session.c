@@ -286,18 +286,30 @@ static void pw_worker_cleanup(pw_worker_t* w) {
   pw_worker_heartbeat_join(w);
   pw_worker_close_session(w);
   pw__worker_dp_close(w);
+  /* Bounded: a backend launch that never returns must not keep the
+   * worker from its next controller. What is still running then keeps its
+   * pins (its memory is freed when it finishes) and its DONE is dropped
+   * (launch.c). */
+  pw_time_t deadline = pw_deadline_from_timeout((pw_duration_t)w->drain_ns);
   pthread_mutex_lock(&w->lock);
-  while (w->inflight > 0) {
+  while (w->inflight > 0 && pw_deadline_remaining(deadline) > 0) {
+    pw_duration_t left = pw_deadline_remaining(deadline);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 5;
-    if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) != 0 && w->inflight > 0) {
-      pw_log(&w->logger, PW_LOG_WARN, "worker",
-             "worker %s: still waiting for %llu launches and copies of the lost session",
-             w->name, (unsigned long long)w->inflight);
-    }
+    int64_t ns = ts.tv_nsec + (left < 1000000000 ? left : 1000000000);
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    (void)pthread_cond_timedwait(&w->idle, &w->lock, &ts);
   }
+  uint64_t left_behind = w->inflight;
   pthread_mutex_unlock(&w->lock);
+  if (left_behind > 0) {
+    pw_log(&w->logger, PW_LOG_ERROR, "worker",
+           "worker %s: %llu launches of the lost session still running after %llu ms: "
+           "registering again without them (their memory is freed when they finish)",
+           w->name, (unsigned long long)left_behind,
+           (unsigned long long)(w->drain_ns / 1000000));
+  }
   pw__worker_tables_clear(w);
   w->session_open = false;
 }
@@ -310,6 +322,7 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
     return;
   }
   w->session_open = true;
+  pw_atomic_store_u64_release(&w->session_gen, pw_atomic_load_u64_acquire(&w->session_gen) + 1);
   pw_atomic_store_u32_release(&w->dead, 0);
   pw_atomic_store_u32_release(&w->closed, 0);
   w->heartbeat_seq = 0;

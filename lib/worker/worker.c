@@ -103,6 +103,10 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
   w->retry_max_ns = options->retry_max_ns ? options->retry_max_ns : 2000000000ull;
   if (w->retry_max_ns < w->retry_min_ns) w->retry_max_ns = w->retry_min_ns;
   w->no_data_plane = options->no_data_plane;
+  w->drain_ns = options->struct_size >= PW_STRUCT_SIZE(pw_worker_options_t, drain_ns) &&
+                        options->drain_ns != 0
+                    ? options->drain_ns
+                    : 10000000000ull;
   w->url_size = strlen(options->controller_url) + 1;
   status = pw_worker_copy_bytes(a, options->controller_url, w->url_size, (void**)&w->url);
   if (status == NULL) {

@@ -108,6 +108,10 @@ struct pw_worker_s {
   bool heartbeat_running;
   pw_atomic_u32_t heartbeat_stop;
   uint64_t heartbeat_seq;     /* the heartbeat thread's only */
+  /* The session's number (1, 2, ...): a launch's DONE goes out only in
+   * the session that made it. Written by the run thread at each start. */
+  pw_atomic_u64_t session_gen;
+  uint64_t drain_ns;          /* pw_worker_options_t.drain_ns (0: 10 s) */
 
   pthread_mutex_t lock;
   pthread_cond_t idle;        /* signalled when |inflight| drops to 0 */

@@ -62,6 +62,7 @@ void fc_start_worker(fc_t* fc, const char* token, pw_backend_t backend, bool no_
   o.retry_min_ns = 10000000;
   o.retry_max_ns = 50000000;
   o.no_data_plane = no_data_plane;
+  o.drain_ns = fc->drain_ns;
   pw_status_t s = pw_worker_create(&o, &fc->worker);
   cr_assert_null(s, "%s", pw_status_message(s));
   cr_assert_eq(pthread_create(&fc->thread, NULL, fc_run, fc), 0);

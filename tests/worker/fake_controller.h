@@ -30,6 +30,7 @@ typedef struct fc_t {
   pthread_t thread;
   bool running;
   pw_status_t run_status;
+  uint64_t drain_ns;         /* set after fc_listen: the worker's drain_ns */
 } fc_t;
 
 /* Listens on both sockets. */
