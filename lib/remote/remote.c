@@ -355,6 +355,9 @@ void pw_remote_destroy(pw_remote_t* remote) {
   pthread_mutex_unlock(&remote->mu);
   pthread_join(remote->monitor_thread, NULL);
   pthread_join(remote->reg_thread, NULL);
+  /* The listener first: its pipes go with it, so no HELLO of a worker
+   * that keeps retrying arrives after the drain (docs/toolchain.md). */
+  nng_listener_close(remote->reg_listener);
   pw__wire_nng_close(remote->reg);
   for (uint32_t i = 0; i < remote->worker_count; ++i) {
     pw_remote_worker_t* w = remote->workers[i];
@@ -366,8 +369,12 @@ void pw_remote_destroy(pw_remote_t* remote) {
     uint64_t epoch = w->epoch;
     pthread_mutex_unlock(&w->mu);
     pw__remote_session_lose(w, epoch, "the controller is shutting down");
-    pw__remote_session_join(w);
-    pw_remote_worker_free(remote, w);
+  }
+  /* Every reader joined before any record goes: a reader still attaching
+   * announces its worker to the others (session.c). */
+  for (uint32_t i = 0; i < remote->worker_count; ++i) pw__remote_session_join(remote->workers[i]);
+  for (uint32_t i = 0; i < remote->worker_count; ++i) {
+    pw_remote_worker_free(remote, remote->workers[i]);
   }
   pw__remote_dp_close(remote);
   if (remote->token) pw_allocator_free(remote->allocator, remote->token, remote->token_size);

@@ -246,6 +246,10 @@ static void* pw_worker_closer_main(void* arg) {
  * for up to PW_WORKER_CLOSE_NS: past that the socket is left to it
  * (logged) and the worker goes on to register again instead of hanging. */
 static void pw_worker_close_session(pw_worker_t* w) {
+  /* The controller's pipe first: what it still holds is dropped with it,
+   * and nothing arrives after the drain (docs/toolchain.md, nng 1.5.2). */
+  uint32_t pipe = pw_atomic_load_u32_acquire(&w->pipe);
+  if (pipe != 0) nng_pipe_close((nng_pipe){.id = pipe});
   pw_worker_closer_t* c = NULL;
   pthread_t thread;
   pw_status_t s = pw_allocator_calloc(w->allocator, sizeof(*c), 0, (void**)&c);
