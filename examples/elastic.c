@@ -207,14 +207,8 @@ int main(int argc, char** argv) {
   job.kill_at = kill_at;
   job.repair_at = repair_at;
   job.kill_device = 2 * kPer + 1;
-  pw_elastic_options_t eo;
-  pw_elastic_options_init(&eo);
-  eo.slice_mesh = (pw_mesh_shape_t){1, {kPer}};
-  eo.min_slices = 2;
-  eo.snapshot_every = 5;
-  eo.state_count = 1;
-  const char* state_names[1] = {"weights"};
-  eo.state_names = state_names;
+  const char* state_names[1];
+  pw_elastic_options_t eo = pw_example_elastic_options(kPer, state_names);
   pw_elastic_job_t cb = {sizeof(cb), &job, job_setup, job_teardown, job_step, job_event};
   pw_elastic_t* elastic;
   CHECK(pw_elastic_create(client, &eo, &cb, &elastic));

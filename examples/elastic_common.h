@@ -7,6 +7,21 @@
 
 #include "pathways/elastic.h"
 
+/* The helper's options of both elastic examples: slices of |per| devices,
+ * at least 2 of them, a snapshot every 5 steps, one state buffer (the
+ * weights; |names| holds its name and must outlive the helper's create). */
+static inline pw_elastic_options_t pw_example_elastic_options(uint32_t per, const char** names) {
+  pw_elastic_options_t eo;
+  pw_elastic_options_init(&eo);
+  eo.slice_mesh = (pw_mesh_shape_t){1, {per}};
+  eo.min_slices = 2;
+  eo.snapshot_every = 5;
+  eo.state_count = 1;
+  names[0] = "weights";
+  eo.state_names = names;
+  return eo;
+}
+
 static inline void pw_example_elastic_print_event(const pw_elastic_event_t* ev) {
   switch (ev->kind) {
     case PW_ELASTIC_SNAPSHOT:

@@ -122,9 +122,7 @@ void fc_send(fc_t* fc, const pw_wire_msg_t* msg) {
 
 void fc_session(fc_t* fc, uint32_t devices) { fc_session_backend(fc, fc_cpu_backend(devices)); }
 
-void fc_session_backend(fc_t* fc, pw_backend_t backend) {
-  fc_listen(fc);
-  fc_start_worker(fc, "secret", backend, true);
+void fc_attach(fc_t* fc) {
   fc_msg_t hello;
   fc_recv_hello(fc, &hello);
   fc_release(&hello);
@@ -133,6 +131,12 @@ void fc_session_backend(fc_t* fc, pw_backend_t backend) {
   fc_recv(fc, PW_WIRE_ATTACH, &attach);
   cr_assert_eq(attach.msg.u[PW_WIRE_ATTACH_INDEX], 3);
   fc_release(&attach);
+}
+
+void fc_session_backend(fc_t* fc, pw_backend_t backend) {
+  fc_listen(fc);
+  fc_start_worker(fc, "secret", backend, true);
+  fc_attach(fc);
 }
 
 void fc_stop(fc_t* fc) {

@@ -43,6 +43,8 @@ void fc_start_worker(fc_t* fc, const char* token, pw_backend_t backend, bool no_
 /* Receives the next registration message (a HELLO), asserting its type. */
 void fc_recv_hello(fc_t* fc, fc_msg_t* out);
 void fc_welcome(fc_t* fc, uint32_t index, uint64_t heartbeat_ns, uint32_t misses);
+/* The worker's next HELLO, WELCOME as index 3 (200 ms x 50), its ATTACH. */
+void fc_attach(fc_t* fc);
 void fc_refuse(fc_t* fc, const char* reason);
 /* Receives the next session message that is not a HEARTBEAT (or, with
  * |type| HEARTBEAT, the next heartbeat), asserting its type. */

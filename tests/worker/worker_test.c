@@ -241,12 +241,7 @@ Test(worker, a_hung_launch_does_not_keep_the_worker_from_registering_again) {
   fc_listen(&fc);
   fc.drain_ns = 200000000ull;
   fc_start_worker(&fc, "secret", backend, true);
-  fc_msg_t m;
-  fc_recv_hello(&fc, &m);
-  fc_release(&m);
-  fc_welcome(&fc, 3, 200000000ull, 50);
-  fc_recv(&fc, PW_WIRE_ATTACH, &m);
-  fc_release(&m);
+  fc_attach(&fc);
   fc_setup_program(&fc, 7,
                    "kernel test.hang\ninput f32[4] split(0,all)\ninput f32[4] split(0,all)\n"
                    "output f32[4] split(0,all)\n");
@@ -256,11 +251,7 @@ Test(worker, a_hung_launch_does_not_keep_the_worker_from_registering_again) {
   pthread_mutex_unlock(&h.lock);
   pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
   fc_send(&fc, &bye);
-  fc_recv_hello(&fc, &m); /* within drain_ns, not never */
-  fc_release(&m);
-  fc_welcome(&fc, 3, 200000000ull, 50);
-  fc_recv(&fc, PW_WIRE_ATTACH, &m);
-  fc_release(&m);
+  fc_attach(&fc); /* within drain_ns, not never */
   pthread_mutex_lock(&h.lock);
   h.released = true;
   pthread_cond_broadcast(&h.cond);
@@ -269,6 +260,7 @@ Test(worker, a_hung_launch_does_not_keep_the_worker_from_registering_again) {
   nanosleep(&ts, NULL);
   /* The next message of the new session is this READ's REPLY, not the
    * old launch's DONE. */
+  fc_msg_t m;
   fc_read(&fc, 60, 300, 0, 8, PW_STATUS_NOT_FOUND, &m);
   fc_release(&m);
   cr_assert_eq(fc_stats(&fc).launches, 1);
@@ -315,13 +307,7 @@ Test(worker, queued_launches_run_after_the_worker_registers_again) {
   pw_wire_msg_t bye = {.type = PW_WIRE_BYE};
   bye.blob[PW_WIRE_REASON_B] = (pw_wire_blob_t){"controller lost it", 18};
   fc_send(&fc, &bye);
-  fc_msg_t hello;
-  fc_recv_hello(&fc, &hello);
-  fc_release(&hello);
-  fc_welcome(&fc, 3, 200000000ull, 50);
-  fc_msg_t attach;
-  fc_recv(&fc, PW_WIRE_ATTACH, &attach);
-  fc_release(&attach);
+  fc_attach(&fc);
   fc_setup_add(&fc, 7);
   fc_launch(&fc, 60, 7, 1, 300);
   cr_assert_eq(fc_done_code(&fc, 60), 0, "the new session's first queued launch runs");
