@@ -1,7 +1,9 @@
 /* One worker's session: the pair0 socket, its reader thread, the pending
  * table of requests, launches and copy parts, heartbeats and loss. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <inttypes.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -17,6 +19,8 @@
  * (and a stopping remote). 10 ms: a killed worker is lost within it; an
  * idle session costs 100 wake-ups a second. */
 #define PW_SESSION_POLL_MS 10
+/* How long joining an ended session's reader may take (see below). */
+#define PW_SESSION_JOIN_S 3
 
 static uint32_t pw_pending_bucket(uint64_t id) {
   return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 56) % PW_PENDING_BUCKETS;
@@ -463,7 +467,21 @@ void pw__remote_session_join(pw_remote_worker_t* worker) {
   pthread_t reader = worker->reader;
   worker->reader_joinable = false;
   pthread_mutex_unlock(&worker->mu);
-  if (joinable) pthread_join(reader, NULL);
+  if (!joinable) return;
+  /* Bounded: nng 1.5.2's close of a session whose peer was stopped
+   * (SIGSTOP, a full TCP window) can block for ever. A reader touches
+   * nothing of the worker once it is closing, so it is left behind
+   * (logged) rather than keeping the worker from registering again or
+   * the remote from going. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += PW_SESSION_JOIN_S;
+  if (pthread_timedjoin_np(reader, NULL, &until) != 0) {
+    pthread_detach(reader);
+    pw_log(&worker->remote->logger, PW_LOG_ERROR, PW_LOG_SUB,
+           "%s: the old session's reader still closes its socket after %d s (nng); left behind",
+           worker->label, PW_SESSION_JOIN_S);
+  }
 }
 
 static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out_socket,
