@@ -115,7 +115,7 @@ def test_slice_fails_in_a_step_restores_on_fewer_and_grows_back(rt4):
     assert lost.slice == 2
     assert SLICES - 1 in job.counts and job.restoring == 2
     restored = next(e for e in job.events if e.kind == "restored")
-    assert restored.step == 5 and restored.slice is None
+    assert restored.step == (5 if st["steps_replayed"] == 2 else 0) and restored.slice is None
     el.close()
     c.close()
 
