@@ -524,7 +524,7 @@ static pw_status_t pw_session_socket(pw_remote_worker_t* worker, nng_socket* out
 pw_status_t pw__remote_session_open(pw_remote_worker_t* worker, char* url, size_t capacity) {
   pw__remote_session_join(worker);
   nng_socket s;
-  nng_listener l;
+  nng_listener l = NNG_LISTENER_INITIALIZER;
   PW_RETURN_IF_ERROR(pw_session_socket(worker, &s, &l, url, capacity));
   uint8_t nonce[PW_WIRE_NONCE_SIZE];
   if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce)) {
