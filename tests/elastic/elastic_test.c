@@ -253,8 +253,13 @@ Test(elastic, a_failing_step_restores_on_fewer_slices_and_grows_back) {
   OK(pw_elastic_stats(e, &st));
   cr_assert_eq(st.recoveries, 1);
   cr_assert_eq(st.growths, 1);
-  cr_assert_eq(st.steps_replayed, 2, "steps 5 and 6 ran again after restoring step 5");
-  cr_assert_eq(st.steps_completed, 32);
+  /* Steps 5 and 6 run again after restoring step 5; or, when the loss
+   * came before the snapshot of step 5 had copied slice 2's shards (that
+   * snapshot then fails and the one of step 0 stands), steps 0-6. */
+  cr_assert(st.steps_replayed == 2 || st.steps_replayed == 7,
+            "replayed %llu steps: neither from the snapshot of step 5 nor of step 0",
+            (unsigned long long)st.steps_replayed);
+  cr_assert_eq(st.steps_completed, 30 + st.steps_replayed);
   cr_assert_eq(st.slice_count, kSlices);
   cr_assert_gt(st.last_restore_ns, 0);
   cr_assert(saw(&env.job, PW_ELASTIC_SLICE_LOST));
