@@ -13,7 +13,7 @@ from make_corpus import enc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fuzz", "corpus", "wire")
-VERSION = 1
+VERSION = 2
 
 # type: (name, unsigned count, blobs (str or bytes samples), list or None)
 SHAPES = {
@@ -54,13 +54,18 @@ def main():
     for kind, (name, unsigned, blobs, items) in SHAPES.items():
         cases[name] = message(kind, unsigned, blobs, items)
     hello = SHAPES[1]
-    cases["bad_version"] = enc([2, 1] + [0] * 6 + hello[2] + [hello[3]])
+    cases["bad_version"] = enc([1, 1] + [0] * 6 + hello[2] + [hello[3]])
     cases["bad_type"] = enc([VERSION, 99])
     cases["bad_short"] = enc([VERSION, 11, 1, 2])
     cases["bad_blob_kind"] = enc([VERSION, 3, b"reason as bytes"])
     cases["bad_nested_list"] = enc([VERSION, 5, 1, [[1]]])
     cases["bad_trailing"] = cases["free"] + b"\x00"
-    cases["bad_indefinite"] = b"\x9f\x01\x0c\x01\xff"
+    cases["bad_indefinite"] = b"\x9f\x02\x0c\x01\xff"
+    # Frames: several messages back to back (what a session carries).
+    cases["frame_dones"] = cases["done"] * 3
+    cases["frame_launch_heartbeat"] = cases["launch"] + cases["heartbeat"] + cases["launch"]
+    cases["frame_bad_middle"] = cases["done"] + cases["bad_short"] + cases["done"]
+    cases["frame_truncated_tail"] = cases["done"] + cases["launch"][:-2]
     for name, data in sorted(cases.items()):
         with open(os.path.join(CORPUS, name + ".cbor"), "wb") as f:
             f.write(data)

@@ -8,7 +8,10 @@
  *     and with any other |expect| is refused;
  *   - an accepted message re-encodes (measure == write) to bytes that
  *     decode to the same fields, and encoding those is a fixed point;
- *   - decoding allocates at most the list (8 bytes per entry).
+ *   - decoding allocates at most the list (8 bytes per entry);
+ *   - read as a frame (pw__wire_decode_next), every step moves forward and
+ *     is accepted or refused like a lone message, nothing leaks, and an
+ *     input that is one message is a frame of exactly that message.
  *
  * Built as a libFuzzer binary with PW_FUZZ=ON under clang, and always as
  * pw_fuzz_wire_replay (with replay_main.c), which ctest runs over the
@@ -73,10 +76,44 @@ static uint8_t* pw_wire_fuzz_encode(const pw_wire_msg_t* msg, size_t* out_size) 
   return bytes;
 }
 
+/* The input as a frame; returns how many messages decoded (|first|: the
+ * first of them, when |first| is not NULL). */
+static uint32_t pw_wire_fuzz_frame(const uint8_t* data, size_t size, pw_allocator_t a,
+                                   pw_wire_fuzz_alloc_t* counter, pw_wire_msg_t* first) {
+  size_t offset = 0;
+  uint32_t decoded = 0;
+  while (offset < size) {
+    size_t before = offset;
+    pw_wire_msg_t m;
+    pw_status_t status = pw__wire_decode_next(data, size, &offset, 0, a, &m);
+    if (offset <= before || offset > size) pw_wire_fuzz_fail("a frame step did not move on");
+    if (status != NULL) {
+      if (pw_status_code(status) != PW_STATUS_INVALID_ARGUMENT) {
+        pw_wire_fuzz_fail(pw_status_message(status));
+      }
+      pw_status_free(status);
+      continue;
+    }
+    if (decoded++ == 0 && first != NULL) {
+      *first = m;
+    } else {
+      pw__wire_msg_release(&m, a);
+    }
+  }
+  (void)counter;
+  return decoded;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pw_wire_fuzz_alloc_t counter = {0, 0};
   pw_allocator_t a = {&counter, pw_wire_fuzz_alloc, pw_wire_fuzz_free};
   pw_wire_msg_t msg;
+  pw_wire_msg_t framed;
+  memset(&framed, 0, sizeof(framed));
+  uint32_t in_frame = pw_wire_fuzz_frame(data, size, a, &counter, &framed);
+  if (in_frame == 0 && counter.live != 0) pw_wire_fuzz_fail("a refused frame leaked a list");
+  size_t base = counter.live; /* the framed copy's list */
+  counter.peak = base;
   pw_status_t status = pw__wire_decode(data, size, 0, a, &msg);
   if (status != NULL) {
     if (pw_status_code(status) != PW_STATUS_INVALID_ARGUMENT ||
@@ -84,10 +121,15 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pw_wire_fuzz_fail(pw_status_message(status));
     }
     pw_status_free(status);
+    if (in_frame > 0) pw__wire_msg_release(&framed, a);
     if (counter.live != 0) pw_wire_fuzz_fail("a refused input leaked its list");
     return 0;
   }
-  if (counter.peak > (size_t)msg.list_count * sizeof(uint64_t) + 64) {
+  if (in_frame != 1 || !pw_wire_fuzz_same(&msg, &framed)) {
+    pw_wire_fuzz_fail("one message is not a frame of that message");
+  }
+  pw__wire_msg_release(&framed, a);
+  if (counter.peak - base > (size_t)msg.list_count * sizeof(uint64_t) + 64) {
     pw_wire_fuzz_fail("decoding allocated more than the list");
   }
   /* The same bytes with |expect| set: its own type decodes, others refuse. */

@@ -57,6 +57,9 @@ static void pw_tool_usage(FILE* out) {
           "  --stream-depth N      launches each device queues (cpu: streams mode,\n"
           "                        queue-ordered; sim: queue depth; 0: one at a time;\n"
           "                        default 8)\n"
+          "  --done-hold-us N      how long a completion may wait for others to share\n"
+          "                        its network message while more launches run\n"
+          "                        (default 100; 0: never wait)\n"
           "  --no-data-plane       no UCX: copies between workers fail\n"
           "  --log-level LEVEL     debug, info (default), warn, error, off\n"
           "  --help                this text\n"
@@ -79,6 +82,7 @@ typedef struct pw_tool_args_t {
   uint32_t devices;
   uint64_t memory_mib;
   uint32_t stream_depth;
+  uint64_t done_hold_us;
   bool no_data_plane;
   pw_log_level_t level;
 } pw_tool_args_t;
@@ -110,13 +114,14 @@ static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
       {"name", required_argument, NULL, 'n'},       {"backend", required_argument, NULL, 'b'},
       {"devices", required_argument, NULL, 'd'},    {"memory-mib", required_argument, NULL, 'm'},
       {"stream-depth", required_argument, NULL, 's'},
+      {"done-hold-us", required_argument, NULL, 'H'},
       {"no-data-plane", no_argument, NULL, 'D'},    {"log-level", required_argument, NULL, 'l'},
       {"tls-ca", required_argument, NULL, 'A'},     {"tls-cert", required_argument, NULL, 'C'},
       {"tls-key", required_argument, NULL, 'K'},
       {"tls-server-name", required_argument, NULL, 'S'},
       {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   *a = (pw_tool_args_t){.backend = "cpu", .devices = 1, .memory_mib = 1024, .stream_depth = 8,
-                        .level = PW_LOG_INFO};
+                        .done_hold_us = 100, .level = PW_LOG_INFO};
   uint64_t v = 0;
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -144,6 +149,11 @@ static int pw_tool_parse(int argc, char** argv, pw_tool_args_t* a) {
           return PW_EXIT_USAGE;
         }
         a->stream_depth = (uint32_t)v;
+        break;
+      case 'H':
+        if (!pw_tool_number("--done-hold-us", optarg, 10000000, &a->done_hold_us)) {
+          return PW_EXIT_USAGE;
+        }
         break;
       case 'D': a->no_data_plane = true; break;
       case 'l':
@@ -324,6 +334,7 @@ int main(int argc, char** argv) {
   o.name = a.name;
   o.backend = backend;
   o.no_data_plane = a.no_data_plane;
+  o.done_hold_ns = a.done_hold_us == 0 ? UINT64_MAX : a.done_hold_us * 1000;
   o.tls_ca_file = a.tls_ca;
   o.tls_cert_file = a.tls_cert;
   o.tls_key_file = a.tls_key;

@@ -34,5 +34,6 @@
 #include "pathways/stores/dir.h"
 #include "pathways/remote.h"
 #include "pathways/worker.h"
+#include "pathways/plugin.h"
 
 #endif /* PATHWAYS_PATHWAYS_H_ */

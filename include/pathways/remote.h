@@ -140,10 +140,20 @@ typedef struct pw_remote_worker_info_t {
    * the control plane (below 64 KiB, or without a data plane). */
   uint64_t host_bytes_data_plane;
   uint64_t host_bytes_control_plane;
+  /* -- v2 fields start here -- */
+  /* Control-plane traffic with this worker, all sessions: messages and
+   * the network messages (frames) that carried them. Messages issued
+   * together (the launches a frame of completions releases, completions
+   * that end while more launches run) share a frame (docs/remote.md). */
+  uint64_t messages_sent;
+  uint64_t frames_sent;
+  uint64_t messages_received;
+  uint64_t frames_received;
 } pw_remote_worker_info_t;
 
 #define PW_REMOTE_WORKER_INFO_SIZE_V1 \
   PW_STRUCT_SIZE(pw_remote_worker_info_t, host_bytes_control_plane)
+#define PW_REMOTE_WORKER_INFO_SIZE_V2 PW_STRUCT_SIZE(pw_remote_worker_info_t, frames_received)
 
 /* NOT_FOUND for an index >= pw_remote_worker_count. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_remote_worker_info(pw_remote_t* remote,

@@ -88,6 +88,12 @@ typedef struct pw_worker_options_t {
    * memory and executables are freed when they finish, and their DONEs
    * are dropped: a new session never sees them). 0: 10 s. */
   uint64_t drain_ns;
+  /* How long a DONE may wait for more while other launches of the session
+   * still run, so completions that end close together share one network
+   * message (docs/remote.md, "Frames"). A DONE goes out at once when
+   * nothing else runs; the wait ends early when 64 are waiting. 0: the
+   * default, 100 us; UINT64_MAX: never wait. */
+  uint64_t done_hold_ns;
 } pw_worker_options_t;
 
 #define PW_WORKER_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_worker_options_t, no_data_plane)
@@ -105,10 +111,14 @@ typedef struct pw_worker_stats_t {
   uint64_t losses;          /* sessions ended by loss (silence, closed, BYE) */
   /* -- v2 fields start here -- */
   uint64_t tls_failures;    /* TLS handshakes with the controller that failed */
+  /* -- v3 fields start here -- */
+  uint64_t messages_sent;   /* on sessions, and the frames that carried them */
+  uint64_t frames_sent;
 } pw_worker_stats_t;
 
 #define PW_WORKER_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_worker_stats_t, losses)
 #define PW_WORKER_STATS_SIZE_V2 PW_STRUCT_SIZE(pw_worker_stats_t, tls_failures)
+#define PW_WORKER_STATS_SIZE_V3 PW_STRUCT_SIZE(pw_worker_stats_t, frames_sent)
 
 /* Fills |out_options| with the defaults and the current struct_size. */
 PW_API void pw_worker_options_init(pw_worker_options_t* out_options);

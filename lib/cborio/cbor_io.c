@@ -139,6 +139,19 @@ static pw_status_t pw_cbor_children(const pw_cbor_item_t* item, uint64_t* out) {
 }
 
 pw_status_t pw__cbor_prescan(const uint8_t* data, size_t size, uint32_t max_depth) {
+  size_t item_size = 0;
+  PW_RETURN_IF_ERROR(pw__cbor_prescan_item(data, size, max_depth, &item_size));
+  if (item_size != size) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "offset %zu: %zu trailing bytes after the top-level item", item_size,
+                          size - item_size);
+  }
+  return NULL;
+}
+
+pw_status_t pw__cbor_prescan_item(const uint8_t* data, size_t size, uint32_t max_depth,
+                                  size_t* out_item_size) {
+  *out_item_size = 0;
   if (size == 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "empty input: expected a CBOR map");
   }
@@ -173,11 +186,7 @@ pw_status_t pw__cbor_prescan(const uint8_t* data, size_t size, uint32_t max_dept
     }
     remaining[++depth] = children;
   }
-  if (reader.pos != size) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "offset %zu: %zu trailing bytes after the top-level item",
-                          reader.pos, size - reader.pos);
-  }
+  *out_item_size = reader.pos;
   return NULL;
 }
 

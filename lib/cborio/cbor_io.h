@@ -55,6 +55,12 @@ const char* pw__cbor_type_name(pw_cbor_type_t type);
  * naming the byte offset otherwise. Allocates nothing. */
 pw_status_t pw__cbor_prescan(const uint8_t* data, size_t size, uint32_t max_depth);
 
+/* The same checks for the first item of [data, data + size), which may be
+ * followed by more bytes (a CBOR sequence, RFC 8742): its size in
+ * |*out_item_size| (0 on error). */
+pw_status_t pw__cbor_prescan_item(const uint8_t* data, size_t size, uint32_t max_depth,
+                                  size_t* out_item_size);
+
 typedef struct pw_cbor_reader_t {
   const uint8_t* data;
   size_t size;

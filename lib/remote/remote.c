@@ -55,6 +55,7 @@ static void pw_remote_worker_free(pw_remote_t* remote, pw_remote_worker_t* w) {
   if (w->ucx_address) pw_allocator_free(a, w->ucx_address, w->ucx_size);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cond);
+  pw__wire_outbox_destroy(&w->out);
   pw_allocator_free(a, w, sizeof(*w));
 }
 
@@ -78,6 +79,7 @@ static pw_status_t pw_remote_worker_new(pw_remote_t* remote, const pw_wire_msg_t
   w->index = remote->worker_count;
   w->device_count = (uint32_t)devices;
   pthread_mutex_init(&w->mu, NULL);
+  pw__wire_outbox_init(&w->out);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -450,6 +452,14 @@ pw_status_t pw_remote_worker_info(pw_remote_t* remote, uint32_t index,
   pthread_mutex_unlock(&w->mu);
   out_info->host_bytes_data_plane = atomic_load(&w->host_bytes_dp);
   out_info->host_bytes_control_plane = atomic_load(&w->host_bytes_cp);
+  if (size >= PW_REMOTE_WORKER_INFO_SIZE_V2) {
+    pthread_mutex_lock(&w->out.mu);
+    out_info->messages_sent = w->out.messages_sent;
+    out_info->frames_sent = w->out.frames_sent;
+    pthread_mutex_unlock(&w->out.mu);
+    out_info->messages_received = atomic_load(&w->messages_received);
+    out_info->frames_received = atomic_load(&w->frames_received);
+  }
   return NULL;
 }
 

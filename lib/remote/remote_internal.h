@@ -26,6 +26,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "pathways/remote.h"
+#include "wire/outbox.h"
 #include "wire/wire.h"
 
 typedef enum pw_rworker_state_e {
@@ -107,6 +108,13 @@ typedef struct pw_remote_worker_s {
 
   _Atomic pw_time_t last_rx;
   atomic_int closed_pipe;      /* the last pipe closed (pipe callback) */
+
+  /* What goes to the worker (lib/remote/outbox.c): the frame being built
+   * and the session it is for (under out.mu). */
+  pw_wire_outbox_t out;
+  uint64_t out_epoch;
+  _Atomic uint64_t messages_received;
+  _Atomic uint64_t frames_received;
 } pw_remote_worker_t;
 
 typedef struct pw_remote_dp_s pw_remote_dp_t;
@@ -186,7 +194,12 @@ void pw__remote_session_join(pw_remote_worker_t* worker);
 
 /* Sends one message on the current session (UNAVAILABLE when there is
  * none, or when |epoch| is not 0 and not the current one). A failed send
- * loses the session. */
+ * loses the session. The message goes into the worker's outbox; it
+ * leaves at once unless this thread is corked (below), and then at
+ * pw__remote_uncork, in one frame with what was corked with it.
+ * |flags|: nng_sendmsg's, and PW_REMOTE_SEND_NOW to send even when
+ * corked (a request whose reply is waited for). */
+#define PW_REMOTE_SEND_NOW (1 << 16)
 pw_status_t pw__remote_send(pw_remote_worker_t* worker, uint64_t epoch,
                             const pw_wire_msg_t* msg, int flags);
 
@@ -194,6 +207,19 @@ pw_status_t pw__remote_send(pw_remote_worker_t* worker, uint64_t epoch,
  * |epoch| (0: current): UNAVAILABLE when it is not attached. */
 pw_status_t pw__remote_pending_add(pw_remote_worker_t* worker, uint64_t epoch,
                                    pw_pending_t* entry);
+
+/* Corking (lib/remote/outbox.c): between pw__remote_cork and
+ * pw__remote_uncork, what this thread sends stays in the workers'
+ * outboxes; uncork sends each such outbox as one frame (a failed send
+ * loses that worker's session: its pending work completes UNAVAILABLE).
+ * A session reader corks while it handles a frame, so the launches its
+ * completions release leave together. Not nested. */
+void pw__remote_cork(void);
+/* True if this thread is corked; then notes |worker| for the uncork. */
+bool pw__remote_corked(pw_remote_worker_t* worker);
+void pw__remote_uncork(void);
+/* Sends |worker|'s outbox now (corked or not). */
+void pw__remote_flush(pw_remote_worker_t* worker);
 
 /* Removes the entry with |id| if it is still there; true if it was. */
 bool pw__remote_pending_take(pw_remote_worker_t* worker, pw_pending_t* entry);

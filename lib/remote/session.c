@@ -102,9 +102,27 @@ pw_status_t pw__remote_send(pw_remote_worker_t* worker, uint64_t epoch,
   if (!ok) {
     return pw_status_make(PW_STATUS_UNAVAILABLE, "%s is lost (not attached)", worker->label);
   }
-  pw_status_t status = pw__wire_nng_send(socket, msg, flags, worker->label);
-  if (status != NULL && pw_status_code(status) != PW_STATUS_INTERNAL &&
-      !(flags & NNG_FLAG_NONBLOCK)) {
+  bool now = (flags & PW_REMOTE_SEND_NOW) != 0;
+  int nng_flags = flags & ~PW_REMOTE_SEND_NOW;
+  pthread_mutex_lock(&worker->out.mu);
+  if (worker->out_epoch != current) {
+    /* What an earlier session left unsent died with it (its pending
+     * entries were completed by the loss). */
+    pw__wire_outbox_discard_locked(&worker->out);
+    worker->out_epoch = current;
+  }
+  pw_status_t status = pw__wire_outbox_append_locked(&worker->out, msg, worker->label);
+  bool hold = status == NULL && !now && pw__remote_corked(worker) &&
+              !pw__wire_outbox_full_locked(&worker->out);
+  /* A non-blocking message alone in the frame may be dropped (a
+   * heartbeat); with others it must not be: it blocks like them. */
+  if (worker->out.count > 1) nng_flags &= ~NNG_FLAG_NONBLOCK;
+  bool lost_ok = (nng_flags & NNG_FLAG_NONBLOCK) != 0;
+  if (status == NULL && !hold) {
+    status = pw__wire_outbox_flush_locked(&worker->out, socket, nng_flags, worker->label);
+  }
+  pthread_mutex_unlock(&worker->out.mu);
+  if (status != NULL && pw_status_code(status) != PW_STATUS_INTERNAL && !lost_ok) {
     pw__remote_session_lose(worker, current, pw_status_message(status));
     return pw_status_annotate(status, "%s lost", worker->label);
   }
@@ -120,7 +138,7 @@ pw_status_t pw__remote_call(pw_remote_worker_t* worker, uint64_t epoch,
   entry.id = request->u[0];
   entry.kind = PW_PENDING_REQUEST;
   PW_RETURN_IF_ERROR(pw__remote_pending_add(worker, epoch, &entry));
-  pw_status_t status = pw__remote_send(worker, epoch, request, 0);
+  pw_status_t status = pw__remote_send(worker, epoch, request, PW_REMOTE_SEND_NOW);
   pw_time_t deadline = pw_deadline_from_timeout(worker->remote->call_timeout_ns);
   pthread_mutex_lock(&worker->mu);
   if (status != NULL) {
@@ -208,6 +226,12 @@ void pw__remote_session_lose(pw_remote_worker_t* worker, uint64_t epoch, const c
   worker->session_open = false;
   pthread_cond_broadcast(&worker->cond);
   pthread_mutex_unlock(&worker->mu);
+  /* A sender holding the outbox may be blocked in nng up to the send
+   * timeout: then the next send's epoch check discards what is left. */
+  if (pthread_mutex_trylock(&worker->out.mu) == 0) {
+    if (worker->out_epoch == epoch) pw__wire_outbox_discard_locked(&worker->out);
+    pthread_mutex_unlock(&worker->out.mu);
+  }
 
   pw_log(&remote->logger, PW_LOG_WARN, PW_LOG_SUB, "%s (session %" PRIu64 ") lost: %s",
          worker->label, epoch, reason);
@@ -384,6 +408,68 @@ static bool pw_session_dispatch(pw_remote_worker_t* worker, uint64_t epoch, nng_
   }
 }
 
+/* A REPLY that is not the last message of its frame gets a copy of the
+ * frame to own (its blobs rebased), so the reader can go on reading. */
+static nng_msg* pw_session_reply_copy(nng_msg* raw, pw_wire_msg_t* msg) {
+  nng_msg* copy = NULL;
+  if (nng_msg_dup(&copy, raw) != 0) return NULL;
+  const unsigned char* from = nng_msg_body(raw);
+  unsigned char* to = nng_msg_body(copy);
+  for (uint32_t i = 0; i < PW_WIRE_MAX_BLOB; ++i) {
+    if (msg->blob[i].data != NULL) {
+      msg->blob[i].data = to + ((const unsigned char*)msg->blob[i].data - from);
+    }
+  }
+  return copy;
+}
+
+/* Handles every message of one received frame, corked: the launches its
+ * completions release leave together. Returns whether the session is
+ * attached after it (the first message of a session must be ATTACH). */
+static bool pw_session_frame(pw_remote_worker_t* worker, uint64_t epoch, nng_msg* raw,
+                             bool attached) {
+  pw_remote_t* remote = worker->remote;
+  const unsigned char* body = nng_msg_body(raw);
+  size_t size = nng_msg_len(raw), offset = 0;
+  uint64_t count = 0;
+  bool raw_kept = false;
+  pw__remote_cork();
+  while (offset < size && !raw_kept) {
+    pw_wire_msg_t msg;
+    pw_status_t status =
+        pw__wire_decode_next(body, size, &offset, 0, remote->allocator, &msg);
+    if (status != NULL) {
+      pw_log(&remote->logger, PW_LOG_WARN, PW_LOG_SUB, "%s: dropped a bad message: %s",
+             worker->label, pw_status_message(status));
+      pw_status_free(status);
+      continue;
+    }
+    ++count;
+    if (!attached) {
+      /* Only a frame's first message may attach. */
+      attached = count == 1 && pw_session_attach(worker, epoch, raw, &msg);
+      pw__wire_msg_release(&msg, remote->allocator);
+      if (!attached) break;
+      continue;
+    }
+    atomic_store(&worker->last_rx, pw_clock_now());
+    bool last = offset == size;
+    nng_msg* own = raw;
+    if (msg.type == PW_WIRE_REPLY && !last) own = pw_session_reply_copy(raw, &msg);
+    bool kept = own != NULL && pw_session_dispatch(worker, epoch, own, &msg);
+    if (kept && own == raw) raw_kept = true;
+    if (!kept) {
+      if (own != NULL && own != raw) nng_msg_free(own);
+      pw__wire_msg_release(&msg, remote->allocator);
+    }
+  }
+  pw__remote_uncork();
+  atomic_fetch_add(&worker->messages_received, count);
+  atomic_fetch_add(&worker->frames_received, 1);
+  if (!raw_kept) nng_msg_free(raw);
+  return attached;
+}
+
 static bool pw_session_peer_closed(pw_remote_worker_t* worker, uint64_t epoch);
 
 static void* pw_session_reader(void* arg) {
@@ -412,22 +498,7 @@ static void* pw_session_reader(void* arg) {
       pw__remote_session_lose(worker, a.epoch, text);
       break;
     }
-    pw_wire_msg_t msg;
-    pw_status_t status = pw__wire_nng_decode(raw, 0, remote->allocator, worker->label, &msg);
-    if (status != NULL) {
-      pw_log(&remote->logger, PW_LOG_WARN, PW_LOG_SUB, "dropped a bad message: %s",
-             pw_status_message(status));
-      pw_status_free(status);
-      continue;
-    }
-    bool kept = false;
-    if (!attached) {
-      attached = pw_session_attach(worker, a.epoch, raw, &msg);
-    } else {
-      atomic_store(&worker->last_rx, pw_clock_now());
-      kept = pw_session_dispatch(worker, a.epoch, raw, &msg);
-    }
-    if (!kept) pw__wire_nng_release(raw, &msg, remote->allocator);
+    attached = pw_session_frame(worker, a.epoch, raw, attached);
   }
   /* The peer's pipe first: no message arrives after the drain that
    * pw__wire_nng_close does, so nng_close has none to wait for. */

@@ -221,6 +221,27 @@ pw_status_t pw__wire_decode(const void* data, size_t size, uint32_t expect,
   return status;
 }
 
+pw_status_t pw__wire_decode_next(const void* data, size_t size, size_t* offset, uint32_t expect,
+                                 pw_allocator_t allocator, pw_wire_msg_t* out_msg) {
+  memset(out_msg, 0, sizeof(*out_msg));
+  size_t at = *offset;
+  if (data == NULL || at >= size) {
+    *offset = size;
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "wire frame: no message at %zu", at);
+  }
+  size_t item = 0;
+  pw_status_t status = pw__cbor_prescan_item((const uint8_t*)data + at, size - at, 2, &item);
+  if (status != NULL) {
+    /* Where this message ends is unknown: nothing after it can be read. */
+    *offset = size;
+    return pw_status_annotate(status, "wire frame: message at byte %zu", at);
+  }
+  *offset = at + item;
+  status = pw__wire_decode((const uint8_t*)data + at, item, expect, allocator, out_msg);
+  if (status != NULL && at > 0) status = pw_status_annotate(status, "at byte %zu of its frame", at);
+  return status;
+}
+
 void pw__wire_msg_release(pw_wire_msg_t* msg, pw_allocator_t allocator) {
   if (msg->list != NULL && msg->list_count > 0) {
     pw_allocator_free(allocator, (void*)msg->list, (size_t)msg->list_count * sizeof(uint64_t));

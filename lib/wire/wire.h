@@ -26,7 +26,8 @@
 #include "pathways/allocator.h"
 #include "pathways/status.h"
 
-#define PW_WIRE_VERSION 1u
+/* 2: sessions carry frames (several messages per network message). */
+#define PW_WIRE_VERSION 2u
 #define PW_WIRE_MAX_U 10u
 #define PW_WIRE_MAX_BLOB 5u
 /* The largest list any message may carry (a launch: the gang's devices,
@@ -153,6 +154,16 @@ size_t pw__wire_write(const pw_wire_msg_t* msg, void* buffer, size_t capacity);
  * point into |data| and its list is allocated from |allocator|. */
 pw_status_t pw__wire_decode(const void* data, size_t size, uint32_t expect,
                             pw_allocator_t allocator, pw_wire_msg_t* out_msg);
+
+/* Frames. What a session's socket carries is a frame: one or more
+ * messages back to back (a CBOR sequence, RFC 8742), so that launches
+ * and completions issued together cost one network message
+ * (docs/formats.md). Decodes the message that starts at |*offset| and
+ * moves |*offset| past it, also when that message is refused but its end
+ * is known; to |size| when it is not (the rest of the frame cannot be
+ * read). The frame is done when |*offset| == |size|. */
+pw_status_t pw__wire_decode_next(const void* data, size_t size, size_t* offset, uint32_t expect,
+                                 pw_allocator_t allocator, pw_wire_msg_t* out_msg);
 
 /* Frees a decoded message's list. */
 void pw__wire_msg_release(pw_wire_msg_t* msg, pw_allocator_t allocator);

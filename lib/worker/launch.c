@@ -48,7 +48,12 @@ static void pw_worker_launch_finish(pw_worker_launch_t* l) {
   msg.blob[PW_WIRE_DONE_B_MESSAGE] = (pw_wire_blob_t){text, n > 4000 ? 4000 : n};
   /* A launch that outlived its session (pw_worker_cleanup's bounded wait)
    * answers nobody: the ids of a new session are another controller's. */
-  if (l->session_gen == pw_atomic_load_u64_acquire(&w->session_gen)) pw__worker_send(w, &msg);
+  if (l->session_gen == pw_atomic_load_u64_acquire(&w->session_gen)) {
+    pthread_mutex_lock(&w->lock);
+    uint64_t others = w->inflight > 0 ? w->inflight - 1 : 0; /* |l| counts until below */
+    pthread_mutex_unlock(&w->lock);
+    pw__worker_send_held(w, &msg, others);
+  }
   pw_status_free(l->failure);
   for (uint32_t i = 0; i < l->mem_count; ++i) pw__worker_mem_unpin(w, l->mems[i]);
   pw__worker_exe_unpin(w, l->exe);

@@ -16,16 +16,6 @@
 #define PW_WORKER_DEFAULT_HEARTBEAT_NS 1000000000ull
 #define PW_WORKER_DEFAULT_MISSES 3u
 
-void pw__worker_send(pw_worker_t* w, const pw_wire_msg_t* msg) {
-  if (pw_atomic_load_u32_acquire(&w->dead)) return;
-  pw_status_t s = pw__wire_nng_send(w->session, msg, 0, w->peer);
-  if (s != NULL) {
-    pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: %s %s", w->name,
-           pw__wire_type_name(msg->type), pw_status_message(s));
-    pw_status_free(s);
-  }
-}
-
 static pw_wire_blob_t pw_worker_status_text(pw_status_t status) {
   const char* text = status != NULL ? pw_status_message(status) : "";
   size_t n = strlen(text);
@@ -161,6 +151,25 @@ static bool pw_worker_dispatch(pw_worker_t* w, const pw_wire_msg_t* msg) {
   }
 }
 
+/* Handles every message of one received frame, in order; false when
+ * one ends the session (BYE). */
+static bool pw_worker_frame(pw_worker_t* w, nng_msg* raw) {
+  const unsigned char* body = nng_msg_body(raw);
+  size_t size = nng_msg_len(raw), offset = 0;
+  bool more = true;
+  while (more && offset < size) {
+    pw_wire_msg_t msg;
+    pw_status_t s = pw__wire_decode_next(body, size, &offset, 0, w->allocator, &msg);
+    if (s != NULL) {
+      pw__worker_drop(w, "a malformed message", pw_status_annotate(s, "from %s", w->peer));
+      continue;
+    }
+    more = pw_worker_dispatch(w, &msg);
+    pw__wire_msg_release(&msg, w->allocator);
+  }
+  return more;
+}
+
 /* Reads the session until loss or stop. The controller is silent only
  * when a receive finds nothing queued: messages that waited behind a
  * slow request (a compile, a PEER connect under load) are signs of life. */
@@ -186,8 +195,8 @@ static void pw_worker_serve(pw_worker_t* w) {
       break;
     }
     nng_msg* raw = NULL;
-    pw_wire_msg_t msg;
-    pw_status_t s = pw__wire_nng_recv(w->session, 0, 0, w->allocator, w->peer, &raw, &msg);
+    int rv = nng_recvmsg(w->session, &raw, 0);
+    pw_status_t s = rv == 0 ? NULL : pw__wire_nng_status(rv, "receive from", w->peer);
     pw_status_code_t code = pw_status_code(s);
     if (code == PW_STATUS_DEADLINE_EXCEEDED) {
       pw_status_free(s);
@@ -201,20 +210,15 @@ static void pw_worker_serve(pw_worker_t* w) {
       }
       continue;
     }
-    if (code == PW_STATUS_INVALID_ARGUMENT) {
-      last_rx = pw_clock_now(); /* any message is a sign of life */
-      pw__worker_drop(w, "a malformed message", s);
-      continue;
-    }
     if (s != NULL) {
       pw_log(&w->logger, PW_LOG_WARN, "worker", "worker %s: session: %s", w->name,
              pw_status_message(s));
       pw_status_free(s);
       break;
     }
-    last_rx = pw_clock_now();
-    bool more = pw_worker_dispatch(w, &msg);
-    pw__wire_nng_release(raw, &msg, w->allocator);
+    last_rx = pw_clock_now(); /* any message is a sign of life, even a malformed one */
+    bool more = pw_worker_frame(w, raw);
+    nng_msg_free(raw);
     if (!more) break;
   }
   if (lost) pw_atomic_fetch_add_u64(&w->n_losses, 1);
@@ -288,6 +292,7 @@ static void pw_worker_close_session(pw_worker_t* w) {
 static void pw_worker_cleanup(pw_worker_t* w) {
   pw_atomic_store_u32_release(&w->dead, 1);
   pw_worker_heartbeat_join(w);
+  pw__worker_outbox_stop(w);
   pw_worker_close_session(w);
   pw__worker_dp_close(w);
   /* Bounded: a backend launch that never returns must not keep the
@@ -356,6 +361,7 @@ void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce) {
     return;
   }
   pw_atomic_fetch_add_u64(&w->n_sessions, 1);
+  pw__worker_outbox_start(w);
   pw_wire_msg_t attach = {.type = PW_WIRE_ATTACH};
   attach.u[PW_WIRE_ATTACH_INDEX] = w->index;
   attach.blob[PW_WIRE_ATTACH_B_NONCE] = (pw_wire_blob_t){nonce, PW_WIRE_NONCE_SIZE};

@@ -95,6 +95,7 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
   }
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->idle, NULL);
+  pw__worker_outbox_init(w);
   w->allocator = a;
   w->logger = options->logger.fn != NULL ? options->logger : pw_logger_default();
   w->backend = options->backend;
@@ -107,6 +108,11 @@ pw_status_t pw_worker_create(const pw_worker_options_t* options, pw_worker_t** o
                         options->drain_ns != 0
                     ? options->drain_ns
                     : 10000000000ull;
+  w->done_hold_ns = 100000;
+  if (options->struct_size >= PW_STRUCT_SIZE(pw_worker_options_t, done_hold_ns) &&
+      options->done_hold_ns != 0) {
+    w->done_hold_ns = options->done_hold_ns;
+  }
   w->url_size = strlen(options->controller_url) + 1;
   status = pw_worker_copy_bytes(a, options->controller_url, w->url_size, (void**)&w->url);
   if (status == NULL) {
@@ -155,6 +161,10 @@ pw_status_t pw_worker_stats(pw_worker_t* worker, pw_worker_stats_t* out_stats) {
   s.refused = pw_atomic_load_u64_acquire(&worker->n_refused);
   s.losses = pw_atomic_load_u64_acquire(&worker->n_losses);
   s.tls_failures = pw_atomic_load_u64_acquire(&worker->n_tls_failures);
+  pthread_mutex_lock(&worker->out.mu);
+  s.messages_sent = worker->out.messages_sent;
+  s.frames_sent = worker->out.frames_sent;
+  pthread_mutex_unlock(&worker->out.mu);
   pw_struct_fill(out_stats, &s, sizeof(s));
   return NULL;
 }
@@ -171,6 +181,7 @@ void pw_worker_destroy(pw_worker_t* worker) {
   pw_allocator_free(a, worker->queue_seq, sizeof(uint64_t) * worker->device_count);
   pthread_mutex_destroy(&worker->lock);
   pthread_cond_destroy(&worker->idle);
+  pw__worker_outbox_destroy(worker);
   pw_allocator_free(a, worker, sizeof(*worker));
 }
 

@@ -28,6 +28,8 @@
 #include "base/atomics.h"
 #include "pathways/transport.h"
 #include "pathways/worker.h"
+#include "pathways/clock.h"
+#include "wire/outbox.h"
 #include "wire/wire.h"
 
 #define PW_WORKER_NAME_MAX 64
@@ -112,6 +114,16 @@ struct pw_worker_s {
    * the session that made it. Written by the run thread at each start. */
   pw_atomic_u64_t session_gen;
   uint64_t drain_ns;          /* pw_worker_options_t.drain_ns (0: 10 s) */
+  /* What goes out on the session (outbox.c): the frame, and the flusher
+   * that ends a DONE's wait (its fields under out.mu but the thread). */
+  pw_wire_outbox_t out;
+  uint64_t done_hold_ns;      /* pw_worker_options_t.done_hold_ns */
+  pthread_t flush_thread;
+  bool flush_running;
+  pthread_cond_t flush_cv;
+  bool flush_armed;
+  bool flush_stop;
+  pw_time_t flush_deadline;
 
   pthread_mutex_t lock;
   pthread_cond_t idle;        /* signalled when |inflight| drops to 0 */
@@ -149,8 +161,20 @@ void pw__worker_tls_free(pw_worker_t* w);
 /* Serves one session after WELCOME: dials |url|, attaches, reads until
  * loss or stop, then cleans up. */
 void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce);
-/* Sends |msg| on the session unless it is dead; failures are logged. */
+/* outbox.c */
+/* Sends |msg| on the session unless it is dead, after what waits in the
+ * outbox, in one frame; failures are logged. */
 void pw__worker_send(pw_worker_t* w, const pw_wire_msg_t* msg);
+/* A launch's DONE: may wait in the outbox while |others| launches or
+ * copies of the session still run (see outbox.c). */
+void pw__worker_send_held(pw_worker_t* w, const pw_wire_msg_t* msg, uint64_t others);
+void pw__worker_outbox_init(pw_worker_t* w);
+void pw__worker_outbox_destroy(pw_worker_t* w);
+/* Per session, after the socket is open / before it is closed. */
+void pw__worker_outbox_start(pw_worker_t* w);
+void pw__worker_outbox_stop(pw_worker_t* w);
+
+/* session.c */
 /* REPLY (id, status; payload and list may be empty); takes |status|. */
 void pw__worker_reply(pw_worker_t* w, uint64_t id, pw_status_t status, const void* payload,
                       size_t payload_size, const uint64_t* list, uint32_t list_count);

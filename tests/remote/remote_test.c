@@ -350,6 +350,148 @@ Test(remote, a_host_launch_is_one_message_and_its_done_completes_it_once) {
   pw_remote_destroy(f.remote);
 }
 
+/* Each completion of the first round launches one more op, from the
+ * controller's reader thread (as the runtime's dispatch does). */
+typedef struct rt_chain_s {
+  pw_backend_t proxy;
+  pw_backend_executable_t exe;
+  pw_backend_memory_t in, out;
+  uint32_t group[2];
+  atomic_int first_done, second_done;
+  atomic_int refused;
+} rt_chain_t;
+
+static void rt_chain_second(void* user, pw_status_t status) {
+  rt_chain_t* c = user;
+  pw_status_free(status);
+  atomic_fetch_add(&c->second_done, 1);
+}
+
+static pw_status_t rt_chain_launch(rt_chain_t* c, pw_backend_done_fn_t done) {
+  pw_backend_launch_t l = {.struct_size = sizeof(l), .executable = c->exe, .device = 0,
+                           .mesh_index = 0, .group_devices = c->group, .group_size = 2,
+                           .inputs = &c->in, .input_count = 1, .outputs = &c->out,
+                           .output_count = 1, .done = done, .done_user = c};
+  return c->proxy.vtable->launch(c->proxy.self, &l);
+}
+
+static void rt_chain_first(void* user, pw_status_t status) {
+  rt_chain_t* c = user;
+  pw_status_free(status);
+  pw_status_t s = rt_chain_launch(c, rt_chain_second);
+  if (s != NULL) atomic_fetch_add(&c->refused, 1);
+  pw_status_free(s);
+  atomic_fetch_add(&c->first_done, 1);
+}
+
+/* Appends |msg|'s encoding to |frame|. */
+static void rt_frame_add(nng_msg* frame, const pw_wire_msg_t* msg) {
+  size_t n = pw__wire_measure(msg);
+  uint8_t buf[512];
+  cr_assert(n > 0 && n <= sizeof(buf));
+  cr_assert_eq(pw__wire_write(msg, buf, sizeof(buf)), n);
+  cr_assert_eq(nng_msg_append(frame, buf, n), 0);
+}
+
+/* Receives one frame and decodes every message in it (HEARTBEATs left
+ * out) into |out| (up to |cap|); returns how many. */
+static int rt_recv_frame(rt_worker_t* w, pw_wire_msg_t* out, int cap) {
+  for (;;) {
+    nng_msg* raw = NULL;
+    cr_assert_eq(nng_recvmsg(w->session, &raw, 0), 0);
+    size_t offset = 0, size = nng_msg_len(raw);
+    int n = 0;
+    while (offset < size) {
+      pw_wire_msg_t m;
+      pw_status_t s = pw__wire_decode_next(nng_msg_body(raw), size, &offset, 0, rt_alloc(), &m);
+      cr_assert_null(s, "%s", pw_status_message(s));
+      if (m.type != PW_WIRE_HEARTBEAT && n < cap) {
+        out[n++] = m; /* no blobs are read: the frame can go */
+      } else {
+        pw__wire_msg_release(&m, rt_alloc());
+      }
+    }
+    nng_msg_free(raw);
+    if (n > 0) return n;
+  }
+}
+
+Test(remote, a_frame_of_completions_releases_its_launches_in_one_frame) {
+  rt_fixture_t f = rt_setup(0, 0);
+  static rt_chain_t c;
+  memset(&c, 0, sizeof(c));
+  c.proxy = f.proxy;
+  c.exe = rt_load(&f);
+  uint64_t in_id, out_id;
+  c.in = rt_alloc_mem(&f, 0, &in_id);
+  c.out = rt_alloc_mem(&f, 0, &out_id);
+  c.group[0] = 0;
+  c.group[1] = 1;
+  enum { kOps = 5 };
+  uint64_t first_ids[kOps];
+  for (int i = 0; i < kOps; ++i) {
+    pw_status_t s = rt_chain_launch(&c, rt_chain_first);
+    cr_assert_null(s, "%s", pw_status_message(s));
+    /* Sent from this (uncorked) thread: one frame each. */
+    pw_wire_msg_t m[4];
+    cr_assert_eq(rt_recv_frame(&f.worker, m, 4), 1);
+    cr_assert_eq(m[0].type, PW_WIRE_LAUNCH);
+    first_ids[i] = m[0].u[PW_WIRE_LAUNCH_ID];
+    pw__wire_msg_release(&m[0], rt_alloc());
+  }
+  pw_remote_worker_info_t before = {.struct_size = sizeof(before)};
+  cr_assert_null(pw_remote_worker_info(f.remote, 0, &before));
+  /* One frame: the five DONEs, a malformed message and a stray DONE. */
+  nng_msg* frame = NULL;
+  cr_assert_eq(nng_msg_alloc(&frame, 0), 0);
+  for (int i = 0; i < kOps; ++i) {
+    pw_wire_msg_t done = {.type = PW_WIRE_DONE};
+    done.u[PW_WIRE_DONE_ID] = first_ids[i];
+    rt_frame_add(frame, &done);
+    if (i == 2) {
+      static const uint8_t wrong_shape[] = {0x82, (uint8_t)PW_WIRE_VERSION, 0x10};
+      cr_assert_eq(nng_msg_append(frame, wrong_shape, sizeof(wrong_shape)), 0);
+    }
+  }
+  pw_wire_msg_t stray = {.type = PW_WIRE_DONE};
+  stray.u[PW_WIRE_DONE_ID] = 987654;
+  rt_frame_add(frame, &stray);
+  cr_assert_eq(nng_sendmsg(f.worker.session, frame, 0), 0);
+  /* The five launches the completions released arrive in one frame. */
+  pw_wire_msg_t m[8];
+  int got = rt_recv_frame(&f.worker, m, 8);
+  cr_assert_eq(got, kOps, "the released launches came in frames of %d", got);
+  uint64_t second_ids[kOps];
+  for (int i = 0; i < got; ++i) {
+    cr_assert_eq(m[i].type, PW_WIRE_LAUNCH);
+    second_ids[i] = m[i].u[PW_WIRE_LAUNCH_ID];
+    pw__wire_msg_release(&m[i], rt_alloc());
+  }
+  cr_assert_eq(atomic_load(&c.first_done), kOps);
+  cr_assert_eq(atomic_load(&c.refused), 0);
+  pw_remote_worker_info_t after = {.struct_size = sizeof(after)};
+  cr_assert_null(pw_remote_worker_info(f.remote, 0, &after));
+  cr_assert_eq(after.frames_received - before.frames_received, 1);
+  cr_assert_eq(after.messages_received - before.messages_received, kOps + 1,
+               "the malformed message is not counted, the stray DONE is");
+  cr_assert_eq(after.frames_sent - before.frames_sent, 1);
+  cr_assert_eq(after.messages_sent - before.messages_sent, kOps);
+  /* Their DONEs one per frame: each completes once. */
+  for (int i = 0; i < kOps; ++i) {
+    pw_wire_msg_t done = {.type = PW_WIRE_DONE};
+    done.u[PW_WIRE_DONE_ID] = second_ids[i];
+    rt_send(&f.worker, &done);
+  }
+  for (int i = 0; i < 500 && atomic_load(&c.second_done) < kOps; ++i) rt_sleep_ms(10);
+  cr_assert_eq(atomic_load(&c.second_done), kOps);
+  cr_assert(rt_attached(f.remote, 0));
+  f.proxy.vtable->deallocate(f.proxy.self, 0, c.in);
+  f.proxy.vtable->deallocate(f.proxy.self, 0, c.out);
+  f.proxy.vtable->unload(f.proxy.self, c.exe);
+  rt_close(f.worker.session);
+  pw_remote_destroy(f.remote);
+}
+
 static void* rt_answer_read(void* arg) {
   rt_worker_t* w = arg;
   nng_msg* raw = NULL;

@@ -100,12 +100,12 @@ Test(wire, strict_decoding_names_the_culprit) {
   pw_wire_msg_t msg = {.type = PW_WIRE_FREE};
   msg.u[0] = 5;
   uint8_t buf[64];
-  size_t n = wt_encode(&msg, buf, sizeof(buf));  /* 83 01 0c 05 */
+  size_t n = wt_encode(&msg, buf, sizeof(buf));  /* 83 02 0c 05 */
   cr_assert_eq(n, 4);
   uint8_t bad[16];
   memcpy(bad, buf, n);
-  bad[1] = 2;
-  wt_expect_error(bad, n, 0, "version 2");
+  bad[1] = 1; /* a peer of the single-message protocol */
+  wt_expect_error(bad, n, 0, "version 1 (this library speaks 2)");
   memcpy(bad, buf, n);
   bad[2] = 0x18; /* needs a following byte: truncated head */
   wt_expect_error(bad, n, 0, "wire message");
@@ -122,27 +122,93 @@ Test(wire, strict_decoding_names_the_culprit) {
   bad[n] = 0x00;
   wt_expect_error(bad, n + 1, 0, "wire message");  /* trailing byte */
   wt_expect_error(buf, n, PW_WIRE_ALLOC, "FREE where ALLOC was expected");
-  uint8_t four_fields[] = {0x84, 0x01, 0x0c, 0x05, 0x05};
+  uint8_t four_fields[] = {0x84, 0x02, 0x0c, 0x05, 0x05};
   wt_expect_error(four_fields, sizeof(four_fields), 0, "4 fields, expected 3");
-  uint8_t indefinite[] = {0x9f, 0x01, 0x0c, 0x05, 0xff};
+  uint8_t indefinite[] = {0x9f, 0x02, 0x0c, 0x05, 0xff};
   wt_expect_error(indefinite, sizeof(indefinite), 0, "wire message");
   wt_expect_error(buf, 0, 0, "empty");
 }
 
 Test(wire, list_counts_are_checked_before_allocation) {
-  /* HEARTBEAT [1, 5, seq, list] with a list claiming 60000 items in 8 bytes. */
-  uint8_t lie[] = {0x84, 0x01, 0x05, 0x00, 0x99, 0xea, 0x60, 0x00};
+  /* HEARTBEAT [2, 5, seq, list] with a list claiming 60000 items in 8 bytes. */
+  uint8_t lie[] = {0x84, 0x02, 0x05, 0x00, 0x99, 0xea, 0x60, 0x00};
   wt_expect_error(lie, sizeof(lie), 0, "wire message");
   /* A nested array inside the list: depth 3. */
-  uint8_t deep[] = {0x84, 0x01, 0x05, 0x00, 0x81, 0x80};
+  uint8_t deep[] = {0x84, 0x02, 0x05, 0x00, 0x81, 0x80};
   wt_expect_error(deep, sizeof(deep), 0, "wire message");
 }
 
 Test(wire, oversized_strings_are_refused_on_decode) {
-  /* BYE [1, 19, text of 1025 bytes]: the reason's maximum is 1024. */
+  /* BYE [2, 19, text of 1025 bytes]: the reason's maximum is 1024. */
   static uint8_t msg[3 + 3 + 1025];
-  msg[0] = 0x83; msg[1] = 0x01; msg[2] = 0x13;
+  msg[0] = 0x83; msg[1] = 0x02; msg[2] = 0x13;
   msg[3] = 0x79; msg[4] = 0x04; msg[5] = 0x01;
   memset(msg + 6, 'a', 1025);
   wt_expect_error(msg, sizeof(msg), 0, "reason of 1025 bytes");
+}
+
+/* A frame: messages back to back. Each decodes in turn; a refused one in
+ * the middle is skipped when its end is known; a truncated tail ends the
+ * frame. */
+Test(wire, frames_decode_message_by_message) {
+  uint8_t buf[1024];
+  size_t n = 0;
+  uint64_t ids[3] = {7, 8, 9};
+  for (int i = 0; i < 2; ++i) {
+    pw_wire_msg_t done = {.type = PW_WIRE_DONE};
+    done.u[PW_WIRE_DONE_ID] = ids[i];
+    n += wt_encode(&done, buf + n, sizeof(buf) - n);
+  }
+  /* Well-formed CBOR of the wrong shape: [1, 16] (a DONE without fields). */
+  buf[n++] = 0x82;
+  buf[n++] = (uint8_t)PW_WIRE_VERSION;
+  buf[n++] = 0x10;
+  pw_wire_msg_t last = {.type = PW_WIRE_DONE};
+  last.u[PW_WIRE_DONE_ID] = ids[2];
+  n += wt_encode(&last, buf + n, sizeof(buf) - n);
+  size_t whole = n;
+  buf[n++] = 0x83; /* a truncated message */
+  buf[n++] = (uint8_t)PW_WIRE_VERSION;
+
+  size_t offset = 0;
+  uint64_t got[3];
+  int decoded = 0, refused = 0;
+  pw_status_t truncated = NULL;
+  while (offset < n) {
+    pw_wire_msg_t out;
+    size_t before = offset;
+    pw_status_t s = pw__wire_decode_next(buf, n, &offset, PW_WIRE_DONE, wt_alloc(), &out);
+    cr_assert_gt(offset, before, "the offset moves on");
+    if (s == NULL) {
+      cr_assert_lt(decoded, 3);
+      got[decoded++] = out.u[PW_WIRE_DONE_ID];
+      pw__wire_msg_release(&out, wt_alloc());
+    } else if (offset == n && before == whole) {
+      truncated = s;
+    } else {
+      cr_assert_not_null(strstr(pw_status_message(s), "fields"), "%s", pw_status_message(s));
+      cr_assert_not_null(strstr(pw_status_message(s), "of its frame"), "%s",
+                         pw_status_message(s));
+      ++refused;
+      pw_status_free(s);
+    }
+  }
+  cr_assert_eq(decoded, 3);
+  cr_assert_arr_eq(got, ids, sizeof(ids));
+  cr_assert_eq(refused, 1);
+  cr_assert_not_null(truncated, "the truncated tail is refused");
+  cr_assert_eq(pw_status_code(truncated), PW_STATUS_INVALID_ARGUMENT);
+  cr_assert_not_null(strstr(pw_status_message(truncated), "wire frame"), "%s",
+                     pw_status_message(truncated));
+  pw_status_free(truncated);
+  /* Past the end, and an empty frame. */
+  pw_wire_msg_t out;
+  offset = n;
+  pw_status_t s = pw__wire_decode_next(buf, n, &offset, 0, wt_alloc(), &out);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+  pw_status_free(s);
+  offset = 0;
+  s = pw__wire_decode_next(buf, 0, &offset, 0, wt_alloc(), &out);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+  pw_status_free(s);
 }
