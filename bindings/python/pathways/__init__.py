@@ -45,6 +45,8 @@ from ._elastic import Elastic, ElasticEvent, StateBuffer
 from ._event import Event
 from ._failure import TopologyEvent, VSliceInfo
 from ._graph import ArmedGraph, Execution, Graph, Value
+from ._graphfile import (GRAPH_FORMAT_VERSION, GraphFileInfo, canonical_graph_file,
+                         check_graph_file, graph_file_hash, graph_file_json)
 from ._host import HostTaskCall
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
@@ -60,7 +62,8 @@ __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
     "Backend", "CompileCache", "CpuBackend", "SIM_NEVER", "SIM_NOW", "SimBackend", "SimEvent",
-    "SimFailure", "compile_key",
+    "SimFailure", "compile_key", "GRAPH_FORMAT_VERSION", "GraphFileInfo",
+    "canonical_graph_file", "check_graph_file", "graph_file_hash", "graph_file_json",
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
     "Device", "Elastic", "ElasticEvent", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
     "MetricsServer",

@@ -887,6 +887,20 @@ class Client(Closeable):
         from ._graph import Graph
         return Graph(self, name)
 
+    def decode_graph(self, data, vslices, executables=(), name=None):
+        """A new, finalized Graph of this client from graph file |data|
+        (bytes-like; Graph.encode wrote it, here or in another process):
+        the file's virtual slices bound to |vslices| (in the file's order;
+        equal meshes), inline programs compiled (through the runtime's
+        compile cache if it has one), executables written by hash looked up
+        among |executables|. Decoding the same bytes with the same bindings
+        while the earlier graph is alive returns that graph again, without
+        compiling. InvalidArgumentError naming the path for bad bytes
+        ("nodes[2].inputs[0]: ..."); the arguments of submit() are the
+        file's parameters, in order."""
+        from ._graphfile import decode_graph
+        return decode_graph(self, data, vslices, executables, name)
+
     def register_host_task(self, name, fn):
         """Registers |fn| (see Graph.add_host) as host task |name|
         ([A-Za-z0-9_.-], 1-63 bytes) of this client: Graph.add_host(name,
