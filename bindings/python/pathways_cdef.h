@@ -856,6 +856,35 @@ pw_status_t pw_sim_backend_fail(pw_backend_t backend, pw_sim_failure_kind_t kind
 pw_status_t pw_sim_backend_repair(pw_backend_t backend, pw_sim_failure_kind_t kind,
                                   uint32_t index);
 
+/* ---- plugin.h ----------------------------------------------------------- */
+#define PW_PLUGIN_ABI_VERSION ...
+typedef enum pw_plugin_kind_t {
+  PW_PLUGIN_KIND_BACKEND = 1,
+  PW_PLUGIN_KIND_TRANSPORT = 2,
+  PW_PLUGIN_KIND_STORE = 3,
+} pw_plugin_kind_t;
+const char* pw_plugin_kind_name(pw_plugin_kind_t kind);
+typedef struct pw_plugin_factory_t {
+  size_t struct_size;
+  uint32_t abi_version;
+  pw_plugin_kind_t kind;
+  const char* name;
+  const char* version;
+  const char* description;
+  const char* args_help;
+  ...;
+} pw_plugin_factory_t;
+typedef struct pw_plugin_t pw_plugin_t;
+pw_status_t pw_plugin_load(const char* path_or_name, pw_plugin_t** out_plugin);
+void pw_plugin_release(pw_plugin_t* plugin);
+const pw_plugin_factory_t* pw_plugin_factory(const pw_plugin_t* plugin);
+const char* pw_plugin_path(const pw_plugin_t* plugin);
+pw_status_t pw_plugin_create_backend(pw_plugin_t* plugin, const char* args,
+                                     pw_backend_t* out_backend);
+pw_status_t pw_plugin_create_store(pw_plugin_t* plugin, const char* args,
+                                   pw_store_t* out_store);
+const char* pw_plugin_dir(void);
+
 /* ---- backends/cpu.h ----------------------------------------------------- */
 #define PW_CPU_MAX_DEVICES ...
 #define PW_CPU_MAX_WORKERS ...

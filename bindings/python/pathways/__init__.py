@@ -48,6 +48,7 @@ from ._graph import ArmedGraph, Execution, Graph, Value
 from ._graphfile import (GRAPH_FORMAT_VERSION, GraphFileInfo, canonical_graph_file,
                          check_graph_file, graph_file_hash, graph_file_json)
 from ._host import HostTaskCall
+from ._plugin import PLUGIN_ABI_VERSION, Plugin, PluginBackend, load_plugin, plugin_dir
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
@@ -62,7 +63,8 @@ __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
     "Backend", "CompileCache", "CpuBackend", "SIM_NEVER", "SIM_NOW", "SimBackend", "SimEvent",
-    "SimFailure", "compile_key", "GRAPH_FORMAT_VERSION", "GraphFileInfo",
+    "SimFailure", "compile_key", "PLUGIN_ABI_VERSION", "Plugin", "PluginBackend", "load_plugin",
+    "plugin_dir", "GRAPH_FORMAT_VERSION", "GraphFileInfo",
     "canonical_graph_file", "check_graph_file", "graph_file_hash", "graph_file_json",
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
     "Device", "Elastic", "ElasticEvent", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",

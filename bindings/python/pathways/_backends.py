@@ -206,7 +206,122 @@ def pwpy_sim_trace(user, event):
             report_callback_error("sim trace callback")
 
 
-class SimBackend(Backend):
+class _SimOps:
+    """Stepping, statistics, trace and failure injection of a sim backend
+    (SimBackend, or a sim made by a plugin: PluginBackend). On another
+    backend they raise InvalidArgumentError ("not a sim")."""
+
+    __slots__ = ()
+
+    # -- stepping (manual mode)
+
+    def run_all(self) -> int:
+        """Delivers every queued completion (and those their callbacks
+        queue), on this thread, in virtual-time order. Returns how many."""
+        out = ffi.new("uint64_t*")
+        with self._live() as b:
+            check(lib.pw_sim_backend_run_all(b, out))
+        return out[0]
+
+    def run_until(self, time_ns: int) -> int:
+        """Delivers the completions up to virtual time |time_ns| and moves
+        the clock there. Returns how many were delivered."""
+        t = _uint(time_ns, "time_ns", bits=64)
+        out = ffi.new("uint64_t*")
+        with self._live() as b:
+            check(lib.pw_sim_backend_run_until(b, t, out))
+        return out[0]
+
+    def step(self) -> int:
+        """Delivers the one earliest completion; 0 when none was queued."""
+        out = ffi.new("uint64_t*")
+        with self._live() as b:
+            check(lib.pw_sim_backend_step(b, out))
+        return out[0]
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Threaded mode: waits (at most |timeout| s) until nothing is
+        queued or being delivered; True when idle."""
+        ns = int(max(0.0, float(timeout)) * 1e9)
+        with self._live() as b:
+            return bool(lib.pw_sim_backend_wait_idle(b, ns))
+
+    # -- queries
+
+    @property
+    def clock(self) -> int:
+        """The simulation clock (virtual ns)."""
+        with self._live() as b:
+            return lib.pw_sim_backend_clock(b)
+
+    @property
+    def trace_hash(self) -> int:
+        """The 64-bit trace hash of every completion so far (sim.h,
+        DETERMINISM): equal run after run for the same workload."""
+        with self._live() as b:
+            return lib.pw_sim_backend_trace_hash(b)
+
+    def stats(self) -> dict:
+        """clock, trace_hash, events, failed, transfers, queued, busy_ns,
+        span_start, span_end, host_launches."""
+        s = ffi.new("pw_sim_stats_t*")
+        s.struct_size = ffi.sizeof("pw_sim_stats_t")
+        with self._live() as b:
+            check(lib.pw_sim_backend_stats(b, s))
+        return {k: getattr(s, k) for k in ("clock", "trace_hash", "events", "failed",
+                                           "transfers", "queued", "busy_ns", "span_start",
+                                           "span_end", "host_launches")}
+
+    def device_state(self, device: int) -> dict:
+        """Device |device|'s (a backend ordinal) timeline and failure
+        state: slice, chip, busy_until, fail_at (None: none scheduled),
+        events, health, busy_ns, first_start, last_end, outstanding,
+        waiting_gang."""
+        d = _uint(device, "device")
+        s = ffi.new("pw_sim_device_state_t*")
+        s.struct_size = ffi.sizeof("pw_sim_device_state_t")
+        with self._live() as b:
+            check(lib.pw_sim_backend_device_state(b, d, s))
+        out = {k: getattr(s, k) for k in ("slice", "chip", "busy_until", "events", "busy_ns",
+                                          "first_start", "last_end", "outstanding",
+                                          "waiting_gang")}
+        out["fail_at"] = None if s.fail_at == SIM_NEVER else s.fail_at
+        out["health"] = _HEALTH.get(s.health, str(s.health))
+        return out
+
+    def events(self) -> List[SimEvent]:
+        """The events recorded so far (trace=True), oldest first."""
+        if getattr(self, "_tracer", None) is None or self._tracer.events is None:
+            raise ValueError("events() needs SimBackend(trace=True)")
+        return list(self._tracer.events)
+
+    @property
+    def trace_errors(self) -> Tuple[int, Optional[BaseException]]:
+        """Exceptions the trace callable raised: (count, last one)."""
+        t = getattr(self, "_tracer", None)
+        return (0, None) if t is None else (t.errors, t.last_error)
+
+    # -- failure injection
+
+    def fail(self, kind: str, index: int, at: Optional[int] = None) -> None:
+        """Schedules the failure of chip or slice |index| (|kind| "chip" or
+        "slice") at virtual time |at| (ns; None: now: every op on it not
+        yet completed fails, UnavailableError)."""
+        k = _choice(kind, _SIM_FAIL, "kind")
+        i = _uint(index, "index")
+        t = SIM_NOW if at is None else _uint(at, "at", bits=64)
+        with self._live() as b:
+            check(lib.pw_sim_backend_fail(b, k, i, t))
+
+    def repair(self, kind: str, index: int) -> None:
+        """Cancels any failure of chip or slice |index|: healthy again."""
+        k = _choice(kind, _SIM_FAIL, "kind")
+        i = _uint(index, "index")
+        with self._live() as b:
+            check(lib.pw_sim_backend_repair(b, k, i))
+
+
+class SimBackend(_SimOps, Backend):
     """The simulated backend "sim": |slices| sim slices of
     |devices_per_slice| chips each (None: derived from the runtime's
     slices on it), in virtual time (include/pathways/backends/sim.h).
@@ -341,113 +456,6 @@ class SimBackend(Backend):
             check(lib.pw_sim_backend_repair(self._c, lib.PW_SIM_FAIL_CHIP, device))
         else:
             raise ValueError("a sim device is healthy or failed (SimBackend.fail/repair)")
-
-    # -- stepping (manual mode)
-
-    def run_all(self) -> int:
-        """Delivers every queued completion (and those their callbacks
-        queue), on this thread, in virtual-time order. Returns how many."""
-        out = ffi.new("uint64_t*")
-        with self._live() as b:
-            check(lib.pw_sim_backend_run_all(b, out))
-        return out[0]
-
-    def run_until(self, time_ns: int) -> int:
-        """Delivers the completions up to virtual time |time_ns| and moves
-        the clock there. Returns how many were delivered."""
-        t = _uint(time_ns, "time_ns", bits=64)
-        out = ffi.new("uint64_t*")
-        with self._live() as b:
-            check(lib.pw_sim_backend_run_until(b, t, out))
-        return out[0]
-
-    def step(self) -> int:
-        """Delivers the one earliest completion; 0 when none was queued."""
-        out = ffi.new("uint64_t*")
-        with self._live() as b:
-            check(lib.pw_sim_backend_step(b, out))
-        return out[0]
-
-    def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Threaded mode: waits (at most |timeout| s) until nothing is
-        queued or being delivered; True when idle."""
-        ns = int(max(0.0, float(timeout)) * 1e9)
-        with self._live() as b:
-            return bool(lib.pw_sim_backend_wait_idle(b, ns))
-
-    # -- queries
-
-    @property
-    def clock(self) -> int:
-        """The simulation clock (virtual ns)."""
-        with self._live() as b:
-            return lib.pw_sim_backend_clock(b)
-
-    @property
-    def trace_hash(self) -> int:
-        """The 64-bit trace hash of every completion so far (sim.h,
-        DETERMINISM): equal run after run for the same workload."""
-        with self._live() as b:
-            return lib.pw_sim_backend_trace_hash(b)
-
-    def stats(self) -> dict:
-        """clock, trace_hash, events, failed, transfers, queued, busy_ns,
-        span_start, span_end, host_launches."""
-        s = ffi.new("pw_sim_stats_t*")
-        s.struct_size = ffi.sizeof("pw_sim_stats_t")
-        with self._live() as b:
-            check(lib.pw_sim_backend_stats(b, s))
-        return {k: getattr(s, k) for k in ("clock", "trace_hash", "events", "failed",
-                                           "transfers", "queued", "busy_ns", "span_start",
-                                           "span_end", "host_launches")}
-
-    def device_state(self, device: int) -> dict:
-        """Device |device|'s (a backend ordinal) timeline and failure
-        state: slice, chip, busy_until, fail_at (None: none scheduled),
-        events, health, busy_ns, first_start, last_end, outstanding,
-        waiting_gang."""
-        d = _uint(device, "device")
-        s = ffi.new("pw_sim_device_state_t*")
-        s.struct_size = ffi.sizeof("pw_sim_device_state_t")
-        with self._live() as b:
-            check(lib.pw_sim_backend_device_state(b, d, s))
-        out = {k: getattr(s, k) for k in ("slice", "chip", "busy_until", "events", "busy_ns",
-                                          "first_start", "last_end", "outstanding",
-                                          "waiting_gang")}
-        out["fail_at"] = None if s.fail_at == SIM_NEVER else s.fail_at
-        out["health"] = _HEALTH.get(s.health, str(s.health))
-        return out
-
-    def events(self) -> List[SimEvent]:
-        """The events recorded so far (trace=True), oldest first."""
-        if self._tracer is None or self._tracer.events is None:
-            raise ValueError("events() needs SimBackend(trace=True)")
-        return list(self._tracer.events)
-
-    @property
-    def trace_errors(self) -> Tuple[int, Optional[BaseException]]:
-        """Exceptions the trace callable raised: (count, last one)."""
-        t = self._tracer
-        return (0, None) if t is None else (t.errors, t.last_error)
-
-    # -- failure injection
-
-    def fail(self, kind: str, index: int, at: Optional[int] = None) -> None:
-        """Schedules the failure of chip or slice |index| (|kind| "chip" or
-        "slice") at virtual time |at| (ns; None: now: every op on it not
-        yet completed fails, UnavailableError)."""
-        k = _choice(kind, _SIM_FAIL, "kind")
-        i = _uint(index, "index")
-        t = SIM_NOW if at is None else _uint(at, "at", bits=64)
-        with self._live() as b:
-            check(lib.pw_sim_backend_fail(b, k, i, t))
-
-    def repair(self, kind: str, index: int) -> None:
-        """Cancels any failure of chip or slice |index|: healthy again."""
-        k = _choice(kind, _SIM_FAIL, "kind")
-        i = _uint(index, "index")
-        with self._live() as b:
-            check(lib.pw_sim_backend_repair(b, k, i))
 
 
 def as_backends(backends: Union[None, Backend, Sequence[Backend]]) -> List[Backend]:

@@ -590,8 +590,10 @@ class Runtime(Closeable):
         # A manual sim delivers nothing by itself: deliver what is queued,
         # or destroying the clients would wait for it.
         for b in self._backends:
-            if isinstance(b, SimBackend) and b.mode == "manual":
-                check(lib.pw_sim_backend_run_all(b._c, ffi.NULL))
+            if lib.pw_sim_backend_is_sim(b._c):
+                status = lib.pw_sim_backend_run_all(b._c, ffi.NULL)
+                if status:  # not manual (threaded: FAILED_PRECONDITION): nothing to do
+                    lib.pw_status_free(status)
         for box in list(self._clients.values()):
             box.close(timeout)
             self._clients.pop(id(box), None)
