@@ -13,7 +13,8 @@ py_install_venv; docs/python.md, "Install").
    site-packages).
 After each, the venv's interpreter runs a small graph with PYTHONPATH
 unset, from a directory outside the trees, and checks that `pathways` and
-its module came from that venv. Offline: nothing is downloaded.
+its module came from that venv, then loads the installed sim plugin by
+name (found beside the installed libpathways) and runs a graph on it. Offline: nothing is downloaded.
 """
 
 import argparse
@@ -44,7 +45,25 @@ with pw.Runtime("4", workers=1) as rt:
     if got != [3.0, 6.0, 9.0, 12.0]:
         sys.exit(f"unexpected result {got}")
     c.close()
-print(f"import ok: pathways {pw.__version__} from {os.path.dirname(pw.__file__)}")
+# The installed bundled plugins, found beside the installed libpathways.
+work = os.path.realpath(sys.argv[2])
+sim = pw.load_plugin("sim")
+if not os.path.realpath(sim.path).startswith(work + os.sep):
+    sys.exit(f"plugin 'sim' was loaded from {sim.path}, not from the installed prefix")
+backend = sim.backend("devices_per_slice=4,mode=manual")
+with pw.Runtime("4", backends=backend) as rt:
+    c = rt.client("plugin")
+    vs = c.vslice("4")
+    g = c.graph("sim")
+    g.output(g.compute(vs.compile("op tick\ntime 5us\noutput f32[4] split(0,all)\n")))
+    ex = g.submit()
+    backend.run_all()
+    ex.wait(10)
+    if backend.clock != 5000:
+        sys.exit(f"sim plugin clock {backend.clock}, expected 5000")
+    c.close()
+print(f"import ok: pathways {pw.__version__} from {os.path.dirname(pw.__file__)}, "
+      f"plugins from {os.path.dirname(sim.path)}")
 """
 
 
@@ -69,7 +88,7 @@ def clean_env(**extra):
 
 def check_import(venv, work):
     python = os.path.join(venv, "bin", "python")
-    out = run([python, "-c", CHECK, venv], env=clean_env(), cwd=work)
+    out = run([python, "-c", CHECK, venv, work], env=clean_env(), cwd=work)
     if "import ok" not in out:
         sys.exit(f"no 'import ok' from {python}:\n{out}")
     print(out.strip())
