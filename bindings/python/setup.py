@@ -70,7 +70,7 @@ def _library():
 
 
 class BuildFfi(build_ext):
-    """Generates _pathways_ffi.c (cffi, API mode) before compiling it."""
+    """Generates the module's C (cffi, API mode) before compiling it."""
 
     def build_extensions(self):
         os.makedirs(self.build_temp, exist_ok=True)
