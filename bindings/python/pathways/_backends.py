@@ -10,6 +10,7 @@ runtime is closed. One backend object serves one runtime.
 """
 
 import math
+import weakref
 from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._errors import check
@@ -83,17 +84,27 @@ class Backend:
     "sim"); |runtime| the Runtime it belongs to (None before)."""
 
     kind = "?"
-    __slots__ = ("runtime", "index", "_c")
+    __slots__ = ("_rt", "index", "_c")
 
     def __init__(self):
-        self.runtime = None
+        self._rt = None   # a weak reference: the runtime owns its backends, not the reverse
         self.index = None
         self._c = None  # the pw_backend_t (cdata, by value) once created
+
+    @property
+    def runtime(self):
+        """The Runtime this backend belongs to (None before, or once that
+        runtime is gone)."""
+        return None if self._rt is None else self._rt()
+
+    @runtime.setter
+    def runtime(self, rt):
+        self._rt = None if rt is None else weakref.ref(rt)
 
     # -- used by Runtime
 
     def _bind(self, runtime, index):
-        if self.runtime is not None:
+        if self._rt is not None:
             raise ValueError(f"this {type(self).__name__} already belongs to a runtime; "
                              "make one backend object per Runtime")
         self.runtime = runtime
@@ -109,14 +120,18 @@ class Backend:
 
     def _live(self):
         """Context manager: the runtime's guard; yields the C backend."""
-        if self.runtime is None:
+        if self._rt is None:
             raise ValueError(f"this {type(self).__name__} is not part of a Runtime yet")
-        return _BackendCall(self)
+        rt = self._rt()
+        if rt is None:
+            raise ValueError(f"operation on a {type(self).__name__} of a closed Runtime")
+        return _BackendCall(self, rt)
 
     def __repr__(self):
-        if self.runtime is None:
+        rt = self.runtime
+        if self._rt is None:
             state = "unbound"
-        elif self.runtime.closed:
+        elif rt is None or rt.closed:
             state = "closed"
         else:
             state = f"backend {self.index} of a runtime"
@@ -124,17 +139,18 @@ class Backend:
 
 
 class _BackendCall:
-    __slots__ = ("backend",)
+    __slots__ = ("backend", "runtime")
 
-    def __init__(self, backend):
+    def __init__(self, backend, runtime):
         self.backend = backend
+        self.runtime = runtime  # strong while the call runs
 
     def __enter__(self):
-        self.backend.runtime._life.enter(f"a {type(self.backend).__name__}")
+        self.runtime._life.enter(f"a {type(self.backend).__name__}")
         return self.backend._c
 
     def __exit__(self, *exc):
-        self.backend.runtime._life.exit()
+        self.runtime._life.exit()
         return False
 
 

@@ -256,7 +256,7 @@ class Runtime(Closeable):
         if len(set(map(id, blist))) != len(blist):
             raise ValueError("the same backend object is listed twice in backends")
         for b in blist:
-            if b.runtime is not None:
+            if b._rt is not None:
                 raise ValueError(f"this {type(b).__name__} already belongs to a runtime; "
                                  "make one backend object per Runtime")
         # Lay the slices out on their backends.

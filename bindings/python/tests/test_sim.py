@@ -144,6 +144,16 @@ def test_data_effects_on_host_memory():
         c.close()
 
 
+def test_a_dropped_runtime_is_closed_at_once():
+    sim = pw.SimBackend()
+    rt = pw.Runtime("4", backends=sim)
+    life = rt._life
+    del rt  # the backend does not keep its runtime alive: no cycle to wait for
+    assert life.ptr is None
+    with pytest.raises(ValueError, match="closed"):
+        sim.stats()
+
+
 def test_bad_options_are_python_errors():
     with pytest.raises(ValueError, match="mode must be one of"):
         pw.SimBackend(mode="fast")
