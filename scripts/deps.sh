@@ -12,6 +12,7 @@ packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev strace
   libck-dev libcbor-dev libzstd-dev libxxhash-dev libcriterion-dev
   python3-cffi python3-dev python3-numpy python3-pytest
+  python3-venv python3-pip python3-setuptools python3-wheel
   libjansson-dev
   libmicrohttpd-dev python3-prometheus-client
   libnng-dev libmbedtls-dev libucx-dev iproute2

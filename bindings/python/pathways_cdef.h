@@ -206,6 +206,16 @@ typedef struct pw_backend_t {
   void* self;
 } pw_backend_t;
 
+/* ---- scheduler.h -------------------------------------------------------- */
+typedef struct pw_sched_policy_vtable_t pw_sched_policy_vtable_t;
+typedef struct pw_sched_policy_t {
+  const pw_sched_policy_vtable_t* vtable;
+  void* self;
+} pw_sched_policy_t;
+pw_sched_policy_t pw_sched_policy_fifo(void);
+pw_sched_policy_t pw_sched_policy_priority(void);
+pw_sched_policy_t pw_sched_policy_fair_share(void);
+
 /* ---- runtime.h ---------------------------------------------------------- */
 typedef struct pw_runtime_s pw_runtime_t;
 typedef struct pw_client_s pw_client_t;
@@ -232,6 +242,8 @@ typedef struct pw_runtime_options_t {
   uint32_t backend_count;
   const pw_slice_desc_t* slices;
   uint32_t slice_count;
+  pw_sched_policy_t sched_policy;
+  uint32_t sched_window;
   uint64_t launch_deadline_ns;
   uint64_t health_poll_ns;
   bool deadline_loses_slice;
@@ -635,6 +647,244 @@ typedef struct pw_elastic_stats_t {
   ...;
 } pw_elastic_stats_t;
 pw_status_t pw_elastic_stats(pw_elastic_t* elastic, pw_elastic_stats_t* out_stats);
+/* ---- graph_format.h ----------------------------------------------------- */
+#define PW_GRAPH_FORMAT_VERSION ...
+typedef struct pw_graph_hash_t {
+  uint8_t bytes[16];
+} pw_graph_hash_t;
+void pw_graph_hash_format(const pw_graph_hash_t* hash, char out[33]);
+typedef struct pw_graph_format_info_t {
+  size_t struct_size;
+  uint32_t vslices;
+  uint32_t executables;
+  uint32_t buffers;
+  uint32_t parameters;
+  uint32_t nodes;
+  uint32_t outputs;
+  pw_graph_hash_t hash;
+  ...;
+} pw_graph_format_info_t;
+pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t allocator,
+                                  pw_graph_format_info_t* out_info);
+pw_status_t pw_graph_format_canonicalize(const void* bytes, size_t size,
+                                         pw_allocator_t allocator, void** out_bytes,
+                                         size_t* out_size);
+pw_status_t pw_graph_format_dump_json(const void* bytes, size_t size, pw_allocator_t allocator,
+                                      char** out_text, size_t* out_size);
+typedef struct pw_graph_encode_options_t {
+  size_t struct_size;
+  const pw_vslice_t* vslices;
+  uint32_t vslice_count;
+  bool executables_by_hash;
+  ...;
+} pw_graph_encode_options_t;
+pw_status_t pw_graph_encode(pw_client_t* client, pw_graph_t graph,
+                            const pw_graph_encode_options_t* options, pw_allocator_t allocator,
+                            void** out_bytes, size_t* out_size);
+typedef struct pw_graph_decode_options_t {
+  size_t struct_size;
+  const pw_vslice_t* vslices;
+  uint32_t vslice_count;
+  const pw_executable_t* executables;
+  uint32_t executable_count;
+  ...;
+} pw_graph_decode_options_t;
+pw_status_t pw_graph_decode(pw_client_t* client, const void* bytes, size_t size,
+                            const pw_graph_decode_options_t* options, pw_graph_t* out_graph);
+pw_status_t pw_graph_executable_hash(pw_client_t* client, pw_executable_t executable,
+                                     pw_graph_hash_t* out_hash);
+
+/* ---- cache.h ------------------------------------------------------------ */
+typedef struct pw_cache_s pw_cache_t;
+typedef struct pw_cache_key_t {
+  uint8_t bytes[16];
+} pw_cache_key_t;
+void pw_cache_key_format(const pw_cache_key_t* key, char out[33]);
+pw_status_t pw_cache_compile_key(const char* backend_name, uint32_t backend_version,
+                                 const pw_mesh_shape_t* mesh, const void* program,
+                                 size_t program_size, const char* options,
+                                 pw_cache_key_t* out_key);
+typedef struct pw_cache_options_t {
+  size_t struct_size;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint64_t memory_bytes;
+  pw_store_t store;
+  int32_t compression_level;
+  ...;
+} pw_cache_options_t;
+void pw_cache_options_init(pw_cache_options_t* options);
+pw_status_t pw_cache_create(const pw_cache_options_t* options, pw_cache_t** out_cache);
+void pw_cache_retain(pw_cache_t* cache);
+void pw_cache_release(pw_cache_t* cache);
+typedef struct pw_cache_stats_t {
+  size_t struct_size;
+  uint64_t lookups;
+  uint64_t memory_hits;
+  uint64_t store_hits;
+  uint64_t misses;
+  uint64_t shared;
+  uint64_t fill_errors;
+  uint64_t bad_entries;
+  uint64_t store_errors;
+  uint64_t store_writes;
+  uint64_t store_bytes_written;
+  uint64_t store_raw_bytes_written;
+  uint64_t memory_entries;
+  uint64_t memory_bytes;
+  uint64_t memory_evictions;
+  uint64_t fill_ns;
+  uint64_t fill_ns_saved;
+  ...;
+} pw_cache_stats_t;
+pw_status_t pw_cache_stats(pw_cache_t* cache, pw_cache_stats_t* out_stats);
+pw_status_t pw_runtime_set_compile_cache(pw_runtime_t* runtime, pw_cache_t* cache);
+
+/* ---- backends/sim.h ----------------------------------------------------- */
+#define PW_SIM_MAX_DEVICES ...
+typedef uint64_t pw_sim_time_t;
+#define PW_SIM_TIME_NEVER ...
+#define PW_SIM_TIME_NOW ...
+typedef enum pw_sim_mode_e {
+  PW_SIM_MODE_INLINE = 0,
+  PW_SIM_MODE_THREADED = 1,
+  PW_SIM_MODE_MANUAL = 2,
+} pw_sim_mode_t;
+typedef enum pw_sim_memory_e {
+  PW_SIM_MEMORY_HOST = 0,
+  PW_SIM_MEMORY_VIRTUAL = 1,
+} pw_sim_memory_t;
+typedef enum pw_sim_failure_kind_e {
+  PW_SIM_FAIL_CHIP = 0,
+  PW_SIM_FAIL_SLICE = 1,
+} pw_sim_failure_kind_t;
+typedef struct pw_sim_failure_t {
+  pw_sim_failure_kind_t kind;
+  uint32_t index;
+  pw_sim_time_t at;
+} pw_sim_failure_t;
+typedef enum pw_sim_event_kind_e {
+  PW_SIM_EVENT_DONE = 0,
+  PW_SIM_EVENT_FAILED = 1,
+  PW_SIM_EVENT_TRANSFER = 2,
+  PW_SIM_EVENT_CANCELLED = 3,
+} pw_sim_event_kind_t;
+typedef struct pw_sim_event_t {
+  pw_sim_time_t time;
+  pw_sim_time_t start;
+  uint32_t device;
+  pw_sim_event_kind_t kind;
+  uint64_t gang_id;
+  const char* op;
+} pw_sim_event_t;
+typedef void (*pw_sim_trace_fn_t)(void* user, const pw_sim_event_t* event);
+typedef struct pw_sim_backend_options_t {
+  size_t struct_size;
+  pw_allocator_t allocator;
+  pw_logger_t logger;
+  uint32_t slice_count;
+  uint32_t devices_per_slice;
+  pw_sim_mode_t mode;
+  pw_sim_memory_t memory;
+  uint64_t device_memory_bytes;
+  double chip_flops_per_s;
+  double chip_bytes_per_s;
+  double ici_bytes_per_s;
+  pw_sim_time_t ici_latency_ns;
+  double dcn_bytes_per_s;
+  pw_sim_time_t dcn_latency_ns;
+  pw_sim_time_t launch_overhead_ns;
+  uint64_t seed;
+  uint32_t random_chip_failures;
+  uint32_t random_slice_failures;
+  pw_sim_time_t failure_window_ns;
+  const pw_sim_failure_t* failures;
+  uint32_t failure_count;
+  pw_sim_trace_fn_t trace;
+  void* trace_user;
+  uint32_t queue_depth;
+  bool blocking_collectives;
+  pw_sim_time_t dispatch_latency_ns;
+  uint32_t devices_per_host;
+  ...;
+} pw_sim_backend_options_t;
+void pw_sim_backend_options_init(pw_sim_backend_options_t* out_options);
+pw_status_t pw_sim_backend_create(const pw_sim_backend_options_t* options,
+                                  pw_backend_t* out_backend);
+bool pw_sim_backend_is_sim(pw_backend_t backend);
+pw_status_t pw_sim_backend_run_until(pw_backend_t backend, pw_sim_time_t time,
+                                     uint64_t* out_delivered);
+pw_status_t pw_sim_backend_run_all(pw_backend_t backend, uint64_t* out_delivered);
+pw_status_t pw_sim_backend_step(pw_backend_t backend, uint64_t* out_delivered);
+bool pw_sim_backend_wait_idle(pw_backend_t backend, uint64_t timeout_ns);
+typedef struct pw_sim_stats_t {
+  size_t struct_size;
+  pw_sim_time_t clock;
+  uint64_t trace_hash;
+  uint64_t events;
+  uint64_t failed;
+  uint64_t transfers;
+  uint64_t queued;
+  pw_sim_time_t busy_ns;
+  pw_sim_time_t span_start;
+  pw_sim_time_t span_end;
+  uint64_t host_launches;
+  ...;
+} pw_sim_stats_t;
+pw_status_t pw_sim_backend_stats(pw_backend_t backend, pw_sim_stats_t* out_stats);
+uint64_t pw_sim_backend_trace_hash(pw_backend_t backend);
+pw_sim_time_t pw_sim_backend_clock(pw_backend_t backend);
+typedef struct pw_sim_device_state_t {
+  size_t struct_size;
+  uint32_t slice;
+  uint32_t chip;
+  pw_sim_time_t busy_until;
+  pw_sim_time_t fail_at;
+  uint64_t events;
+  pw_device_health_t health;
+  pw_sim_time_t busy_ns;
+  pw_sim_time_t first_start;
+  pw_sim_time_t last_end;
+  uint32_t outstanding;
+  uint64_t waiting_gang;
+  ...;
+} pw_sim_device_state_t;
+pw_status_t pw_sim_backend_device_state(pw_backend_t backend, uint32_t device,
+                                        pw_sim_device_state_t* out_state);
+pw_status_t pw_sim_backend_fail(pw_backend_t backend, pw_sim_failure_kind_t kind,
+                                uint32_t index, pw_sim_time_t at);
+pw_status_t pw_sim_backend_repair(pw_backend_t backend, pw_sim_failure_kind_t kind,
+                                  uint32_t index);
+
+/* ---- plugin.h ----------------------------------------------------------- */
+#define PW_PLUGIN_ABI_VERSION ...
+typedef enum pw_plugin_kind_t {
+  PW_PLUGIN_KIND_BACKEND = 1,
+  PW_PLUGIN_KIND_TRANSPORT = 2,
+  PW_PLUGIN_KIND_STORE = 3,
+} pw_plugin_kind_t;
+const char* pw_plugin_kind_name(pw_plugin_kind_t kind);
+typedef struct pw_plugin_factory_t {
+  size_t struct_size;
+  uint32_t abi_version;
+  pw_plugin_kind_t kind;
+  const char* name;
+  const char* version;
+  const char* description;
+  const char* args_help;
+  ...;
+} pw_plugin_factory_t;
+typedef struct pw_plugin_t pw_plugin_t;
+pw_status_t pw_plugin_load(const char* path_or_name, pw_plugin_t** out_plugin);
+void pw_plugin_release(pw_plugin_t* plugin);
+const pw_plugin_factory_t* pw_plugin_factory(const pw_plugin_t* plugin);
+const char* pw_plugin_path(const pw_plugin_t* plugin);
+pw_status_t pw_plugin_create_backend(pw_plugin_t* plugin, const char* args,
+                                     pw_backend_t* out_backend);
+pw_status_t pw_plugin_create_store(pw_plugin_t* plugin, const char* args,
+                                   pw_store_t* out_store);
+const char* pw_plugin_dir(void);
+
 /* ---- backends/cpu.h ----------------------------------------------------- */
 #define PW_CPU_MAX_DEVICES ...
 #define PW_CPU_MAX_WORKERS ...
@@ -866,6 +1116,7 @@ void pwpy_counting_allocator_stats(const pwpy_counting_allocator_t* counter,
 
 /* pw_status_make(code, "%s", message) without varargs. */
 pw_status_t pwpy_status_make(pw_status_code_t code, const char* message);
+void pwpy_backend_destroy(pw_backend_t backend);
 
 /* ---- callbacks into Python (extern "Python", any thread) ---------------- */
 extern "Python" pw_status_t pwpy_kernel_run(const pw_cpu_kernel_call_t* call);
@@ -876,6 +1127,7 @@ extern "Python" void pwpy_event_callback(void* user, pw_status_t status);
 extern "Python" void pwpy_log(pw_log_level_t level, const char* subsystem,
                               const char* message, void* user);
 extern "Python" void pwpy_dump_line(void* user, const char* line);
+extern "Python" void pwpy_sim_trace(void* user, const pw_sim_event_t* event);
 extern "Python" pw_status_t pwpy_metric_sample(void* user, const pw_metric_sample_t* sample);
 extern "Python" pw_status_t pwpy_metrics_text(void* user, const char* data, size_t size);
 extern "Python" pw_status_t pwpy_host_task_run(void* user, const pw_host_task_context_t* context);

@@ -1,5 +1,7 @@
 """pathways: Python bindings of libpathways, a Pathways-style single-controller
-runtime for accelerator fleets (here: its bundled CPU backend).
+runtime for accelerator fleets: its bundled CPU backend (real kernels) and
+simulated fleet (SimBackend), several of them in one Runtime, the gang
+scheduler's policies, the compile cache and graph files.
 
     import numpy as np
     import pathways as pw
@@ -37,11 +39,16 @@ from ._errors import (
     UnknownError,
     error_class,
 )
+from ._backends import SIM_NEVER, SIM_NOW, Backend, CpuBackend, SimBackend, SimEvent, SimFailure
+from ._cache import CompileCache, compile_key
 from ._elastic import Elastic, ElasticEvent, StateBuffer
 from ._event import Event
 from ._failure import TopologyEvent, VSliceInfo
 from ._graph import ArmedGraph, Execution, Graph, Value
+from ._graphfile import (GRAPH_FORMAT_VERSION, GraphFileInfo, canonical_graph_file,
+                         check_graph_file, graph_file_hash, graph_file_json)
 from ._host import HostTaskCall
+from ._plugin import PLUGIN_ABI_VERSION, Plugin, PluginBackend, load_plugin, plugin_dir
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
 from ._objects import Buffer, Executable
@@ -55,6 +62,10 @@ from ._types import (ALL, DTYPES, NUMPY_NAMES, REPLICATED, VIEW_DTYPES, ArraySpe
 __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
 __all__ = [
+    "Backend", "CompileCache", "CpuBackend", "SIM_NEVER", "SIM_NOW", "SimBackend", "SimEvent",
+    "SimFailure", "compile_key", "PLUGIN_ABI_VERSION", "Plugin", "PluginBackend", "load_plugin",
+    "plugin_dir", "GRAPH_FORMAT_VERSION", "GraphFileInfo",
+    "canonical_graph_file", "check_graph_file", "graph_file_hash", "graph_file_json",
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
     "Device", "Elastic", "ElasticEvent", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
     "MetricsServer",

@@ -8,7 +8,7 @@ from ._errors import FailedPreconditionError, check, take_error
 from ._event import Event
 from ._lowlevel import ffi, in_callback, lib
 from ._objects import Executable, _adopt_buffer, _vslice_handle
-from ._types import ArraySpec, as_sharding, as_spec, mesh_text
+from ._types import ArraySpec, as_sharding, as_spec, mesh_text, parse_spec_text
 
 
 
@@ -96,6 +96,9 @@ class _Node:
         label = f"{self.name!r} " if self.name else ""
         if self.kind == "transfer":
             return f"%{self.index} = {label}transfer({args}): {outs}{where}"
+        if self.kind == "decoded":  # a node of a graph file (Client.decode_graph)
+            lhs = ", ".join(v.ref for v in self.outputs) or "()"
+            return f"{lhs} = {self.name}({args}): {outs or '()'}{where}"
         if self.kind == "host":
             lhs = (f"%{self.index}" if len(self.outputs) <= 1
                    else "(" + ", ".join(v.ref for v in self.outputs) + ")")
@@ -151,6 +154,46 @@ class Graph(_Runs, ClientHandle):
         if not self._id:
             raise ValueError("operation on a released Graph")
         return self.client._box.enter("a Graph")
+
+    def _enter_call(self):
+        return _Call(self)
+
+    @classmethod
+    def _adopt_decoded(cls, client, out, name, view, vslices):
+        """Wraps graph handle |out| that pw_graph_decode just made (counted
+        already), finalized, recording its parameters, nodes and outputs
+        from |view| (the file's JSON view) for submit and repr. Values are
+        numbered by the file's buffer ids."""
+        g = object.__new__(cls)
+        g.client, g.name, g._h, g._id = client, name, out, out.id
+        g._nodes, g._params, g._outputs = {}, [], []
+        g._lock = threading.Lock()
+        g._cargs = g._couts = g._cdone = None
+        g._donate = {}
+        g._finalized = True
+        bufs = {}
+        for b in view["buffers"]:
+            vs = vslices[b["vslice"]]
+            bufs[b["id"]] = Value(g, b["id"], 0, parse_spec_text(b["spec"]), vs)
+        for k, bid in enumerate(view["parameters"]):
+            n = _Node()
+            n.index, n.kind, n.name, n.param = bid, "parameter", None, k
+            n.executable, n.vslice, n.inputs = None, bufs[bid].vslice, ()
+            n.outputs = (bufs[bid],)
+            g._nodes[bid] = n
+            g._params.append(n)
+        for node in view["nodes"]:
+            n = _Node()
+            n.kind, n.param, n.executable = "decoded", None, None
+            n.name = node.get("name") or ("transfer" if "executable" not in node else "op")
+            n.inputs = tuple(bufs[i] for i in node["inputs"])
+            n.outputs = tuple(bufs[i] for i in node["outputs"])
+            n.vslice = vslices[node["vslice"]]
+            n.index = node["outputs"][0] if node["outputs"] else -1 - node["id"]
+            g._nodes[n.index] = n
+        g._outputs = [bufs[i] for i in view["outputs"]]
+        g.finalize()
+        return g
 
     @property
     def id(self):
@@ -382,6 +425,19 @@ class Graph(_Runs, ClientHandle):
                 lock.release()
             box.exit()
         return _execution(self, box, args, ids, done, donate)
+
+    def encode(self, vslices=None, *, executables_by_hash: bool = False) -> bytes:
+        """The graph as a graph file (CBOR bytes, docs/formats.md), which
+        Client.decode_graph (here or in another process) turns back into a
+        graph. |vslices|: the graph's virtual slices in the order to number
+        them (the decoder is given them in that order; default: by first
+        use). Executables are written inline (program and options), or by
+        their hash with |executables_by_hash| (the decoder then needs
+        them). Deterministic: equal graphs give equal bytes. Python host
+        tasks (add_host with a callable) cannot be encoded: register them
+        by name (Client.register_host_task)."""
+        from ._graphfile import encode_graph
+        return encode_graph(self, vslices, executables_by_hash=executables_by_hash)
 
     def arm(self):
         """Arms the graph for repeated submission: finalizes it (errors

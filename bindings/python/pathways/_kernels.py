@@ -17,7 +17,7 @@ two copies cost less than building numpy views of C memory did.
 
 import numpy as np
 
-from ._errors import status_from_exception
+from ._errors import FailedPreconditionError, status_from_exception
 from ._lowlevel import CALLBACK_SCOPE, ffi, lib
 from ._types import Program, dtype_code, mesh_from_c, numpy_dtype, shape_from_c
 
@@ -275,7 +275,12 @@ def register_kernel(runtime, name, fn, *, inputs=1, outputs=1, attrs=None,
     d.check = lib.pwpy_kernel_check if check is not None else ffi.NULL
     d.run = lib.pwpy_kernel_run
     d.user = kernel.handle
+    cpus = [b for b in runtime.backends if b.kind == "cpu"]
+    if not cpus:
+        raise FailedPreconditionError("register_kernel: the runtime has no CPU backend "
+                                      "(Python kernels run on CpuBackend devices)")
     with runtime._life:
-        check_status(lib.pw_cpu_backend_register_kernel(runtime._backend, d))
         runtime._kernels.append(kernel)
+        for b in cpus:  # every CPU backend of the runtime knows the kernel
+            check_status(lib.pw_cpu_backend_register_kernel(b._c, d))
     return fn

@@ -12,8 +12,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "pathways: cannot load the compiled module _pathways_ffi (" + str(exc) + "). "
-        "Build the project (cmake --build <build-dir>) and put "
-        "<build-dir>/bindings/python on PYTHONPATH, next to <source>/bindings/python."
+        "Install the package (pip install --no-build-isolation ./bindings/python, or "
+        "cmake --install <build-dir>; docs/python.md, \"Install\"), or, to use a build "
+        "tree, put <build-dir>/bindings/python on PYTHONPATH, next to "
+        "<source>/bindings/python."
     ) from exc
 
 INFINITE_FUTURE = (1 << 63) - 1

@@ -374,6 +374,20 @@ class Executable(ClientHandle):
                 f"{', '.join(map(str, outs)) if len(outs) == 1 else '(' + ', '.join(map(str, outs)) + ')'}"
                 f" for {mesh_text(mesh)}")
 
+    @property
+    def hash(self):
+        """The content hash (32 hex digits) by which graph files name this
+        executable (Graph.encode(executables_by_hash=True))."""
+        h = ffi.new("pw_graph_hash_t*")
+        ptr, handle = self._enter()
+        try:
+            check(lib.pw_graph_executable_hash(ptr, handle, h))
+        finally:
+            self.client._box.exit()
+        out = ffi.new("char[33]")
+        lib.pw_graph_hash_format(h, out)
+        return ffi.string(out).decode()
+
     def bytes(self):
         """The compiled bytes (cacheable, loadable with VSlice.load)."""
         data = ffi.new("void**")

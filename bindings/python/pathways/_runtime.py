@@ -1,14 +1,17 @@
-"""Runtime (the controller and its CPU backend), physical slices, clients and
+"""Runtime (the controller and its backends), physical slices, clients and
 virtual slices."""
 
 import atexit
 import logging
 import weakref
+from typing import Callable, List, Optional, Sequence, Union
 
 from . import _lowlevel
 from ._handle import ClientHandle
 from ._errors import FailedPreconditionError, check
 from ._lifetime import CLOSE_TIMEOUT_S, Lifetime
+from ._backends import Backend, CpuBackend, SimBackend, as_backends
+from ._cache import CompileCache
 from ._lowlevel import Closeable, CALLBACK_SCOPE, ffi, in_callback, lib
 from . import _metrics
 from ._metrics import MetricsServer
@@ -111,34 +114,92 @@ class _Counter:
 
 
 def _slice_descs(slices):
-    """Normalises the |slices| argument into [(name, mesh, host)]."""
+    """Normalises the |slices| argument into [(name, mesh, host, backend,
+    first_device)] (backend and first_device None when not given)."""
     if isinstance(slices, (str, int, dict, tuple)):
         slices = [slices]
     out = []
     for i, s in enumerate(slices):
         if isinstance(s, dict):
-            extra = set(s) - {"name", "mesh", "host"}
+            extra = set(s) - {"name", "mesh", "host", "backend", "first_device"}
             if extra:
                 raise TypeError(f"slices[{i}]: unknown keys {sorted(extra)}")
-            out.append((s.get("name") or f"slice{i}", mesh_tuple(s["mesh"]), int(s.get("host", 0))))
+            if "mesh" not in s:
+                raise TypeError(f"slices[{i}]: a slice needs a 'mesh'")
+            first = s.get("first_device")
+            if first is not None and (isinstance(first, bool) or not isinstance(first, int)
+                                      or first < 0):
+                raise TypeError(f"slices[{i}]: first_device must be an int >= 0, not {first!r}")
+            out.append((s.get("name") or f"slice{i}", mesh_tuple(s["mesh"]),
+                        int(s.get("host", 0)), s.get("backend"), first))
         else:
-            out.append((f"slice{i}", mesh_tuple(s), 0))
+            out.append((f"slice{i}", mesh_tuple(s), 0, None, None))
     if not out:
         raise ValueError("a runtime needs at least one slice")
     return out
 
 
-class Runtime(Closeable):
-    """The controller: a CPU backend whose devices are laid out as physical
-    slices, and the clients (jobs) that share them.
+def _backend_index(key, backends, i):
+    """Which of |backends| slice |i| names (None: the first one)."""
+    if key is None:
+        return 0
+    if isinstance(key, Backend):
+        for k, b in enumerate(backends):
+            if b is key:
+                return k
+        raise ValueError(f"slices[{i}]: its backend is not in the runtime's backends")
+    if isinstance(key, str):
+        kinds = [k for k, b in enumerate(backends) if b.kind == key]
+        if len(kinds) != 1:
+            raise ValueError(f"slices[{i}]: backend {key!r} names {len(kinds)} of the "
+                             f"runtime's backends ({[b.kind for b in backends]}); use an index")
+        return kinds[0]
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise TypeError(f"slices[{i}]: backend must be an index, a kind or a Backend, "
+                        f"not {type(key).__name__}")
+    if not 0 <= key < len(backends):
+        raise ValueError(f"slices[{i}]: backend {key} out of range (the runtime has "
+                         f"{len(backends)})")
+    return key
 
-        rt = Runtime("2x4")                                   # one 2x4 slice
+
+_SCHED_POLICIES = {"fifo": "pw_sched_policy_fifo", "priority": "pw_sched_policy_priority",
+                   "fair_share": "pw_sched_policy_fair_share"}
+
+
+class Runtime(Closeable):
+    """The controller: device backends whose devices are laid out as
+    physical slices, and the clients (jobs) that share them.
+
+        rt = Runtime("2x4")                                   # one 2x4 CPU slice
         rt = Runtime([{"name": "a", "mesh": "2x4"}, "8", (1,)])
+        sim = SimBackend(mode="manual")
+        rt = Runtime([{"mesh": "4", "backend": 0}, {"mesh": "8", "backend": "sim"}],
+                     backends=[CpuBackend(), sim])
 
     |slices|: one slice or a list; each a mesh ("2x4", 8, (2, 4)) or a dict
-    {name, mesh, host}. The CPU backend gets as many devices as the slices
-    need, laid out consecutively, and |workers| pool threads (Python kernels
-    run on them). |device_memory| caps each device's memory (bytes).
+    {name, mesh, host, backend, first_device}: |backend| an index into
+    |backends|, a kind ("cpu", "sim") or the Backend object (default: the
+    first); |first_device| the backend ordinal of its mesh index 0
+    (default: after the previous slices on that backend).
+
+    |backends|: Backend objects (CpuBackend, SimBackend), one or a list;
+    None: one CpuBackend(workers=|workers|, device_memory=|device_memory|)
+    (pool threads, on which Python kernels run; per-device memory cap in
+    bytes). Each backend object serves one runtime, which owns it from
+    then on (Runtime.backends; SimBackend's stepping and failure injection
+    work while the runtime is open).
+
+    Scheduling (include/pathways/scheduler.h): |sched_policy| "fifo"
+    (default), "priority" (Client priority, highest first) or "fair_share"
+    (Client weight, over measured device time) picks which client's op
+    enters a slice's sequence when an admission slot frees up;
+    |sched_window| ops of a slice may be admitted and unfinished at a time
+    (0: unlimited: ops enter as submitted and the policy is not asked).
+
+    |compile_cache|: a CompileCache every compile of this runtime goes
+    through (also set_compile_cache()).
+
     |runtime_workers| host threads parallelise large host transfers.
     |logger|: None (silent unless PW_LOG is set), True (Python `logging`,
     logger "pathways.<subsystem>"), or a callable(level, subsystem, message)
@@ -156,9 +217,14 @@ class Runtime(Closeable):
     are making on the runtime and its clients (see close()).
     """
 
-    def __init__(self, slices="2x4", *, workers=2, device_memory=None, runtime_workers=0,
-                 logger=None, log_level="warn", health_poll=None, launch_deadline=None,
-                 deadline_loses_slice=False, loss_grace=None):
+    def __init__(self, slices: Union[str, int, tuple, dict, Sequence] = "2x4", *,
+                 backends: Union[None, Backend, Sequence[Backend]] = None, workers: int = 2,
+                 device_memory: Optional[int] = None, runtime_workers: int = 0,
+                 logger: Union[None, bool, Callable[[str, str, str], None]] = None,
+                 log_level: str = "warn", health_poll: Optional[float] = None,
+                 launch_deadline: Optional[float] = None, deadline_loses_slice: bool = False,
+                 loss_grace: Optional[float] = None, sched_policy: Optional[str] = None,
+                 sched_window: int = 0, compile_cache: Optional["CompileCache"] = None):
         _lowlevel.flush_deferred()
         failure = {"health_poll": _ns(health_poll, "health_poll"),
                    "launch_deadline": _ns(launch_deadline, "launch_deadline"),
@@ -166,11 +232,49 @@ class Runtime(Closeable):
         if not isinstance(deadline_loses_slice, bool):
             raise TypeError(f"deadline_loses_slice must be a bool, not "
                             f"{type(deadline_loses_slice).__name__}")
+        if sched_policy is not None and sched_policy not in _SCHED_POLICIES:
+            raise ValueError(f"sched_policy must be one of {sorted(_SCHED_POLICIES)} or None, "
+                             f"not {sched_policy!r}")
+        if isinstance(sched_window, bool) or not isinstance(sched_window, int) \
+                or not 0 <= sched_window < (1 << 32):
+            raise TypeError(f"sched_window must be an int >= 0, not {sched_window!r}")
+        if compile_cache is not None and not isinstance(compile_cache, CompileCache):
+            raise TypeError(f"compile_cache must be a CompileCache, not "
+                            f"{type(compile_cache).__name__}")
         self._life = Lifetime(None, "Runtime")
         self._clients = {}   # id(box) -> _ClientBox, for close()
         self._kernels = []   # keep-alive of Python kernels (their handles)
+        self._caches = []    # C caches this runtime borrowed (released after it)
+        self._cache = None
         descs = _slice_descs(slices)
-        devices = sum(_device_count(m) for _, m, _ in descs)
+        blist = as_backends(backends)
+        if not blist:
+            blist = [CpuBackend(workers=workers, device_memory=device_memory)]
+        elif workers != 2 or device_memory is not None:
+            raise TypeError("workers and device_memory are CpuBackend options; with "
+                            "backends=, give them to CpuBackend(...)")
+        if len(set(map(id, blist))) != len(blist):
+            raise ValueError("the same backend object is listed twice in backends")
+        for b in blist:
+            if b._rt is not None:
+                raise ValueError(f"this {type(b).__name__} already belongs to a runtime; "
+                                 "make one backend object per Runtime")
+        # Lay the slices out on their backends.
+        layout = []                      # (name, mesh, host, backend, first)
+        next_free = [0] * len(blist)
+        needed = [0] * len(blist)
+        first_slice = [None] * len(blist)
+        for i, (name, mesh, host, bkey, first) in enumerate(descs):
+            b = _backend_index(bkey, blist, i)
+            n = _device_count(mesh)
+            if first is None:
+                first = next_free[b]
+            next_free[b] = first + n
+            needed[b] = max(needed[b], first + n)
+            if first_slice[b] is None:
+                first_slice[b] = n
+            layout.append((name, mesh, host, b, first))
+        self._slice_backends = [b for _, _, _, b, _ in layout]
         self._logger = None
         if logger is not None and logger is not False:
             if log_level not in _LOG_LEVELS:
@@ -181,55 +285,66 @@ class Runtime(Closeable):
         self._device_mem = _Counter()
 
         keep = []
-        cslices = ffi.new("pw_slice_desc_t[]", len(descs))
-        first = 0
-        for i, (name, mesh, host) in enumerate(descs):
+        cslices = ffi.new("pw_slice_desc_t[]", len(layout))
+        for i, (name, mesh, host, b, first) in enumerate(layout):
             cname = ffi.new("char[]", name.encode())
             keep.append(cname)
             cslices[i].name = cname
             fill_mesh(cslices[i].mesh, mesh)
-            cslices[i].backend = 0
+            cslices[i].backend = b
             cslices[i].first_device = first
             cslices[i].host = host
-            first += _device_count(mesh)
-        cpu = ffi.new("pw_cpu_backend_options_t*")
-        lib.pw_cpu_backend_options_init(cpu)
-        cpu.allocator = self._device_mem.allocator
-        cpu.device_count = devices
-        cpu.worker_count = workers
-        if device_memory is not None:
-            cpu.device_memory_bytes = int(device_memory)
-        self._set_logger(cpu.logger, log_level)
-        backend = ffi.new("pw_backend_t*")
-        status = lib.pw_cpu_backend_create(cpu, backend)
-        if status:
-            self._host_mem.destroy()
-            self._device_mem.destroy()
-            check(status)
-        self._backend = backend[0]
+        cbackends = ffi.new("pw_backend_t[]", len(blist))
+        set_logger = lambda clogger: self._set_logger(clogger, log_level)  # noqa: E731
+        for k, b in enumerate(blist):
+            try:
+                if isinstance(b, SimBackend):
+                    cbackends[k] = b._create(self._device_mem.allocator, set_logger, needed[k],
+                                             first_slice[k])
+                else:
+                    cbackends[k] = b._create(self._device_mem.allocator, set_logger, needed[k])
+            except BaseException:
+                for j in range(k):  # not handed to a runtime yet: ours to destroy
+                    lib.pwpy_backend_destroy(cbackends[j])
+                    blist[j]._c = None
+                self._host_mem.destroy()
+                self._device_mem.destroy()
+                raise
+        for k, b in enumerate(blist):
+            b._bind(self, k)
+        self._backends = blist
 
         opts = ffi.new("pw_runtime_options_t*")
         opts.struct_size = ffi.sizeof("pw_runtime_options_t")
         opts.allocator = self._host_mem.allocator
         self._set_logger(opts.logger, log_level)
         opts.worker_count = runtime_workers
-        opts.backends = backend
-        opts.backend_count = 1
+        opts.backends = cbackends
+        opts.backend_count = len(blist)
         opts.slices = cslices
-        opts.slice_count = len(descs)
+        opts.slice_count = len(layout)
+        if sched_policy is not None:
+            opts.sched_policy = getattr(lib, _SCHED_POLICIES[sched_policy])()
+        opts.sched_window = sched_window
         opts.health_poll_ns = failure["health_poll"]
         opts.launch_deadline_ns = failure["launch_deadline"]
         opts.loss_grace_ns = failure["loss_grace"]
         opts.deadline_loses_slice = deadline_loses_slice
         out = ffi.new("pw_runtime_t**")
-        # On failure the runtime has destroyed the backend.
+        # On failure the runtime has destroyed the backends.
         status = lib.pw_runtime_create(opts, out)
         if status:
+            for b in blist:
+                b._c = None
+                b.runtime = None
             self._host_mem.destroy()
             self._device_mem.destroy()
             check(status)
         self._life.ptr = out[0]
+        self._sched = (sched_policy or "fifo", sched_window)
         _live_runtimes.add(self)
+        if compile_cache is not None:
+            self.set_compile_cache(compile_cache)
 
     def _set_logger(self, clogger, level):
         if self._logger is None:
@@ -271,10 +386,60 @@ class Runtime(Closeable):
             raise IndexError(f"slice index {key} out of range (the runtime has {n})")
         return Slice(self, key)
 
+    @property
+    def backends(self) -> List[Backend]:
+        """The runtime's backends (CpuBackend, SimBackend objects), in the
+        order slices name them."""
+        return list(self._backends)
+
+    def backend(self, slice) -> Backend:
+        """The backend physical slice |slice| (index or name) runs on."""
+        return self._backends[self._slice_backends[self.slice(slice).index]]
+
+    @property
+    def sched_policy(self) -> str:
+        """The gang scheduling policy: "fifo", "priority" or "fair_share"."""
+        return self._sched[0]
+
+    @property
+    def sched_window(self) -> int:
+        """Ops of a slice admitted and unfinished at most (0: unlimited)."""
+        return self._sched[1]
+
+    # -- compile cache
+
+    @property
+    def compile_cache(self) -> Optional["CompileCache"]:
+        """The CompileCache compiles go through (None: none)."""
+        return self._cache
+
+    def set_compile_cache(self, cache: Optional["CompileCache"]) -> None:
+        """Routes this runtime's compiles through |cache| (None: stops).
+        Compiles already running use the previous setting. The runtime
+        keeps the C cache alive until it is closed, whatever becomes of
+        |cache| (closing it stops nothing here)."""
+        if cache is not None and not isinstance(cache, CompileCache):
+            raise TypeError(f"cache must be a CompileCache or None, not {type(cache).__name__}")
+        with self._life as ptr:
+            if cache is None:
+                check(lib.pw_runtime_set_compile_cache(ptr, ffi.NULL))
+            else:
+                c = cache._retain()  # ValueError once the cache is closed
+                try:
+                    check(lib.pw_runtime_set_compile_cache(ptr, c))
+                except BaseException:
+                    lib.pw_cache_release(c)
+                    raise
+                self._caches.append(c)
+            self._cache = cache
+
     # -- clients
 
-    def client(self, name=None, *, weight=1, priority=0):
-        """A new client (job/tenant) of this runtime."""
+    def client(self, name: Optional[str] = None, *, weight: int = 1,
+               priority: int = 0) -> "Client":
+        """A new client (job/tenant) of this runtime. |weight| (>= 1) is
+        its share under the "fair_share" policy, |priority| its rank under
+        "priority" (higher first)."""
         return Client(self, name, weight=weight, priority=priority)
 
     # -- kernels
@@ -297,12 +462,15 @@ class Runtime(Closeable):
     def set_device_health(self, slice, mesh_index, health):
         """Test hook: sets the health ("healthy", "degraded", "failed") of
         device |mesh_index| of physical slice |slice| (index or name). A
-        failed device fails the work queued on it with UnavailableError."""
+        failed device fails the work queued on it with UnavailableError.
+        On a sim slice: "failed" fails the chip now, "healthy" repairs it
+        (SimBackend.fail / repair)."""
         s = self.slice(slice)
         dev = s.device(mesh_index)
         code = _health_code(health)
+        backend = self._backends[self._slice_backends[s.index]]
         with self._life:
-            check(lib.pw_cpu_backend_set_health(self._backend, dev.backend_device, code))
+            backend._set_health(dev.backend_device, code)
 
     # -- failure (include/pathways/runtime.h, "Failure")
 
@@ -419,10 +587,22 @@ class Runtime(Closeable):
         # No call on the runtime is in flight and none can start, so no
         # client can be added: close them (each waits for its own calls;
         # a timeout there reopens the runtime, nothing of it freed yet).
+        # A manual sim delivers nothing by itself: deliver what is queued,
+        # or destroying the clients would wait for it.
+        for b in self._backends:
+            if lib.pw_sim_backend_is_sim(b._c):
+                status = lib.pw_sim_backend_run_all(b._c, ffi.NULL)
+                if status:  # not manual (threaded: FAILED_PRECONDITION): nothing to do
+                    lib.pw_status_free(status)
         for box in list(self._clients.values()):
             box.close(timeout)
             self._clients.pop(id(box), None)
         check(lib.pw_runtime_destroy(ptr))
+        for b in self._backends:
+            b._c = None
+        for c in self._caches:
+            lib.pw_cache_release(c)
+        self._caches.clear()
         _live_runtimes.discard(self)
         self._kernels.clear()
         self._host_mem.destroy()
@@ -435,7 +615,8 @@ class Runtime(Closeable):
             parts = ", ".join(f"{s.name!r} {mesh_text(s.mesh)}" for s in self.slices)
         except ValueError:  # closing on another thread
             return "<Runtime closing>"
-        return f"<Runtime cpu: {parts}; {len(self._clients)} client(s)>"
+        kinds = "+".join(b.kind for b in self._backends)
+        return f"<Runtime {kinds}: {parts}; {len(self._clients)} client(s)>"
 
 
 def _ns(seconds, what):
@@ -707,6 +888,20 @@ class Client(Closeable):
     def graph(self, name=None):
         from ._graph import Graph
         return Graph(self, name)
+
+    def decode_graph(self, data, vslices, executables=(), name=None):
+        """A new, finalized Graph of this client from graph file |data|
+        (bytes-like; Graph.encode wrote it, here or in another process):
+        the file's virtual slices bound to |vslices| (in the file's order;
+        equal meshes), inline programs compiled (through the runtime's
+        compile cache if it has one), executables written by hash looked up
+        among |executables|. Decoding the same bytes with the same bindings
+        while the earlier graph is alive returns that graph again, without
+        compiling. InvalidArgumentError naming the path for bad bytes
+        ("nodes[2].inputs[0]: ..."); the arguments of submit() are the
+        file's parameters, in order."""
+        from ._graphfile import decode_graph
+        return decode_graph(self, data, vslices, executables, name)
 
     def register_host_task(self, name, fn):
         """Registers |fn| (see Graph.add_host) as host task |name|

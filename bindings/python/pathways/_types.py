@@ -443,3 +443,15 @@ def program_bytes(program):
     if isinstance(program, (bytes, bytearray, memoryview)):
         return bytes(program)
     raise TypeError(f"expected a Program, program text or bytes, not {type(program).__name__}")
+
+
+_LIB_SPLIT = re.compile(r"split\((\d+) over (?:all devices|mesh axis (\d+))\)")
+
+
+def parse_spec_text(text):
+    """An ArraySpec from the library's own spec text (pw_spec_format, as in
+    a graph file's JSON view): "f32[8,4] split(0 over all devices)",
+    "... split(1 over mesh axis 0)", "... replicated"."""
+    def one(m):
+        return f"split({m.group(1)},{m.group(2) if m.group(2) is not None else ALL})"
+    return ArraySpec.parse(_LIB_SPLIT.sub(one, text))

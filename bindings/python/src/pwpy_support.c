@@ -101,3 +101,9 @@ pw_status_t pwpy_status_make(pw_status_code_t code, const char* message) {
   if (code == PW_STATUS_OK) code = PW_STATUS_UNKNOWN;
   return pw_status_make(code, "%s", message ? message : "");
 }
+
+void pwpy_backend_destroy(pw_backend_t backend) {
+  if (backend.vtable != NULL && backend.vtable->destroy != NULL) {
+    backend.vtable->destroy(backend.self);
+  }
+}

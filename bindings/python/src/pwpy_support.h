@@ -37,4 +37,9 @@ void pwpy_counting_allocator_stats(const pwpy_counting_allocator_t* counter,
  * PW_STATUS_OK gives UNKNOWN (an error is always an error). */
 pw_status_t pwpy_status_make(pw_status_code_t code, const char* message);
 
+/* Destroys a backend the runtime was not handed (one made for a runtime
+ * whose creation then stopped before pw_runtime_create): its vtable's
+ * destroy. A zero backend is a no-op. */
+void pwpy_backend_destroy(pw_backend_t backend);
+
 #endif /* PATHWAYS_PYTHON_SUPPORT_H_ */
