@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,9 @@ static void pw_tool_usage(FILE* out) {
           "  --no-data-plane       no UCX: copies between workers fail\n"
           "  --log-level LEVEL     debug, info (default), warn, error, off\n"
           "  --help                this text\n"
+          "\n"
+          "SIGUSR1 prints what the worker is doing (its session, devices, launches\n"
+          "not yet answered) to stderr.\n"
           "\n"
           "Exit status: 0 stopped by SIGTERM/SIGINT; 1 the worker failed; 2 usage\n"
           "error (bad flag, no controller, no token, a TLS file missing or bad); 3\n"
@@ -294,7 +298,38 @@ static void pw_tool_on_signal(int sig) {
   pw_worker_stop(pw_tool_worker); /* an atomic store: async-signal-safe */
 }
 
+static void pw_tool_dump_line(void* user, const char* line) {
+  (void)user;
+  fprintf(stderr, "%s\n", line);
+}
+
+/* SIGUSR1 prints pw_worker_dump to stderr. The signal is blocked in every
+ * thread (main blocks it before any thread exists) and taken here with
+ * sigwait, so the dump runs as ordinary code, not in a handler. */
+static volatile sig_atomic_t pw_tool_dumper_stop;
+
+static void* pw_tool_dumper(void* arg) {
+  pw_worker_t* worker = arg;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0 || pw_tool_dumper_stop) break;
+    fprintf(stderr, "pathways-worker: SIGUSR1: what the worker is doing\n");
+    pw_status_t s = pw_worker_dump(worker, pw_tool_dump_line, NULL);
+    if (s != NULL) fprintf(stderr, "pathways-worker: dump: %s\n", pw_status_message(s));
+    pw_status_free(s);
+    fflush(stderr);
+  }
+  return NULL;
+}
+
 int main(int argc, char** argv) {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, NULL);
   pw_tool_args_t a;
   int rc = pw_tool_parse(argc, argv, &a);
   if (rc >= 0) return rc;
@@ -336,7 +371,14 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  pthread_t dumper;
+  bool dumping = pthread_create(&dumper, NULL, pw_tool_dumper, worker) == 0;
   s = pw_worker_run(worker);
+  if (dumping) {
+    pw_tool_dumper_stop = 1;
+    pthread_kill(dumper, SIGUSR1);
+    pthread_join(dumper, NULL);
+  }
   rc = PW_EXIT_STOPPED;
   if (s != NULL) {
     fprintf(stderr, "pathways-worker: %s\n", pw_status_message(s));

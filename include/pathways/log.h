@@ -55,6 +55,10 @@ PW_API void pw_log(const pw_logger_t* logger, pw_log_level_t level,
                    const char* subsystem, const char* format, ...)
     PW_PRINTF_ATTR(4, 5);
 
+/* One line of a dump (pw_runtime_dump, pw_worker_dump): NUL-terminated,
+ * no newline, valid during the call only. */
+typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
+
 PW_EXTERN_C_END
 
 #endif /* PATHWAYS_LOG_H_ */

@@ -277,9 +277,7 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_lose_slice(pw_runtime_t* runtim
 PW_API PW_MUST_USE_RESULT pw_status_t pw_runtime_restore_slice(pw_runtime_t* runtime,
                                                                uint32_t slice);
 
-/* One line of pw_runtime_dump's report: NUL-terminated, no newline,
- * valid during the call only. */
-typedef void (*pw_dump_line_fn_t)(void* user, const char* line);
+/* pw_dump_line_fn_t (one line of a dump) is in pathways/log.h. */
 
 /* What every device of every slice is doing, one line each (after a line
  * per slice): the op its cursor is at (node, name, gang, client), in

@@ -157,6 +157,18 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_worker_stats(pw_worker_t* worker,
  * returned. NULL is a no-op. */
 PW_API void pw_worker_destroy(pw_worker_t* worker);
 
+/* What the worker is doing, one line each: its state (registering, or the
+ * session: controller, index, session number), per device the last
+ * queue number handed to the backend and the backend's health, every
+ * launch not yet answered (id, executable, devices, gang, parts still
+ * running, for how long), copies in flight, memories and executables
+ * held, and completions waiting in the outbox. For a worker that looks
+ * stuck: it reads other threads' state under their locks, briefly.
+ * `pathways-worker` prints it to stderr on SIGUSR1. INVALID_ARGUMENT for
+ * NULL arguments. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_worker_dump(pw_worker_t* worker, pw_dump_line_fn_t fn,
+                                                     void* user);
+
 PW_EXTERN_C_END
 
 #endif /* PATHWAYS_WORKER_H_ */

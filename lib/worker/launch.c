@@ -7,13 +7,19 @@
  * (counting on across sessions: the backend outlives them), in the
  * controller's order: a LAUNCH the worker answers itself (an unknown id)
  * then leaves no gap that would make the backend refuse the next one. */
+#include <stdio.h>
 #include <string.h>
 
 #include "plugin/backend_call.h"
 #include "worker/worker_internal.h"
 
-typedef struct pw_worker_launch_t {
+struct pw_worker_launch_t {
   pw_worker_t* w;
+  pw_worker_launch_t* prev;  /* on w->launches while listed */
+  pw_worker_launch_t* next;
+  bool listed;
+  pw_time_t started;
+  uint64_t gang, queue_seq;
   uint64_t id;
   uint64_t session_gen;     /* the session it belongs to */
   size_t bytes;             /* this block's size */
@@ -31,10 +37,62 @@ typedef struct pw_worker_launch_t {
   const pw_backend_memory_t** out_rows;
   pw_backend_memory_t* per_device;        /* [i][inputs then outputs] */
   uint32_t* group_devices;
-} pw_worker_launch_t;
+  uint32_t mesh_start;
+};
+
+static void pw_worker_launch_list(pw_worker_launch_t* l) {
+  pw_worker_t* w = l->w;
+  pthread_mutex_lock(&w->lock);
+  l->prev = NULL;
+  l->next = w->launches;
+  if (w->launches != NULL) w->launches->prev = l;
+  w->launches = l;
+  l->listed = true;
+  pthread_mutex_unlock(&w->lock);
+}
+
+static void pw_worker_launch_unlist(pw_worker_launch_t* l) {
+  pw_worker_t* w = l->w;
+  pthread_mutex_lock(&w->lock);
+  if (l->listed) {
+    if (l->prev != NULL) l->prev->next = l->next;
+    if (l->next != NULL) l->next->prev = l->prev;
+    if (w->launches == l) w->launches = l->next;
+    l->listed = false;
+  }
+  pthread_mutex_unlock(&w->lock);
+}
+
+const pw_worker_launch_t* pw__worker_launch_next(const pw_worker_launch_t* l) {
+  return l->next;
+}
+
+void pw__worker_launch_describe(const pw_worker_launch_t* l, pw_time_t now, char* buffer,
+                                size_t capacity) {
+  char devices[96];
+  size_t n = 0;
+  devices[0] = '\0';
+  for (uint32_t i = 0; i < l->devices && n + 12 < sizeof(devices); ++i) {
+    n += (size_t)snprintf(devices + n, sizeof(devices) - n, "%s%u", i ? "," : "",
+                          l->group_devices[l->mesh_start + i]);
+  }
+  if (n + 12 >= sizeof(devices)) snprintf(devices + n, sizeof(devices) - n, ",...");
+  pthread_mutex_lock((pthread_mutex_t*)&l->lock); /* after w->lock: the only such order */
+  uint32_t pending = l->pending;
+  bool failed = l->failure != NULL;
+  pthread_mutex_unlock((pthread_mutex_t*)&l->lock);
+  snprintf(buffer, capacity,
+           "launch %llu: executable %llu on devices %s (mesh %u of a gang of %u, gang %llu, "
+           "queue %llu): %u part%s running for %.1f ms%s",
+           (unsigned long long)l->id, (unsigned long long)(l->exe ? l->exe->id : 0), devices,
+           l->mesh_start, l->group, (unsigned long long)l->gang,
+           (unsigned long long)l->queue_seq, pending, pending == 1 ? "" : "s",
+           (double)(now - l->started) / 1e6, failed ? " (one failed)" : "");
+}
 
 static void pw_worker_launch_finish(pw_worker_launch_t* l) {
   pw_worker_t* w = l->w;
+  pw_worker_launch_unlist(l);
   pw_wire_msg_t msg = {.type = PW_WIRE_DONE};
   msg.u[PW_WIRE_DONE_ID] = l->id;
   msg.u[PW_WIRE_DONE_CODE] = (uint64_t)pw_status_code(l->failure);
@@ -170,6 +228,10 @@ static pw_status_t pw_worker_launch_make(pw_worker_t* w, const pw_wire_msg_t* ms
   l->group = group;
   l->inputs = inputs;
   l->outputs = outputs;
+  l->mesh_start = (uint32_t)msg->u[PW_WIRE_LAUNCH_MESH_START];
+  l->gang = msg->u[PW_WIRE_LAUNCH_GANG];
+  l->queue_seq = msg->u[PW_WIRE_LAUNCH_QUEUE_SEQ];
+  l->started = pw_clock_now();
   pthread_mutex_init(&l->lock, NULL);
   for (uint32_t i = 0; i < group; ++i) l->group_devices[i] = (uint32_t)msg->list[i];
   *out = l;
@@ -286,5 +348,6 @@ void pw__worker_on_launch(pw_worker_t* w, const pw_wire_msg_t* msg) {
     pw_worker_launch_part(l, s, NULL, false);
     return;
   }
+  pw_worker_launch_list(l);
   pw_worker_launch_run(w, msg, l);
 }

@@ -119,3 +119,10 @@ void pw__worker_outbox_stop(pw_worker_t* w) {
   pthread_mutex_unlock(&w->out.mu);
   if (running) pthread_join(w->flush_thread, NULL);
 }
+
+uint32_t pw__worker_outbox_waiting(pw_worker_t* w) {
+  pthread_mutex_lock(&w->out.mu);
+  uint32_t n = w->out.count;
+  pthread_mutex_unlock(&w->out.mu);
+  return n;
+}

@@ -128,6 +128,7 @@ struct pw_worker_s {
   pthread_mutex_t lock;
   pthread_cond_t idle;        /* signalled when |inflight| drops to 0 */
   uint64_t inflight;          /* launches and copies not yet answered */
+  struct pw_worker_launch_t* launches;  /* those launches, newest first (dump.c) */
   pw_worker_table_t mems;
   pw_worker_table_t exes;
 
@@ -161,7 +162,17 @@ void pw__worker_tls_free(pw_worker_t* w);
 /* Serves one session after WELCOME: dials |url|, attaches, reads until
  * loss or stop, then cleans up. */
 void pw__worker_session(pw_worker_t* w, const char* url, const void* nonce);
+/* One LAUNCH not yet answered (launch.c), as pw_worker_dump shows it:
+ * on |w->launches| under |w->lock| from its pins to its DONE. */
+typedef struct pw_worker_launch_t pw_worker_launch_t;
+/* launch.c: one line about |l| into |buffer| (under w->lock). */
+void pw__worker_launch_describe(const pw_worker_launch_t* l, pw_time_t now, char* buffer,
+                                size_t capacity);
+const pw_worker_launch_t* pw__worker_launch_next(const pw_worker_launch_t* l);
+
 /* outbox.c */
+/* Messages waiting in the outbox (under its lock). */
+uint32_t pw__worker_outbox_waiting(pw_worker_t* w);
 /* Sends |msg| on the session unless it is dead, after what waits in the
  * outbox, in one frame; failures are logged. */
 void pw__worker_send(pw_worker_t* w, const pw_wire_msg_t* msg);

@@ -105,6 +105,46 @@ Test(worker_binary, registers_and_stops_cleanly_on_sigterm) {
   fc_stop(&fc);
 }
 
+/* SIGUSR1 prints the worker's dump to stderr; the worker goes on. */
+Test(worker_binary, sigusr1_prints_what_the_worker_is_doing) {
+  fc_t fc;
+  fc_listen(&fc);
+  char err_path[] = "/tmp/pw_wb_usr1_XXXXXX";
+  int fd = mkstemp(err_path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  const char* args[] = {"--controller", fc.reg_url, "--devices", "2", "--name", "wbdump",
+                        "--log-level", "warn", NULL};
+  pid_t pid = wb_spawn_err("secret", args, err_path);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  fc_release(&hello);
+  fc_welcome(&fc, 0, 100000000ull, 100);
+  fc_msg_t m;
+  fc_recv(&fc, PW_WIRE_ATTACH, &m);
+  fc_release(&m);
+  fc_alloc(&fc, 1, 1, 16);
+  fc_write(&fc, 2, 1, 0, "0123456789abcdef", 16, PW_STATUS_OK); /* the ALLOC is done */
+  cr_assert_eq(kill(pid, SIGUSR1), 0);
+  static char text[8192];
+  bool seen = false;
+  for (int i = 0; i < FC_WAIT_MS / 10 && !seen; ++i) {
+    wb_read(err_path, text, sizeof(text));
+    seen = strstr(text, "memories") != NULL;
+    if (!seen) nng_msleep(10);
+  }
+  cr_assert(seen, "no dump on stderr: %s", text);
+  cr_assert_not_null(strstr(text, "worker wbdump: in a session"), "%s", text);
+  cr_assert_not_null(strstr(text, "device 1: healthy"), "%s", text);
+  cr_assert_not_null(strstr(text, "1 memories"), "%s", text);
+  /* Still serving: a write is answered, SIGTERM stops it cleanly. */
+  fc_write(&fc, 3, 1, 0, "fedcba9876543210", 16, PW_STATUS_OK);
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  cr_assert_eq(wb_reap(pid), 0);
+  unlink(err_path);
+  fc_stop(&fc);
+}
+
 Test(worker_binary, loads_a_backend_plugin) {
   fc_t fc;
   fc_listen(&fc);

@@ -102,9 +102,41 @@ void fc_release(fc_msg_t* m) {
   m->raw = NULL;
 }
 
+/* The next session message: frames are split into one nng message per
+ * wire message, so each fc_msg_t owns its bytes. */
+static void fc_recv_session(fc_t* fc, fc_msg_t* out) {
+  if (fc->queued_count == 0) {
+    nng_msg* frame = NULL;
+    int rv = nng_recvmsg(fc->pair, &frame, 0);
+    cr_assert_eq(rv, 0, "receive from the worker: %s", nng_strerror(rv));
+    const unsigned char* body = nng_msg_body(frame);
+    size_t size = nng_msg_len(frame), offset = 0;
+    while (offset < size) {
+      size_t at = offset;
+      pw_wire_msg_t m;
+      pw_status_t s = pw__wire_decode_next(body, size, &offset, 0, fc_alloc_sys(), &m);
+      cr_assert_null(s, "%s", pw_status_message(s));
+      pw__wire_msg_release(&m, fc_alloc_sys());
+      cr_assert_lt(fc->queued_count, 128);
+      nng_msg* one = NULL;
+      cr_assert_eq(nng_msg_alloc(&one, 0), 0);
+      cr_assert_eq(nng_msg_append(one, body + at, offset - at), 0);
+      nng_msg_set_pipe(one, nng_msg_get_pipe(frame)); /* tests close it */
+      fc->queued[(fc->queued_head + fc->queued_count++) % 128] = one;
+    }
+    nng_msg_free(frame);
+  }
+  out->raw = fc->queued[fc->queued_head];
+  fc->queued_head = (fc->queued_head + 1) % 128;
+  fc->queued_count--;
+  pw_status_t s = pw__wire_nng_decode(out->raw, 0, fc_alloc_sys(), "worker", &out->msg);
+  if (s != NULL) out->raw = NULL; /* freed by the decode */
+  cr_assert_null(s, "%s", pw_status_message(s));
+}
+
 void fc_recv(fc_t* fc, pw_wire_type_t type, fc_msg_t* out) {
   for (;;) {
-    fc_recv_on(fc->pair, out);
+    fc_recv_session(fc, out);
     if (out->msg.type == PW_WIRE_HEARTBEAT && type != PW_WIRE_HEARTBEAT) {
       fc_release(out);
       continue;
@@ -150,6 +182,11 @@ void fc_stop(fc_t* fc) {
   fc->worker = NULL;
   pw__wire_nng_close(fc->rep);
   pw__wire_nng_close(fc->pair);
+  while (fc->queued_count > 0) {
+    nng_msg_free(fc->queued[fc->queued_head]);
+    fc->queued_head = (fc->queued_head + 1) % 128;
+    fc->queued_count--;
+  }
 }
 
 pw_worker_stats_t fc_stats(fc_t* fc) {

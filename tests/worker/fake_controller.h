@@ -31,6 +31,10 @@ typedef struct fc_t {
   bool running;
   pw_status_t run_status;
   uint64_t drain_ns;         /* set after fc_listen: the worker's drain_ns */
+  /* The session's frames split into one nng message per wire message
+   * (the worker batches DONEs), handed out in order by fc_recv. */
+  nng_msg* queued[128];
+  uint32_t queued_head, queued_count;
 } fc_t;
 
 /* Listens on both sockets. */

@@ -2,6 +2,7 @@
  * registration, the session's requests, launches, copies, bad input and
  * loss. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -264,6 +265,71 @@ Test(worker, a_hung_launch_does_not_keep_the_worker_from_registering_again) {
   fc_read(&fc, 60, 300, 0, 8, PW_STATUS_NOT_FOUND, &m);
   fc_release(&m);
   cr_assert_eq(fc_stats(&fc).launches, 1);
+  fc_stop(&fc);
+}
+
+typedef struct dump_text_s {
+  char text[8192];
+  size_t size;
+  int lines;
+} dump_text_t;
+
+static void dump_line(void* user, const char* line) {
+  dump_text_t* d = user;
+  int n = snprintf(d->text + d->size, sizeof(d->text) - d->size, "%s\n", line);
+  if (n > 0 && d->size + (size_t)n < sizeof(d->text)) d->size += (size_t)n;
+  d->lines++;
+}
+
+/* pw_worker_dump shows a launch that does not finish: its id, executable,
+ * devices and the part still running; then nothing once it is answered. */
+Test(worker, the_dump_shows_a_launch_that_does_not_finish) {
+  static hang_t h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+  pw_backend_t backend = fc_cpu_backend(2);
+  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
+  pw_cpu_param_spec_t in[2] = {p, p};
+  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.hang", .input_count = 2,
+                             .inputs = in, .output_count = 1, .outputs = &p,
+                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = hang_run, .user = &h};
+  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
+  cr_assert_null(reg, "%s", pw_status_message(reg));
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, "secret", backend, true);
+  fc_attach(&fc);
+  fc_setup_program(&fc, 7,
+                   "kernel test.hang\ninput f32[4] split(0,all)\ninput f32[4] split(0,all)\n"
+                   "output f32[4] split(0,all)\n");
+  fc_launch(&fc, 50, 7, 1, 300);
+  pthread_mutex_lock(&h.lock);
+  while (!h.entered) pthread_cond_wait(&h.cond, &h.lock);
+  pthread_mutex_unlock(&h.lock);
+  static dump_text_t d;
+  memset(&d, 0, sizeof(d));
+  cr_assert_null(pw_worker_dump(fc.worker, dump_line, &d));
+  cr_assert_not_null(strstr(d.text, "in a session"), "%s", d.text);
+  cr_assert_not_null(strstr(d.text, "device 1: healthy"), "%s", d.text);
+  cr_assert_not_null(strstr(d.text, "launch 50: executable 7 on devices 0,1"), "%s", d.text);
+  cr_assert_not_null(strstr(d.text, "running for"), "%s", d.text);
+  cr_assert_not_null(strstr(d.text, "1 launch and 0 copies not answered"), "%s", d.text);
+  pthread_mutex_lock(&h.lock);
+  h.released = true;
+  pthread_cond_broadcast(&h.cond);
+  pthread_mutex_unlock(&h.lock);
+  fc_msg_t m;
+  fc_recv(&fc, PW_WIRE_DONE, &m);
+  cr_assert_eq(m.msg.u[PW_WIRE_DONE_ID], 50);
+  fc_release(&m);
+  memset(&d, 0, sizeof(d));
+  cr_assert_null(pw_worker_dump(fc.worker, dump_line, &d));
+  cr_assert_null(strstr(d.text, "launch 50"), "%s", d.text);
+  cr_assert_not_null(strstr(d.text, "0 launches and 0 copies not answered"), "%s", d.text);
+  pw_status_t s = pw_worker_dump(NULL, dump_line, &d);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+  pw_status_free(s);
+  s = pw_worker_dump(fc.worker, NULL, NULL);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
+  pw_status_free(s);
   fc_stop(&fc);
 }
 
