@@ -460,9 +460,15 @@ typedef struct pw_cpu_kernel_call_t {
   const pw_cpu_attr_t* attrs;      /* == program->attrs */
   uint32_t attr_count;
   void* user;                      /* the kernel definition's |user| */
+  /* -- v2 fields start here (a kernel checks struct_size before reading) -- */
+  /* The graph node's argument (pw_graph_set_node_arg; launch->node_arg):
+   * the same for every device of the launch, 0 when unset. Built-in
+   * kernels ignore it. */
+  uint64_t node_arg;
 } pw_cpu_kernel_call_t;
 
 #define PW_CPU_KERNEL_CALL_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_kernel_call_t, user)
+#define PW_CPU_KERNEL_CALL_SIZE_V2 PW_STRUCT_SIZE(pw_cpu_kernel_call_t, node_arg)
 
 /* Runs one device's part. Called on a pool thread, concurrently for
  * different devices and launches: must be thread-safe and must not block

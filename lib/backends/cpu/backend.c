@@ -286,6 +286,7 @@ pw_status_t pw_cpu__launch_execute(pw_cpu__launch_t* launch) {
         .attrs = exe->program.attrs,
         .attr_count = exe->program.attr_count,
         .user = kernel->user,
+        .node_arg = launch->node_arg,
     };
     status = kernel->run(&call);
   }
@@ -443,6 +444,7 @@ pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_lau
     launch->done_timed = l->done_timed;
     launch->queue_seq = l->queue_seq;
   }
+  if (PW_STRUCT_HAS_FIELD(l, pw_backend_launch_t, node_arg)) launch->node_arg = l->node_arg;
   launch->group_devices = (uint32_t*)(launch + 1);
   memcpy(launch->group_devices, l->group_devices, (size_t)l->group_size * sizeof(uint32_t));
   *out_launch = launch;

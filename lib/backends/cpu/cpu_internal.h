@@ -231,6 +231,7 @@ struct pw_cpu__launch_t {
   /* From a v2 launch; NULL/0 otherwise (streams mode uses them). */
   pw_backend_done_timed_fn_t done_timed;
   uint64_t queue_seq;
+  uint64_t node_arg;               /* from a v3 launch; 0 otherwise */
   /* Collectives: position in the group, link among the group's waiting
    * members (sorted by position). */
   uint32_t position;
