@@ -216,10 +216,17 @@ typedef struct pw_backend_launch_t {
   /* Completes the launch as done does, with its device time; either one
    * of the two is called, once. Never NULL from a v2 runtime. */
   pw_backend_done_timed_fn_t done_timed;
+  /* -- v3 fields start here -- */
+  /* The graph node's argument (pw_graph_set_node_arg): a constant the
+   * kernel may read, so one executable serves many nodes; 0 when unset.
+   * A backend that reads it checks struct_size >= PW_BACKEND_LAUNCH_SIZE_V3
+   * (an older runtime's launch has none: 0). */
+  uint64_t node_arg;
 } pw_backend_launch_t;
 
 #define PW_BACKEND_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_launch_t, done_user)
 #define PW_BACKEND_LAUNCH_SIZE_V2 PW_STRUCT_SIZE(pw_backend_launch_t, done_timed)
+#define PW_BACKEND_LAUNCH_SIZE_V3 PW_STRUCT_SIZE(pw_backend_launch_t, node_arg)
 
 /* All of one host's devices of one gang op (launch_host, see "Host
  * launch" above). Pointers are valid until |done| runs (queue-ordered
@@ -251,9 +258,13 @@ typedef struct pw_backend_host_launch_t {
   pw_backend_done_fn_t done;
   pw_backend_done_timed_fn_t done_timed;
   void* done_user;
+  /* -- v2 fields start here -- */
+  /* As pw_backend_launch_t.node_arg, for every device of the lane. */
+  uint64_t node_arg;
 } pw_backend_host_launch_t;
 
 #define PW_BACKEND_HOST_LAUNCH_SIZE_V1 PW_STRUCT_SIZE(pw_backend_host_launch_t, done_user)
+#define PW_BACKEND_HOST_LAUNCH_SIZE_V2 PW_STRUCT_SIZE(pw_backend_host_launch_t, node_arg)
 
 /* What queue_info reports of one device. */
 enum {

@@ -170,6 +170,20 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_host_by_name(
     pw_vslice_t vslice, const pw_value_t* inputs, uint32_t input_count,
     const pw_array_spec_t* output_specs, uint32_t output_count, uint32_t* out_node);
 
+/* Sets compute node |node|'s argument to |arg| (default 0): a constant
+ * handed to its backend with every launch of the node
+ * (pw_backend_launch_t.node_arg; the CPU backend passes it to the kernel
+ * as pw_cpu_kernel_call_t.node_arg), so graphs whose nodes differ only by
+ * a small constant (a node id, a gang index, a per-node parameter) share
+ * one executable. Setting it again replaces it. INVALID_ARGUMENT for a node
+ * that does not exist or is not a compute node; FAILED_PRECONDITION once
+ * the graph is finalized. Not yet carried by the graph format
+ * (pw_graph_format_encode refuses such a graph, UNIMPLEMENTED) nor by
+ * remote slices (their launch fails, UNIMPLEMENTED). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_set_node_arg(pw_client_t* client,
+                                                            pw_graph_t graph, uint32_t node,
+                                                            uint64_t arg);
+
 /* Declares |value| as graph output number k (k = outputs declared before). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_output(pw_client_t* client,
                                                           pw_graph_t graph,

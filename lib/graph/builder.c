@@ -302,6 +302,7 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
   pw_graph_addition_t add;
   add.node.kind = PW_GRAPH_NODE_COMPUTE;
   add.node.input_count = input_count;
+  add.node.arg = 0;
   add.node.name = NULL;
   add.copy_name = NULL;
   add.inputs = inputs;
@@ -327,6 +328,30 @@ pw_status_t pw_graph_add_transfer(pw_client_t* client, pw_graph_t graph, const c
   }
   return pw_graph_add_node(client, g, "pw_graph_add_transfer", &add, vslice.id, NULL, NULL,
                            out_node);
+}
+
+pw_status_t pw_graph_set_node_arg(pw_client_t* client, pw_graph_t graph, uint32_t node,
+                                  uint64_t arg) {
+  pw_graph_obj_t* g = NULL;
+  PW_RETURN_IF_ERROR(pw_graph_get(client, graph, &g));
+  pw_status_t status = pw_graph_begin_edit(g, "pw_graph_set_node_arg");
+  if (status == NULL) {
+    if (node >= g->node_count) {
+      status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "pw_graph_set_node_arg: node %u does not exist (the graph has "
+                              "%u nodes)",
+                              node, g->node_count);
+    } else if (pw_graph_node_at(g, node)->kind != PW_GRAPH_NODE_COMPUTE) {
+      status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "pw_graph_set_node_arg: node %u (\"%s\") is not a compute node",
+                              node, pw_graph_node_at(g, node)->name);
+    } else {
+      pw_graph_node_at(g, node)->arg = arg;
+    }
+    pthread_mutex_unlock(&g->lock);
+  }
+  pw__object_release(&g->header);
+  return status;
 }
 
 pw_status_t pw_graph_add_output(pw_client_t* client, pw_graph_t graph, pw_value_t value) {

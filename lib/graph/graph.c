@@ -136,6 +136,7 @@ void pw__graph_node(const struct pw_graph_obj_s* graph, uint32_t id,
   out_view->name = n->name;
   out_view->vslice = n->vslice;
   out_view->executable = n->executable;
+  out_view->node_arg = n->kind == PW_GRAPH_NODE_COMPUTE ? n->arg : 0;
   out_view->spec = n->kind == PW_GRAPH_NODE_COMPUTE ? &no_spec : pw_graph_node_spec(graph, n);
   out_view->param_index = n->kind == PW_GRAPH_NODE_PARAMETER ? n->extra : 0;
   out_view->input_count = n->input_count;

@@ -27,6 +27,7 @@ typedef struct pw__graph_node_view_t {
   const char* name;                 /* NUL-terminated */
   pw_vslice_obj_t* vslice;
   pw_executable_obj_t* executable;  /* compute */
+  uint64_t node_arg;                /* compute: pw_graph_set_node_arg's, or 0 */
   const pw_array_spec_t* spec;      /* parameter */
   pw_sharding_t transfer_sharding;  /* transfer: the destination sharding */
   uint32_t param_index;             /* parameter */

@@ -44,6 +44,7 @@ typedef struct pw_graph_node_s {
                                        lives as long as the graph */
   pw_vslice_obj_t* vslice;          /* held by the graph */
   pw_executable_obj_t* executable;  /* held by the graph (compute) */
+  uint64_t arg;                     /* compute: pw_graph_set_node_arg's */
 } pw_graph_node_t;
 
 /* What a transfer node has beyond a node. */

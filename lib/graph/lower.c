@@ -166,6 +166,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
       .name = n->name,
       .executable = n->executable,
       .vslice = n->vslice,
+      .node_arg = n->kind == PW_GRAPH_NODE_COMPUTE ? n->arg : 0,
       .input_count = n->input_count,
       .inputs = input_store,
       .output_count = transfer ? 1 : host ? host->output_count

@@ -52,6 +52,7 @@ typedef struct pw_plan_op_s {
   const char* name;                /* points into the graph's storage */
   pw_executable_obj_t* executable; /* retained by the graph */
   pw_vslice_obj_t* vslice;         /* retained by the graph */
+  uint64_t node_arg;               /* compute: handed to every launch */
   uint32_t input_count;
   /* input_count entries, in the plan's storage (one array for all ops:
    * an inline array of PW_BACKEND_MAX_PARAMS made every op 200 bytes

@@ -312,6 +312,12 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
       }
       continue;
     }
+    if (n.node_arg != 0) {
+      return pw_status_make(PW_STATUS_UNIMPLEMENTED,
+                            "graph node %u (\"%s\"): node arguments (pw_graph_set_node_arg) "
+                            "are not in the graph format yet",
+                            id, n.name);
+    }
     node->executable =
         pw_genc_index((const void**)c->exes, &c->exe_count, n.executable, false);
     if (doc->exes[node->executable].vslice == UINT32_MAX) doc->exes[node->executable].vslice = v;

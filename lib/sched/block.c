@@ -211,7 +211,8 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
     op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
                           (p->kind == PW_PLAN_HOST ? PW_OP_HOST : 0) |
                           (d->launch_deps == 1 && !guarded ? PW_OP_READY_ON_ONE : 0) |
-                          (pw_plan_op_queued(rt, p) ? PW_OP_QUEUED : 0));
+                          (pw_plan_op_queued(rt, p) ? PW_OP_QUEUED : 0) |
+                          (p->node_arg != 0 ? PW_OP_NODE_ARG : 0));
     op->loaded = p->kind == PW_PLAN_COMPUTE ? p->executable->loaded : NULL;
     op->successors = p->successors;
     op->successor_count = p->successor_count;

@@ -25,6 +25,8 @@ enum {
                             * launched ahead of its same-slice producers'
                             * completion (queued.c) */
   PW_OP_HOST = 16u,        /* a host op (host_task.c) */
+  PW_OP_NODE_ARG = 32u,    /* a compute op whose node argument is not 0:
+                            * launches read it from the plan op */
 };
 
 /* An op record in an execution block (128 bytes on 64-bit hosts, two
@@ -540,6 +542,8 @@ static inline void pw_fill_launch(pw_device_t* d, pw_op_t* op) {
   l->gang_id = pw_op_gang_id(op);
   l->input_count = op->input_count;
   l->output_count = op->output_count;
+  /* Most graphs set no node arguments: they never touch the plan op. */
+  l->node_arg = __builtin_expect(!(op->flags & PW_OP_NODE_ARG), 1) ? 0 : op->plan->node_arg;
 }
 
 

@@ -106,5 +106,6 @@ pw_status_t pw__lane_launch(pw_device_t* d, pw_op_t* op, void* user, uint64_t qu
   l->output_count = op->output_count;
   l->queue_seq = queue_seq;
   l->done_user = user;
+  l->node_arg = __builtin_expect(!(op->flags & PW_OP_NODE_ARG), 1) ? 0 : op->plan->node_arg;
   return d->slice->launch_host(slice->backend->self, l);
 }

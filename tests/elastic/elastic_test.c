@@ -323,12 +323,18 @@ Test(elastic, losses_snapshots_and_re_meshes_are_counted_and_traced) {
   uint64_t n = 0;
   cr_assert_gt(metric(rt, "pathways_elastic_recovery_seconds", NULL, &n), 0);
   cr_assert_eq(n, 1);
+  /* The snapshot of step 5 fails when slice 2 is lost before its shards
+   * were copied (then step 0's is restored and 7 steps replay). */
+  cr_assert(st.steps_replayed == 2 || st.steps_replayed == 7, "replayed %llu",
+            (unsigned long long)st.steps_replayed);
+  double failed = st.steps_replayed == 7 ? 1 : 0;
   double snaps = metric(rt, "pathways_snapshots_total", NULL, NULL);
-  cr_assert_eq(snaps, st.snapshots, "%g snapshots counted, %u taken", snaps, st.snapshots);
+  cr_assert_eq(metric(rt, "pathways_snapshots_failed_total", NULL, NULL), failed);
+  cr_assert_eq(snaps + failed, st.snapshots, "%g snapshots counted, %g failed, %u taken", snaps,
+               failed, st.snapshots);
   cr_assert_eq(metric(rt, "pathways_snapshot_bytes_total", NULL, NULL), snaps * kLen * sizeof(float));
   (void)metric(rt, "pathways_snapshot_seconds", NULL, &n);
-  cr_assert_eq(n, st.snapshots);
-  cr_assert_eq(metric(rt, "pathways_snapshots_failed_total", NULL, NULL), 0);
+  cr_assert_eq(n, snaps);
   cr_assert_eq(metric(rt, "pathways_snapshot_persists_total", NULL, NULL), 0,
                "no store: nothing persisted");
   text_t json = {0};
@@ -337,7 +343,10 @@ Test(elastic, losses_snapshots_and_re_meshes_are_counted_and_traced) {
   cr_assert_not_null(strstr(json.data, "\"slice 2 lost\""));
   cr_assert_not_null(strstr(json.data, "\"slice 2 back\""));
   cr_assert_not_null(strstr(json.data, "\"snapshot of step 5\""));
-  cr_assert_not_null(strstr(json.data, "\"recovered onto 3 slices (step 5)\""));
+  cr_assert_not_null(strstr(json.data, st.steps_replayed == 2
+                                           ? "\"recovered onto 3 slices (step 5)\""
+                                           : "\"recovered onto 3 slices (step 0)\""),
+                     "replayed %llu", (unsigned long long)st.steps_replayed);
   cr_assert_not_null(strstr(json.data, "\"grown onto 4 slices"));
   cr_assert_not_null(strstr(json.data, "\"name\":\"runtime\""), "the runtime track is named");
 #ifdef PW_TRACE_DIR

@@ -634,6 +634,44 @@ Test(remote, malformed_session_messages_are_dropped_and_the_session_lives) {
   pw_remote_destroy(f.remote);
 }
 
+/* The wire does not carry node arguments (pw_graph_set_node_arg) yet: a
+ * launch with one is refused, UNIMPLEMENTED, and nothing is sent; one
+ * without goes through as before. */
+Test(remote, node_arguments_are_refused_not_dropped) {
+  rt_fixture_t f = rt_setup(0, 0);
+  pw_backend_executable_t exe = rt_load(&f);
+  uint64_t a, b;
+  pw_backend_memory_t in = rt_alloc_mem(&f, 0, &a);
+  pw_backend_memory_t out = rt_alloc_mem(&f, 0, &b);
+  uint32_t group[2] = {0, 1};
+  rt_done_t d = {0};
+  pw_backend_launch_t l = {.struct_size = sizeof(l), .executable = exe, .device = 0,
+                           .mesh_index = 0, .group_devices = group, .group_size = 2,
+                           .gang_id = 1, .inputs = &in, .input_count = 1, .outputs = &out,
+                           .output_count = 1, .done = rt_on_done_plain, .done_user = &d,
+                           .done_timed = rt_on_done, .node_arg = 9};
+  pw_status_t s = f.proxy.vtable->launch(f.proxy.self, &l);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_UNIMPLEMENTED, "%s", pw_status_message(s));
+  cr_assert_not_null(strstr(pw_status_message(s), "node arguments"), "%s",
+                     pw_status_message(s));
+  pw_status_free(s);
+  const pw_backend_memory_t* ins[1] = {&in};
+  const pw_backend_memory_t* outs[1] = {&out};
+  pw_backend_host_launch_t h = {.struct_size = sizeof(h), .executable = exe, .host = 1,
+                                .mesh_start = 0, .device_count = 1, .group_devices = group,
+                                .group_size = 2, .gang_id = 2, .inputs = ins, .input_count = 1,
+                                .outputs = outs, .output_count = 1, .done = rt_on_done_plain,
+                                .done_timed = rt_on_done, .done_user = &d, .node_arg = 9};
+  s = f.proxy.vtable->launch_host(f.proxy.self, &h);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_UNIMPLEMENTED, "%s", pw_status_message(s));
+  pw_status_free(s);
+  cr_assert_eq(atomic_load(&d.calls), 0, "a refused launch completed");
+  f.proxy.vtable->deallocate(f.proxy.self, 0, in);
+  f.proxy.vtable->deallocate(f.proxy.self, 0, out);
+  f.proxy.vtable->unload(f.proxy.self, exe);
+  pw_remote_destroy(f.remote);
+}
+
 Test(remote, bad_calls_get_clear_statuses) {
   pw_remote_t* r = NULL;
   pw_status_t s = pw_remote_create(NULL, &r);

@@ -101,7 +101,11 @@ static void pw_qw_inner_done(void* user, pw_status_t status) {
 /* Runs |e| on the inner backend and waits for it (unlocked). */
 static pw_status_t pw_qw_run_inner(pw_qw_device_t* d, pw_qw_entry_t* e) {
   pw_backend_launch_t l = e->launch;
-  l.struct_size = PW_BACKEND_LAUNCH_SIZE_V1;
+  /* One launch at a time with done, as a v1 runtime would; the node
+   * argument (v3) passes through. */
+  l.struct_size = PW_BACKEND_LAUNCH_SIZE_V3;
+  l.queue_seq = 0;
+  l.done_timed = NULL;
   l.done = pw_qw_inner_done;
   l.done_user = d;
   pthread_mutex_lock(&d->lock);
@@ -321,6 +325,7 @@ static pw_status_t pw_qw_launch(void* self, const pw_backend_launch_t* l) {
   uint32_t slot = (d->head + d->queued) % w->options.depth;
   pw_qw_entry_t* e = &d->ring[slot];
   e->launch = *l;
+  if (l->struct_size < PW_BACKEND_LAUNCH_SIZE_V3) e->launch.node_arg = 0;
   e->host = NULL;
   memcpy(e->inputs, l->inputs, l->input_count * sizeof(e->inputs[0]));
   memcpy(e->outputs, l->outputs, l->output_count * sizeof(e->outputs[0]));
@@ -566,6 +571,8 @@ static void pw_qw_destroy(void* self) {
   if (w->inner.vtable) w->inner.vtable->destroy(w->inner.self);
   free(w);
 }
+
+pw_backend_t pw_queue_wrapper_inner(pw_queue_wrapper_t* w) { return w->inner; }
 
 pw_queue_wrapper_t* pw_queue_wrapper_from(const pw_backend_t* backend) {
   if (backend == NULL || backend->vtable == NULL || backend->vtable->destroy != pw_qw_destroy) {

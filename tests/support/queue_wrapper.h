@@ -51,6 +51,8 @@ pw_status_t pw_queue_wrapper_create(const pw_queue_wrapper_options_t* options,
                                     pw_backend_t inner, pw_backend_t* out_backend);
 /* The control handle of a wrapper backend (NULL if it is not one). */
 pw_queue_wrapper_t* pw_queue_wrapper_from(const pw_backend_t* backend);
+/* The wrapped backend (owned by the wrapper; valid while it lives). */
+pw_backend_t pw_queue_wrapper_inner(pw_queue_wrapper_t* w);
 
 /* The launch with |queue_seq| on backend device |device| completes with
  * |code| (not OK), or never (|lose|). One of each per device at a time. */

@@ -286,6 +286,7 @@ pw_status_t pw_cpu__launch_execute(pw_cpu__launch_t* launch) {
         .attrs = exe->program.attrs,
         .attr_count = exe->program.attr_count,
         .user = kernel->user,
+        .node_arg = launch->node_arg,
     };
     status = kernel->run(&call);
   }
@@ -443,6 +444,7 @@ pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_lau
     launch->done_timed = l->done_timed;
     launch->queue_seq = l->queue_seq;
   }
+  if (PW_STRUCT_HAS_FIELD(l, pw_backend_launch_t, node_arg)) launch->node_arg = l->node_arg;
   launch->group_devices = (uint32_t*)(launch + 1);
   memcpy(launch->group_devices, l->group_devices, (size_t)l->group_size * sizeof(uint32_t));
   *out_launch = launch;
@@ -515,6 +517,52 @@ void pw_cpu_backend_options_init(pw_cpu_backend_options_t* out_options) {
   out_options->device_count = PW_CPU_DEFAULT_DEVICES;
   out_options->worker_count = PW_CPU_DEFAULT_WORKERS;
   out_options->device_memory_bytes = PW_CPU_DEFAULT_MEMORY;
+  out_options->spin_us = PW_CPU_DEFAULT_SPIN_US;
+}
+
+/* The v3 fields (spin-then-park, affinity). As for every field beyond
+ * struct_size, an older struct reads them as zero: the default spin, no
+ * pinning. */
+static pw_status_t pw_cpu_read_pool_options(const pw_cpu_backend_options_t* options,
+                                            pw_cpu_backend_options_t* out) {
+  if (PW_STRUCT_HAS_FIELD(options, pw_cpu_backend_options_t, spin_us)) {
+    out->spin_us = options->spin_us == 0 ? PW_CPU_DEFAULT_SPIN_US : options->spin_us;
+    if (out->spin_us != PW_CPU_SPIN_OFF && out->spin_us > PW_CPU_MAX_SPIN_US) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "pw_cpu_backend_create: spin_us %u is above the maximum "
+                            "%u (PW_CPU_SPIN_OFF parks at once)",
+                            out->spin_us, PW_CPU_MAX_SPIN_US);
+    }
+  }
+  if (PW_STRUCT_HAS_FIELD(options, pw_cpu_backend_options_t, affinity)) {
+    out->affinity = options->affinity;
+  }
+  if (out->affinity != PW_CPU_AFFINITY_NONE && out->affinity != PW_CPU_AFFINITY_ROUND_ROBIN &&
+      out->affinity != PW_CPU_AFFINITY_LIST) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_cpu_backend_create: affinity %u is not a "
+                          "PW_CPU_AFFINITY_* value",
+                          out->affinity);
+  }
+  if (out->affinity != PW_CPU_AFFINITY_LIST) return NULL;
+  if (!PW_STRUCT_HAS_FIELD(options, pw_cpu_backend_options_t, affinity_cpus)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_cpu_backend_create: affinity is PW_CPU_AFFINITY_LIST but "
+                          "struct_size %zu does not reach affinity_cpus",
+                          options->struct_size);
+  }
+  out->affinity_cpu_count = options->affinity_cpu_count;
+  out->affinity_cpus = options->affinity_cpus;
+  if (out->affinity_cpu_count == 0 || out->affinity_cpu_count > PW_CPU_MAX_WORKERS ||
+      out->affinity_cpus == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_cpu_backend_create: PW_CPU_AFFINITY_LIST needs "
+                          "affinity_cpus with 1 .. %u entries (affinity_cpu_count %u, "
+                          "affinity_cpus %s)",
+                          PW_CPU_MAX_WORKERS, out->affinity_cpu_count,
+                          out->affinity_cpus == NULL ? "NULL" : "set");
+  }
+  return NULL;
 }
 
 static pw_status_t pw_cpu_read_options(const pw_cpu_backend_options_t* options,
@@ -552,7 +600,7 @@ static pw_status_t pw_cpu_read_options(const pw_cpu_backend_options_t* options,
                           out->device_count, out->worker_count, PW_CPU_MAX_DEVICES,
                           PW_CPU_MAX_WORKERS);
   }
-  return NULL;
+  return pw_cpu_read_pool_options(options, out);
 }
 
 pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
@@ -593,7 +641,14 @@ pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
   if (status == NULL) {
     status = o.stream_depth > 0
                  ? pw_cpu__streams_start(backend, o.stream_depth)
-                 : pw_cpu__pool_start(&backend->pool, o.allocator, o.worker_count);
+                 : pw_cpu__pool_start(&backend->pool, o.allocator,
+                                      &(pw_cpu__pool_config_t){
+                                          .thread_count = o.worker_count,
+                                          .spin_us = o.spin_us == PW_CPU_SPIN_OFF ? 0 : o.spin_us,
+                                          .affinity = o.affinity,
+                                          .cpu_count = o.affinity_cpu_count,
+                                          .cpus = o.affinity_cpus,
+                                          .logger = &backend->logger});
   }
   if (status != NULL) {
     pw_cpu_free(backend);
@@ -605,8 +660,9 @@ pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
            o.device_count, (unsigned long long)o.device_memory_bytes, o.stream_depth);
   } else {
     pw_log(&backend->logger, PW_LOG_DEBUG, PW_CPU_LOG,
-           "created: %u devices of %llu bytes, %u workers", o.device_count,
-           (unsigned long long)o.device_memory_bytes, o.worker_count);
+           "created: %u devices of %llu bytes, %u workers (spin %u us, affinity %u)",
+           o.device_count, (unsigned long long)o.device_memory_bytes, o.worker_count,
+           o.spin_us == PW_CPU_SPIN_OFF ? 0 : o.spin_us, o.affinity);
   }
   out_backend->vtable = &pw_cpu_vtable;
   out_backend->self = backend;

@@ -12,7 +12,8 @@
 #define PW_CPU_LOG "cpu"
 
 /*---------------------------------------------------------------------------
- * Worker pool (pool.c): a fixed set of threads draining one FIFO.
+ * Worker pool (pool.c): a fixed set of threads draining one FIFO; idle
+ * workers spin, then park (pathways/backends/cpu.h, WORKER POOL).
  *-------------------------------------------------------------------------*/
 
 typedef struct pw_cpu__task_t pw_cpu__task_t;
@@ -24,27 +25,60 @@ struct pw_cpu__task_t {
   pw_cpu__task_fn_t fn;
 };
 
+/* What pw_cpu__pool_start needs, resolved from the backend options. */
+typedef struct pw_cpu__pool_config_t {
+  uint32_t thread_count;
+  uint32_t spin_us;            /* 0: park at once */
+  uint32_t affinity;           /* PW_CPU_AFFINITY_* */
+  uint32_t cpu_count;          /* PW_CPU_AFFINITY_LIST: entries of |cpus| */
+  const uint32_t* cpus;        /* borrowed; the pool keeps a copy */
+  const pw_logger_t* logger;   /* must outlive the pool */
+} pw_cpu__pool_config_t;
+
 typedef struct pw_cpu__pool_t {
   pthread_mutex_t mutex;
   pthread_cond_t wake;
-  pw_cpu__task_t* head;
+  pw_cpu__task_t* head;        /* the FIFO; under |mutex| */
   pw_cpu__task_t* tail;
-  bool stopping;
-  uint32_t thread_count; /* running workers */
-  uint32_t capacity;     /* entries of |threads| */
+  uint32_t sleepers;           /* parked workers; under |mutex| */
+  /* Written under |mutex|, read without it by spinning workers. */
+  atomic_uint queued;          /* tasks in the FIFO */
+  atomic_bool stopping;
+  atomic_uint spinning;        /* workers spinning now */
+  uint32_t spinner_cap;        /* at most this many spin at once */
+  uint64_t spin_max_ns;        /* 0: park at once */
+  uint32_t thread_count;       /* running workers */
+  uint32_t capacity;           /* entries of |threads| */
   pthread_t* threads;
+  uint32_t* cpus;              /* worker i -> cpus[i % cpu_count]; NULL: unpinned */
+  uint32_t cpu_count;
+  const pw_logger_t* logger;
   pw_allocator_t allocator;
 } pw_cpu__pool_t;
 
-/* Starts |thread_count| workers. On error nothing is left running. */
+/* Starts |config->thread_count| workers. INVALID_ARGUMENT for an affinity
+ * list entry the process may not run on. On error nothing is left
+ * running. */
 pw_status_t pw_cpu__pool_start(pw_cpu__pool_t* pool, pw_allocator_t allocator,
-                               uint32_t thread_count);
+                               const pw_cpu__pool_config_t* config);
 /* Queues |task|; a worker calls task->fn(task). Never fails. */
 void pw_cpu__pool_push(pw_cpu__pool_t* pool, pw_cpu__task_t* task);
 /* Runs what is queued, then joins and frees the workers. */
 void pw_cpu__pool_stop(pw_cpu__pool_t* pool);
 /* True if the calling thread is one of |pool|'s workers. */
 bool pw_cpu__pool_is_worker(pw_cpu__pool_t* pool);
+
+/* Affinity (pool_affinity.c). The CPUs each worker is pinned to, from
+ * |config| (NULL/0 for PW_CPU_AFFINITY_NONE), allocated from |allocator|;
+ * INVALID_ARGUMENT naming a list entry the process may not run on. */
+pw_status_t pw_cpu__affinity_resolve(pw_allocator_t allocator,
+                                     const pw_cpu__pool_config_t* config,
+                                     uint32_t** out_cpus, uint32_t* out_count);
+/* Pins |thread| (worker |worker|) to |cpu|; on failure logs a warning. */
+void pw_cpu__affinity_pin(pthread_t thread, uint32_t worker, uint32_t cpu,
+                          const pw_logger_t* logger);
+/* How many CPUs the process may run on (1 if unknown). */
+uint32_t pw_cpu__allowed_cpu_count(void);
 
 /*---------------------------------------------------------------------------
  * Kernel registry (registry.c)
@@ -197,6 +231,7 @@ struct pw_cpu__launch_t {
   /* From a v2 launch; NULL/0 otherwise (streams mode uses them). */
   pw_backend_done_timed_fn_t done_timed;
   uint64_t queue_seq;
+  uint64_t node_arg;               /* from a v3 launch; 0 otherwise */
   /* Collectives: position in the group, link among the group's waiting
    * members (sorted by position). */
   uint32_t position;
