@@ -293,6 +293,7 @@ typedef struct pw_proxy_lane_s {
   uint32_t group_size;
   uint64_t gang_id;
   uint64_t queue_seq;
+  uint64_t node_arg;
   uint32_t input_count;
   uint32_t output_count;
   /* Shard of input k / output k on lane device i. */
@@ -369,6 +370,7 @@ static pw_status_t pw_proxy_launch_lane(pw_remote_worker_t* w, const pw_proxy_la
     msg.u[PW_WIRE_LAUNCH_QUEUE_SEQ] = lane->queue_seq;
     msg.u[PW_WIRE_LAUNCH_INPUTS] = lane->input_count;
     msg.u[PW_WIRE_LAUNCH_OUTPUTS] = lane->output_count;
+    msg.u[PW_WIRE_LAUNCH_NODE_ARG] = lane->node_arg;
     status = pw__remote_send(w, epoch, &msg, 0);
     /* If the loss path already took the entry, it completes the launch:
      * the launch was accepted and done comes exactly once. */
@@ -390,20 +392,9 @@ static pw_backend_memory_t pw_proxy_single_shard(const void* launch, bool output
   return output ? l->outputs[k] : l->inputs[k];
 }
 
-/* The wire does not carry node arguments yet (pw_graph_set_node_arg):
- * refused rather than dropped, so a kernel never runs without its own. */
-static pw_status_t pw_proxy_refuse_node_arg(pw_remote_worker_t* w, uint64_t node_arg) {
-  if (node_arg == 0) return NULL;
-  return pw_status_make(PW_STATUS_UNIMPLEMENTED,
-                        "%s: remote slices do not carry node arguments yet (node_arg %llu)",
-                        w->label, (unsigned long long)node_arg);
-}
-
 static pw_status_t pw_proxy_launch(void* self, const pw_backend_launch_t* l) {
   bool v2 = l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V2;
-  if (l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V3) {
-    PW_RETURN_IF_ERROR(pw_proxy_refuse_node_arg(pw_proxy(self), l->node_arg));
-  }
+  bool v3 = l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V3;
   pw_proxy_lane_t lane = {(const pw_remote_exe_t*)l->executable,
                           l->mesh_index,
                           1,
@@ -411,6 +402,7 @@ static pw_status_t pw_proxy_launch(void* self, const pw_backend_launch_t* l) {
                           l->group_size,
                           l->gang_id,
                           v2 ? l->queue_seq : 0,
+                          v3 ? l->node_arg : 0,
                           l->input_count,
                           l->output_count,
                           pw_proxy_single_shard,
@@ -429,9 +421,6 @@ static pw_backend_memory_t pw_proxy_host_shard(const void* launch, bool output, 
 
 static pw_status_t pw_proxy_launch_host(void* self, const pw_backend_host_launch_t* l) {
   pw_remote_worker_t* w = pw_proxy(self);
-  if (l->struct_size >= PW_BACKEND_HOST_LAUNCH_SIZE_V2) {
-    PW_RETURN_IF_ERROR(pw_proxy_refuse_node_arg(w, l->node_arg));
-  }
   if (l->host != w->index + 1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: host launch for host %u (it is %u)",
                           w->label, l->host, w->index + 1);
@@ -443,6 +432,7 @@ static pw_status_t pw_proxy_launch_host(void* self, const pw_backend_host_launch
                           l->group_size,
                           l->gang_id,
                           l->queue_seq,
+                          l->struct_size >= PW_BACKEND_HOST_LAUNCH_SIZE_V2 ? l->node_arg : 0,
                           l->input_count,
                           l->output_count,
                           pw_proxy_host_shard,

@@ -282,7 +282,8 @@ static void pw_worker_launch_run(pw_worker_t* w, const pw_wire_msg_t* msg,
         .mesh_start = start, .device_count = l->devices, .group_devices = l->group_devices,
         .group_size = l->group, .gang_id = gang, .inputs = l->in_rows,
         .input_count = l->inputs, .outputs = l->out_rows, .output_count = l->outputs,
-        .queue_seq = seq, .done = pw_worker_launch_done,
+        .queue_seq = seq, .node_arg = msg->u[PW_WIRE_LAUNCH_NODE_ARG],
+        .done = pw_worker_launch_done,
         .done_timed = pw_worker_launch_done_timed, .done_user = l};
     if (seq != 0) {
       /* One number for the lane: its devices' queues have taken the same
@@ -306,7 +307,8 @@ static void pw_worker_launch_run(pw_worker_t* w, const pw_wire_msg_t* msg,
           .outputs = &l->per_device[i * params + l->inputs], .output_count = l->outputs,
           .done = pw_worker_launch_done, .done_user = l,
           .queue_seq = seq != 0 ? ++w->queue_seq[l->group_devices[start + i]] : 0,
-          .done_timed = pw_worker_launch_done_timed};
+          .done_timed = pw_worker_launch_done_timed,
+          .node_arg = msg->u[PW_WIRE_LAUNCH_NODE_ARG]};
       pw_status_t s = pw__backend_launch(&w->backend, &one);
       if (s == NULL) {
         accepted = true;

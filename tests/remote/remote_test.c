@@ -634,10 +634,9 @@ Test(remote, malformed_session_messages_are_dropped_and_the_session_lives) {
   pw_remote_destroy(f.remote);
 }
 
-/* The wire does not carry node arguments (pw_graph_set_node_arg) yet: a
- * launch with one is refused, UNIMPLEMENTED, and nothing is sent; one
- * without goes through as before. */
-Test(remote, node_arguments_are_refused_not_dropped) {
+/* A launch's node argument (pw_graph_set_node_arg) travels in its
+ * LAUNCH, for a single-device launch and a lane alike. */
+Test(remote, node_arguments_travel_in_the_launch) {
   rt_fixture_t f = rt_setup(0, 0);
   pw_backend_executable_t exe = rt_load(&f);
   uint64_t a, b;
@@ -651,24 +650,39 @@ Test(remote, node_arguments_are_refused_not_dropped) {
                            .output_count = 1, .done = rt_on_done_plain, .done_user = &d,
                            .done_timed = rt_on_done, .node_arg = 9};
   pw_status_t s = f.proxy.vtable->launch(f.proxy.self, &l);
-  cr_assert_eq(pw_status_code(s), PW_STATUS_UNIMPLEMENTED, "%s", pw_status_message(s));
-  cr_assert_not_null(strstr(pw_status_message(s), "node arguments"), "%s",
-                     pw_status_message(s));
-  pw_status_free(s);
+  cr_assert_null(s, "%s", pw_status_message(s));
   const pw_backend_memory_t* ins[1] = {&in};
   const pw_backend_memory_t* outs[1] = {&out};
   pw_backend_host_launch_t h = {.struct_size = sizeof(h), .executable = exe, .host = 1,
                                 .mesh_start = 0, .device_count = 1, .group_devices = group,
                                 .group_size = 2, .gang_id = 2, .inputs = ins, .input_count = 1,
                                 .outputs = outs, .output_count = 1, .done = rt_on_done_plain,
-                                .done_timed = rt_on_done, .done_user = &d, .node_arg = 9};
+                                .done_timed = rt_on_done, .done_user = &d,
+                                .node_arg = UINT64_MAX};
   s = f.proxy.vtable->launch_host(f.proxy.self, &h);
-  cr_assert_eq(pw_status_code(s), PW_STATUS_UNIMPLEMENTED, "%s", pw_status_message(s));
-  pw_status_free(s);
-  cr_assert_eq(atomic_load(&d.calls), 0, "a refused launch completed");
+  cr_assert_null(s, "%s", pw_status_message(s));
+  /* An older launch struct (v2) has none: 0. */
+  pw_backend_launch_t old = l;
+  old.struct_size = PW_BACKEND_LAUNCH_SIZE_V2;
+  s = f.proxy.vtable->launch(f.proxy.self, &old);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  uint64_t want[3] = {9, UINT64_MAX, 0};
+  for (int i = 0; i < 3; ++i) {
+    nng_msg* raw = NULL;
+    pw_wire_msg_t m = rt_recv(&f.worker, &raw);
+    cr_assert_eq(m.type, PW_WIRE_LAUNCH);
+    cr_assert_eq(m.u[PW_WIRE_LAUNCH_NODE_ARG], want[i], "launch %d: %llu", i,
+                 (unsigned long long)m.u[PW_WIRE_LAUNCH_NODE_ARG]);
+    pw_wire_msg_t done = {.type = PW_WIRE_DONE};
+    done.u[PW_WIRE_DONE_ID] = m.u[PW_WIRE_LAUNCH_ID];
+    pw__wire_nng_release(raw, &m, rt_alloc());
+    rt_send(&f.worker, &done);
+  }
+  rt_wait_calls(&d, 3);
   f.proxy.vtable->deallocate(f.proxy.self, 0, in);
   f.proxy.vtable->deallocate(f.proxy.self, 0, out);
   f.proxy.vtable->unload(f.proxy.self, exe);
+  rt_close(f.worker.session);
   pw_remote_destroy(f.remote);
 }
 

@@ -200,6 +200,60 @@ Test(worker, compile_load_launch_read) {
   fc_stop(&fc);
 }
 
+/* y = a + b + node_arg: the LAUNCH's node argument reaches the kernel. */
+static pw_status_t arg_run(const pw_cpu_kernel_call_t* call) {
+  const float* a = call->inputs[0].data;
+  const float* b = call->inputs[1].data;
+  float* y = call->outputs[0].data;
+  for (size_t i = 0; i < call->outputs[0].size / sizeof(float); ++i) {
+    y[i] = a[i] + b[i] + (float)call->node_arg;
+  }
+  return NULL;
+}
+
+Test(worker, a_launch_carries_its_node_argument_to_the_kernel) {
+  pw_backend_t backend = fc_cpu_backend(2);
+  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
+  pw_cpu_param_spec_t in[2] = {p, p};
+  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.arg", .input_count = 2,
+                             .inputs = in, .output_count = 1, .outputs = &p,
+                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = arg_run};
+  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
+  cr_assert_null(reg, "%s", pw_status_message(reg));
+  fc_t fc;
+  fc_listen(&fc);
+  fc_start_worker(&fc, "secret", backend, true);
+  fc_attach(&fc);
+  fc_setup_program(&fc, 7,
+                   "kernel test.arg\ninput f32[4] split(0,all)\ninput f32[4] split(0,all)\n"
+                   "output f32[4] split(0,all)\n");
+  uint64_t list[2 + 3 * 2] = {0, 1, 100, 101, 200, 201, 300, 301};
+  pw_wire_msg_t m = {.type = PW_WIRE_LAUNCH, .list = list, .list_count = 8};
+  m.u[PW_WIRE_LAUNCH_ID] = 50;
+  m.u[PW_WIRE_LAUNCH_EXE] = 7;
+  m.u[PW_WIRE_LAUNCH_DEVICES] = 2;
+  m.u[PW_WIRE_LAUNCH_GROUP] = 2;
+  m.u[PW_WIRE_LAUNCH_GANG] = 50;
+  m.u[PW_WIRE_LAUNCH_QUEUE_SEQ] = 1;
+  m.u[PW_WIRE_LAUNCH_INPUTS] = 2;
+  m.u[PW_WIRE_LAUNCH_OUTPUTS] = 1;
+  m.u[PW_WIRE_LAUNCH_NODE_ARG] = 1000;
+  fc_send(&fc, &m);
+  fc_msg_t d;
+  fc_recv(&fc, PW_WIRE_DONE, &d);
+  cr_assert_eq(d.msg.u[PW_WIRE_DONE_CODE], 0);
+  fc_release(&d);
+  float want[4] = {1011, 1022, 1033, 1044};
+  for (uint32_t dev = 0; dev < 2; ++dev) {
+    fc_msg_t r;
+    fc_read(&fc, 60 + dev, 300 + dev, 0, 8, PW_STATUS_OK, &r);
+    cr_assert(memcmp(r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data, &want[2 * dev], 8) == 0,
+              "device %u: %g", dev, (double)((const float*)r.msg.blob[PW_WIRE_REPLY_B_PAYLOAD].data)[0]);
+    fc_release(&r);
+  }
+  fc_stop(&fc);
+}
+
 /* A kernel that blocks on device 0 until released (then adds). */
 typedef struct hang_s {
   pthread_mutex_t lock;
