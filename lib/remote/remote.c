@@ -360,7 +360,13 @@ void pw_remote_destroy(pw_remote_t* remote) {
   /* The listener first: its pipes go with it, so no HELLO of a worker
    * that keeps retrying arrives after the drain (docs/toolchain.md). */
   nng_listener_close(remote->reg_listener);
-  pw__wire_nng_close(remote->reg);
+  /* Bounded as the readers' joins are: nng 1.5.2's reaper can hang, and
+   * then every close with it (wire_nng.h). */
+  if (!pw__wire_nng_close_within(remote->reg, (uint64_t)PW_SESSION_JOIN_S * 1000000000ull)) {
+    pw_log(&remote->logger, PW_LOG_ERROR, PW_LOG_SUB,
+           "closing the registration socket still blocks after %d s (nng); left behind",
+           PW_SESSION_JOIN_S);
+  }
   for (uint32_t i = 0; i < remote->worker_count; ++i) {
     pw_remote_worker_t* w = remote->workers[i];
     pw_wire_msg_t bye = {.type = PW_WIRE_BYE};

@@ -192,6 +192,10 @@ void pw__remote_session_lose(pw_remote_worker_t* worker, uint64_t epoch, const c
 /* Joins the reader thread of an ended session (no lock held). */
 void pw__remote_session_join(pw_remote_worker_t* worker);
 
+/* How long joining an ended session's reader, or closing the
+ * registration socket, may take (nng 1.5.2's close can hang: session.c). */
+#define PW_SESSION_JOIN_S 3
+
 /* Sends one message on the current session (UNAVAILABLE when there is
  * none, or when |epoch| is not 0 and not the current one). A failed send
  * loses the session. The message goes into the worker's outbox; it

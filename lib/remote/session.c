@@ -19,8 +19,6 @@
  * (and a stopping remote). 10 ms: a killed worker is lost within it; an
  * idle session costs 100 wake-ups a second. */
 #define PW_SESSION_POLL_MS 10
-/* How long joining an ended session's reader may take (see below). */
-#define PW_SESSION_JOIN_S 3
 
 static uint32_t pw_pending_bucket(uint64_t id) {
   return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 56) % PW_PENDING_BUCKETS;

@@ -1,5 +1,12 @@
+#define _POSIX_C_SOURCE 200809L
 /* Wire messages over nng sockets (see wire_nng.h). */
 #include "wire/wire_nng.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/atomics.h"
 
 #include "pathways/clock.h"
 
@@ -75,4 +82,51 @@ void pw__wire_nng_close(nng_socket socket) {
   nng_msg* m = NULL;
   while (pw_deadline_remaining(deadline) > 0 && nng_recvmsg(socket, &m, 0) == 0) nng_msg_free(m);
   nng_close(socket);
+}
+
+/* The close's state, shared by the closer thread and the waiter; freed
+ * by whichever lets go last. */
+typedef struct pw_wire_closer_t {
+  nng_socket socket;
+  pw_atomic_u32_t done;
+  pw_atomic_u32_t refs;
+} pw_wire_closer_t;
+
+static void pw_wire_closer_release(pw_wire_closer_t* c) {
+  if (pw_atomic_fetch_sub_u32(&c->refs, 1) == 1) free(c);
+}
+
+static void* pw_wire_closer_main(void* arg) {
+  pw_wire_closer_t* c = arg;
+  pw__wire_nng_close(c->socket);
+  pw_atomic_store_u32_release(&c->done, 1);
+  pw_wire_closer_release(c);
+  return NULL;
+}
+
+bool pw__wire_nng_close_within(nng_socket socket, uint64_t timeout_ns) {
+  pw_wire_closer_t* c = malloc(sizeof(*c));
+  pthread_t thread;
+  if (c != NULL) {
+    c->socket = socket;
+    pw_atomic_init_u32(&c->done, 0);
+    pw_atomic_init_u32(&c->refs, 2);
+    if (pthread_create(&thread, NULL, pw_wire_closer_main, c) != 0) {
+      free(c);
+      c = NULL;
+    }
+  }
+  if (c == NULL) {
+    pw__wire_nng_close(socket);
+    return true;
+  }
+  pthread_detach(thread);
+  pw_time_t deadline = pw_deadline_from_timeout((pw_duration_t)timeout_ns);
+  while (!pw_atomic_load_u32_acquire(&c->done) && pw_deadline_remaining(deadline) > 0) {
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+  bool closed = pw_atomic_load_u32_acquire(&c->done) != 0;
+  pw_wire_closer_release(c);
+  return closed;
 }

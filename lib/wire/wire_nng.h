@@ -44,6 +44,14 @@ void pw__wire_nng_release(nng_msg* raw, pw_wire_msg_t* msg, pw_allocator_t alloc
  * message still waiting to be received (docs/toolchain.md, "nng"). */
 void pw__wire_nng_close(nng_socket socket);
 
+/* pw__wire_nng_close on a thread of its own, waited for up to
+ * |timeout_ns|: nng 1.5.2's close can block for ever (its reaper waits on
+ * a pipe of a peer that stopped, or was cut off, with data in flight; a
+ * stuck reaper then blocks every close). True when the socket closed in
+ * time; false when it was left to that thread (the caller logs it) or no
+ * thread could be made (then it closed inline, unbounded). */
+bool pw__wire_nng_close_within(nng_socket socket, uint64_t timeout_ns);
+
 /* nng's error |rv| as a status: "|what| |peer|: nng's text". */
 pw_status_t pw__wire_nng_status(int rv, const char* what, const char* peer);
 

@@ -224,26 +224,6 @@ static void pw_worker_serve(pw_worker_t* w) {
   if (lost) pw_atomic_fetch_add_u64(&w->n_losses, 1);
 }
 
-/* The session socket's close, on a thread of its own. */
-typedef struct pw_worker_closer_t {
-  nng_socket socket;
-  pw_allocator_t allocator;
-  pw_atomic_u32_t done;
-  pw_atomic_u32_t refs; /* the closer thread's and the waiter's */
-} pw_worker_closer_t;
-
-static void pw_worker_closer_release(pw_worker_closer_t* c) {
-  if (pw_atomic_fetch_sub_u32(&c->refs, 1) == 1) pw_allocator_free(c->allocator, c, sizeof(*c));
-}
-
-static void* pw_worker_closer_main(void* arg) {
-  pw_worker_closer_t* c = arg;
-  pw__wire_nng_close(c->socket);
-  pw_atomic_store_u32_release(&c->done, 1);
-  pw_worker_closer_release(c);
-  return NULL;
-}
-
 /* nng 1.5's close can wait forever for a pipe that still holds a message
  * (wire_nng.c drains what it can first; a worker resumed after SIGSTOP
  * with a backlog hit it). The close runs on a thread of its own, waited
@@ -254,36 +234,11 @@ static void pw_worker_close_session(pw_worker_t* w) {
    * and nothing arrives after the drain (docs/toolchain.md, nng 1.5.2). */
   uint32_t pipe = pw_atomic_load_u32_acquire(&w->pipe);
   if (pipe != 0) nng_pipe_close((nng_pipe){.id = pipe});
-  pw_worker_closer_t* c = NULL;
-  pthread_t thread;
-  pw_status_t s = pw_allocator_calloc(w->allocator, sizeof(*c), 0, (void**)&c);
-  if (s == NULL) {
-    c->socket = w->session;
-    c->allocator = w->allocator;
-    pw_atomic_init_u32(&c->done, 0);
-    pw_atomic_init_u32(&c->refs, 2);
-    if (pthread_create(&thread, NULL, pw_worker_closer_main, c) != 0) {
-      pw_allocator_free(w->allocator, c, sizeof(*c));
-      c = NULL;
-    }
-  }
-  pw_status_free(s);
-  if (c == NULL) {
-    pw__wire_nng_close(w->session);
-    return;
-  }
-  pthread_detach(thread);
-  pw_time_t deadline = pw_deadline_from_timeout(PW_WORKER_CLOSE_NS);
-  while (!pw_atomic_load_u32_acquire(&c->done) && pw_deadline_remaining(deadline) > 0) {
-    struct timespec ts = {0, 5000000};
-    nanosleep(&ts, NULL);
-  }
-  if (!pw_atomic_load_u32_acquire(&c->done)) {
+  if (!pw__wire_nng_close_within(w->session, PW_WORKER_CLOSE_NS)) {
     pw_log(&w->logger, PW_LOG_WARN, "worker",
            "worker %s: closing the session's socket still blocks after %llu ms; left behind",
            w->name, (unsigned long long)(PW_WORKER_CLOSE_NS / 1000000));
   }
-  pw_worker_closer_release(c);
 }
 
 /* After the session: no more sends, the socket closed, the data plane's
