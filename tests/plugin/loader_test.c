@@ -90,6 +90,7 @@ Test(plugin_loader, an_ok_without_a_vtable_is_internal) {
   pw_backend_t backend;
   PW_PT_EXPECT(pw_plugin_create_backend(plugin, "", &backend), PW_STATUS_INTERNAL,
                "plugin 'test-plugin'", "OK without a vtable");
+  cr_assert_null(backend.self, "zeroed on this error too");
   pw_plugin_release(plugin);
 }
 
