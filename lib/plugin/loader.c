@@ -196,7 +196,8 @@ static pw_status_t pw_plugin_load_file(const char* path, pw_plugin_t** out_plugi
 }
 
 /* NULL when |path| names an existing file; NOT_FOUND when nothing is
- * there (|*out_absent| set); another error for a directory and the like. */
+ * there, INVALID_ARGUMENT for a directory (both set |*out_absent|: a
+ * search goes on past them); PERMISSION_DENIED and the like otherwise. */
 static pw_status_t pw_plugin_stat(const char* path, bool* out_absent) {
   *out_absent = false;
   struct stat st;
@@ -207,6 +208,7 @@ static pw_status_t pw_plugin_stat(const char* path, bool* out_absent) {
                           "plugin '%s': %s", path, strerror(e));
   }
   if (S_ISDIR(st.st_mode)) {
+    *out_absent = true;
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "plugin '%s' is a directory", path);
   }
   return NULL;

@@ -248,3 +248,20 @@ Test(plugin_loader, finds_the_bundled_plugins_in_the_plugin_dir) {
     pw_plugin_release(plugin);
   }
 }
+
+Test(plugin_loader, a_search_passes_over_directories) {
+  char a[64], b[64], sub[96];
+  pw_pt_tmpdir(a);
+  pw_pt_tmpdir(b);
+  snprintf(sub, sizeof(sub), "%s/mine", a);
+  cr_assert_eq(mkdir(sub, 0700), 0);
+  pw_pt_link(b, "libpathways_mine.so", PW_PT_CPU);
+  char env[160];
+  snprintf(env, sizeof(env), "%s:%s", a, b);
+  setenv("PATHWAYS_PLUGIN_PATH", env, 1);
+  pw_plugin_t* plugin = pw_pt_load("mine");
+  cr_assert_str_eq(pw_plugin_factory(plugin)->name, "cpu");
+  pw_plugin_release(plugin);
+  pw_pt_rmtree(a);
+  pw_pt_rmtree(b);
+}
