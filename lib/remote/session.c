@@ -431,6 +431,7 @@ static bool pw_session_frame(pw_remote_worker_t* worker, uint64_t epoch, nng_msg
   size_t size = nng_msg_len(raw), offset = 0;
   uint64_t count = 0;
   bool raw_kept = false;
+  atomic_fetch_add(&worker->frames_received, 1);
   pw__remote_cork();
   while (offset < size && !raw_kept) {
     pw_wire_msg_t msg;
@@ -443,6 +444,7 @@ static bool pw_session_frame(pw_remote_worker_t* worker, uint64_t epoch, nng_msg
       continue;
     }
     ++count;
+    atomic_fetch_add(&worker->messages_received, 1);
     if (!attached) {
       /* Only a frame's first message may attach. */
       attached = count == 1 && pw_session_attach(worker, epoch, raw, &msg);
@@ -462,8 +464,6 @@ static bool pw_session_frame(pw_remote_worker_t* worker, uint64_t epoch, nng_msg
     }
   }
   pw__remote_uncork();
-  atomic_fetch_add(&worker->messages_received, count);
-  atomic_fetch_add(&worker->frames_received, 1);
   if (!raw_kept) nng_msg_free(raw);
   return attached;
 }
