@@ -200,6 +200,21 @@ Test(worker, compile_load_launch_read) {
   fc_stop(&fc);
 }
 
+/* A 2-device CPU backend with kernel |name| (two f32 inputs, one output)
+ * that runs |run| with |user|. */
+static pw_backend_t kernel_backend(const char* name, pw_status_t (*run)(const pw_cpu_kernel_call_t*),
+                                   void* user) {
+  pw_backend_t backend = fc_cpu_backend(2);
+  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
+  pw_cpu_param_spec_t in[2] = {p, p};
+  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = name, .input_count = 2,
+                             .inputs = in, .output_count = 1, .outputs = &p,
+                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = run, .user = user};
+  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
+  cr_assert_null(reg, "%s", pw_status_message(reg));
+  return backend;
+}
+
 /* y = a + b + node_arg: the LAUNCH's node argument reaches the kernel. */
 static pw_status_t arg_run(const pw_cpu_kernel_call_t* call) {
   const float* a = call->inputs[0].data;
@@ -212,14 +227,7 @@ static pw_status_t arg_run(const pw_cpu_kernel_call_t* call) {
 }
 
 Test(worker, a_launch_carries_its_node_argument_to_the_kernel) {
-  pw_backend_t backend = fc_cpu_backend(2);
-  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
-  pw_cpu_param_spec_t in[2] = {p, p};
-  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.arg", .input_count = 2,
-                             .inputs = in, .output_count = 1, .outputs = &p,
-                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = arg_run};
-  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
-  cr_assert_null(reg, "%s", pw_status_message(reg));
+  pw_backend_t backend = kernel_backend("test.arg", arg_run, NULL);
   fc_t fc;
   fc_listen(&fc);
   fc_start_worker(&fc, "secret", backend, true);
@@ -284,14 +292,7 @@ static pw_status_t hang_run(const pw_cpu_kernel_call_t* call) {
  * freed then (the suite's leak check). */
 Test(worker, a_hung_launch_does_not_keep_the_worker_from_registering_again) {
   static hang_t h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
-  pw_backend_t backend = fc_cpu_backend(2);
-  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
-  pw_cpu_param_spec_t in[2] = {p, p};
-  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.hang", .input_count = 2,
-                             .inputs = in, .output_count = 1, .outputs = &p,
-                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = hang_run, .user = &h};
-  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
-  cr_assert_null(reg, "%s", pw_status_message(reg));
+  pw_backend_t backend = kernel_backend("test.hang", hang_run, &h);
   fc_t fc;
   fc_listen(&fc);
   fc.drain_ns = 200000000ull;
@@ -339,14 +340,7 @@ static void dump_line(void* user, const char* line) {
  * devices and the part still running; then nothing once it is answered. */
 Test(worker, the_dump_shows_a_launch_that_does_not_finish) {
   static hang_t h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
-  pw_backend_t backend = fc_cpu_backend(2);
-  pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
-  pw_cpu_param_spec_t in[2] = {p, p};
-  pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "test.hang", .input_count = 2,
-                             .inputs = in, .output_count = 1, .outputs = &p,
-                             .flags = PW_CPU_KERNEL_SAME_DTYPE, .run = hang_run, .user = &h};
-  pw_status_t reg = pw_cpu_backend_register_kernel(backend, &def);
-  cr_assert_null(reg, "%s", pw_status_message(reg));
+  pw_backend_t backend = kernel_backend("test.hang", hang_run, &h);
   fc_t fc;
   fc_listen(&fc);
   fc_start_worker(&fc, "secret", backend, true);
