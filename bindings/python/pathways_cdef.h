@@ -334,10 +334,24 @@ pw_status_t pw_client_trim(pw_client_t* client);
 typedef enum pw_vslice_flags_e {
   PW_VSLICE_DEFAULT = 0,
   PW_VSLICE_EXCLUSIVE = 1,
+  PW_VSLICE_SHARE_OWN = 2,
 } pw_vslice_flags_t;
 
 pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
                              uint32_t flags, pw_vslice_t* out_vslice);
+
+typedef struct pw_vslice_request_t {
+  size_t struct_size;
+  pw_mesh_shape_t mesh;
+  uint32_t flags;
+  const char* backend;
+  const char* device_kind;
+  const char* slice_name;
+  uint32_t host;
+} pw_vslice_request_t;
+
+pw_status_t pw_vslice_create_request(pw_client_t* client, const pw_vslice_request_t* request,
+                                     pw_vslice_t* out_vslice);
 pw_status_t pw_vslice_release(pw_client_t* client, pw_vslice_t vslice);
 pw_status_t pw_vslice_binding(pw_client_t* client, pw_vslice_t vslice,
                               uint32_t* out_slice, pw_mesh_shape_t* out_mesh);

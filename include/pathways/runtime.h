@@ -380,7 +380,37 @@ typedef enum pw_vslice_flags_e {
   /* Only bind to a physical slice no other virtual slice (of any client)
    * is bound to. */
   PW_VSLICE_EXCLUSIVE = 1u << 0,
+  /* May bind a physical slice this client already has a virtual slice
+   * on: several virtual slices of one client on one physical slice (their
+   * ops then share its devices, in submission order). */
+  PW_VSLICE_SHARE_OWN = 1u << 1,
 } pw_vslice_flags_t;
+
+/* Where a virtual slice may go (pw_vslice_create_request): the mesh and
+ * flags of pw_vslice_create, and attributes a physical slice must have.
+ * NULL or "" (UINT32_MAX for the host) leaves an attribute open. */
+typedef struct pw_vslice_request_t {
+  size_t struct_size;          /* sizeof(pw_vslice_request_t) */
+  pw_mesh_shape_t mesh;
+  uint32_t flags;              /* pw_vslice_flags_t */
+  const char* backend;         /* the backend's vtable name: "cpu", "sim", a plugin's */
+  const char* device_kind;     /* pw_backend_device_info_t.kind of its devices */
+  const char* slice_name;      /* exactly this physical slice (pw_slice_desc_t.name) */
+  uint32_t host;               /* pw_slice_desc_t.host; PW_VSLICE_ANY_HOST: any */
+} pw_vslice_request_t;
+
+#define PW_VSLICE_ANY_HOST UINT32_MAX
+#define PW_VSLICE_REQUEST_SIZE_V1 PW_STRUCT_SIZE(pw_vslice_request_t, host)
+
+/* pw_vslice_create with the request's attributes: only physical slices
+ * that have all of them are considered, then chosen as pw_vslice_create
+ * chooses. NOT_FOUND when attributes are asked for and no slice of the
+ * mesh's device count has them, listing every slice with its attributes;
+ * RESOURCE_EXHAUSTED when those that do are all taken, unhealthy or
+ * shared (counted, as pw_vslice_create says). INVALID_ARGUMENT for NULL
+ * arguments, a struct_size below V1, a bad mesh or unknown flags. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create_request(
+    pw_client_t* client, const pw_vslice_request_t* request, pw_vslice_t* out_vslice);
 
 /* Asks for a virtual slice of |mesh|. The resource manager binds it to a
  * healthy physical slice with the same mesh shape (or, failing that, the
@@ -388,7 +418,8 @@ typedef enum pw_vslice_flags_e {
  * yet, preferring the least shared one. A slice with a degraded device is
  * used only when no healthy one fits (a slice with a failed device never).
  * RESOURCE_EXHAUSTED, saying how many slices fit and why each was refused,
- * when none is free. */
+ * when none is free. |flags|: pw_vslice_flags_t (PW_VSLICE_SHARE_OWN lifts
+ * the "not bound by this client yet" rule). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_vslice_create(pw_client_t* client,
                                                        const pw_mesh_shape_t* mesh,
                                                        uint32_t flags,

@@ -182,13 +182,44 @@ static pw_status_t pw_vslice_bind(pw_client_t* client, pw_vslice_obj_t* vs, pw_s
 
 pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
                              uint32_t flags, pw_vslice_t* out_vslice) {
-  if (client == NULL || out_vslice == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_vslice_create: client or out_vslice is NULL");
+  if (mesh == NULL) {
+    if (out_vslice != NULL) out_vslice->id = 0;
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_vslice_create: mesh is NULL");
   }
-  out_vslice->id = 0;
+  pw_vslice_request_t request = {.struct_size = sizeof(request), .mesh = *mesh, .flags = flags,
+                                 .host = PW_VSLICE_ANY_HOST};
+  return pw_vslice_create_request(client, &request, out_vslice);
+}
+
+/* No slice has the attributes asked for: NOT_FOUND listing them all. */
+static pw_status_t pw_vslice_no_match(pw_client_t* client, const pw_vslice_request_t* request,
+                                      uint32_t want) {
+  char wanted[256], available[1024], mesh_text[32];
+  pw__placement_wanted(request, wanted, sizeof(wanted));
+  pw_mesh_shape_format(&request->mesh, mesh_text, sizeof(mesh_text));
+  pthread_mutex_lock(&client->runtime->lock);
+  pw__placement_available(client->runtime, available, sizeof(available));
+  pthread_mutex_unlock(&client->runtime->lock);
+  return pw_status_make(PW_STATUS_NOT_FOUND,
+                        "no physical slice has %u devices%s%s for mesh %s of client '%s'; "
+                        "the slices: %s",
+                        want, wanted[0] ? " and " : "", wanted, mesh_text, client->name,
+                        available);
+}
+
+pw_status_t pw_vslice_create_request(pw_client_t* client, const pw_vslice_request_t* request,
+                                     pw_vslice_t* out_vslice) {
+  if (out_vslice != NULL) out_vslice->id = 0;
+  if (client == NULL || out_vslice == NULL || request == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_vslice_create: client, request or out_vslice is NULL");
+  }
+  PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(request, pw_vslice_request_t, PW_VSLICE_REQUEST_SIZE_V1,
+                                     "pw_vslice_create_request"));
+  const pw_mesh_shape_t* mesh = &request->mesh;
+  uint32_t flags = request->flags;
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "pw_vslice_create");
-  if (flags & ~(uint32_t)PW_VSLICE_EXCLUSIVE) {
+  if (flags & ~(uint32_t)(PW_VSLICE_EXCLUSIVE | PW_VSLICE_SHARE_OWN)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_vslice_create: unknown flags 0x%x", flags);
   }
@@ -208,11 +239,14 @@ pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
   uint32_t fitting = 0, taken_by_client = 0, unhealthy = 0, shared = 0;
   for (uint32_t s = 0; s < rt->slice_count; ++s) {
     pw_slice_t* slice = &rt->slices[s];
-    if (slice->device_count != want) continue;
+    if (slice->device_count != want || !pw__placement_matches(slice, request)) continue;
     fitting++;
     pw_device_health_t health = pw_slice_health(slice);
     if (!pw_slice_is_usable(health)) { unhealthy++; continue; }
-    if (pw_client_uses_slice(client, slice)) { taken_by_client++; continue; }
+    if (!(flags & PW_VSLICE_SHARE_OWN) && pw_client_uses_slice(client, slice)) {
+      taken_by_client++;
+      continue;
+    }
     if ((flags & PW_VSLICE_EXCLUSIVE) && slice->bound_vslices > 0) { shared++; continue; }
     bool exact = pw_mesh_shape_equal(&slice->mesh, mesh);
     bool better = best == NULL || health < best_health ||
@@ -228,14 +262,18 @@ pw_status_t pw_vslice_create(pw_client_t* client, const pw_mesh_shape_t* mesh,
   if (best == NULL) {
     pthread_mutex_unlock(&rt->lock);
     pw_allocator_free(rt->allocator, vs, sizeof(*vs));
+    char wanted[256];
+    pw__placement_wanted(request, wanted, sizeof(wanted));
+    if (fitting == 0 && wanted[0] != '\0') return pw_vslice_no_match(client, request, want);
     char mesh_text[32], shared_text[96];
     pw_mesh_shape_format(mesh, mesh_text, sizeof(mesh_text));
     return pw_status_make(
         PW_STATUS_RESOURCE_EXHAUSTED,
         "no free physical slice fits mesh %s for client '%s': %u of %u slices "
-        "have %u devices; of those %u already bound to this client, %u "
+        "have %u devices%s%s; of those %u already bound to this client, %u "
         "unhealthy%s",
-        mesh_text, client->name, fitting, rt->slice_count, want, taken_by_client, unhealthy,
+        mesh_text, client->name, fitting, rt->slice_count, want, wanted[0] ? " and " : "",
+        wanted, taken_by_client, unhealthy,
         pw_shared_reason(shared_text, sizeof(shared_text), flags & PW_VSLICE_EXCLUSIVE, shared,
                          "clients"));
   }

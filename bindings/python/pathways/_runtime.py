@@ -858,9 +858,16 @@ class Client(Closeable):
 
     # -- virtual slices
 
-    def vslice(self, mesh, *, exclusive=False, slices=None):
+    def vslice(self, mesh, *, exclusive=False, slices=None, backend=None, device_kind=None,
+               host=None, slice_name=None, share_own=False):
         """Asks the resource manager for a virtual slice of |mesh| ("2x4",
         8, (2, 4)); ResourceExhaustedError when no physical slice fits.
+
+        Placement: |backend| (its name: "cpu", "sim", a plugin's),
+        |device_kind|, |host| and |slice_name| admit only physical slices
+        with those attributes (NotFoundError listing every slice when none
+        has them); |share_own| lets this client bind a physical slice it
+        already has a virtual slice on.
 
         |slices| spans several physical slices: a count (the resource
         manager picks that many slices of one backend, each with
@@ -868,7 +875,9 @@ class Client(Closeable):
         indices. Ops on a spanning virtual slice run as one gang across the
         slices (their collectives span them), in one consistent order on
         every slice. Mesh order is slice-major over ascending slice index."""
-        return VSlice(self, mesh, exclusive=exclusive, slices=slices)
+        return VSlice(self, mesh, exclusive=exclusive, slices=slices, backend=backend,
+                      device_kind=device_kind, host=host, slice_name=slice_name,
+                      share_own=share_own)
 
     # -- shortcuts (see the classes)
 
@@ -983,12 +992,41 @@ class VSlice(ClientHandle):
 
     __slots__ = ("client", "_h", "id", "mesh", "__weakref__")
 
-    def __init__(self, client, mesh, *, exclusive=False, slices=None):
+    def __init__(self, client, mesh, *, exclusive=False, slices=None, backend=None,
+                 device_kind=None, host=None, slice_name=None, share_own=False):
         dims = mesh_tuple(mesh)
         out = ffi.new("pw_vslice_t*")
         flags = lib.PW_VSLICE_EXCLUSIVE if exclusive else lib.PW_VSLICE_DEFAULT
+        if share_own:
+            flags |= lib.PW_VSLICE_SHARE_OWN
+        placed = any(v is not None for v in (backend, device_kind, host, slice_name))
         box = client._box
-        if slices is None:
+        if placed and slices is not None:
+            raise ValueError("placement attributes apply to a virtual slice on one "
+                             "physical slice, not with slices=")
+        if placed or (share_own and slices is None):
+            req = ffi.new("pw_vslice_request_t*")
+            req.struct_size = ffi.sizeof("pw_vslice_request_t")
+            fill_mesh(ffi.addressof(req, "mesh"), dims)
+            req.flags = flags
+            keep = []
+            for field, value in (("backend", backend), ("device_kind", device_kind),
+                                 ("slice_name", slice_name)):
+                if value is not None:
+                    if not isinstance(value, str):
+                        raise TypeError(f"{field} must be a str, got {type(value).__name__}")
+                    keep.append(ffi.new("char[]", value.encode()))
+                    setattr(req, field, keep[-1])
+            if host is not None:
+                if not isinstance(host, int) or host < 0 or host >= 0xFFFFFFFF:
+                    raise ValueError(f"host must be a host id (0 .. 2**32 - 2), got {host!r}")
+                req.host = host
+            else:
+                req.host = 0xFFFFFFFF
+            with box as ptr:
+                check(lib.pw_vslice_create_request(ptr, req, out))
+                box.live += 1
+        elif slices is None:
             cmesh = fill_mesh(ffi.new("pw_mesh_shape_t*"), dims)
             with box as ptr:
                 check(lib.pw_vslice_create(ptr, cmesh, flags, out))

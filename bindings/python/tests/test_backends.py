@@ -92,3 +92,35 @@ def test_layout_errors():
         pw.Runtime("4", backends=cpu)  # 4 devices on a 2-device backend
     with pw.Runtime("2", backends=cpu) as rt:
         assert rt.slice(0).device_count == 2
+
+
+def test_placement_by_attribute_and_share_own():
+    cpu, sim = pw.CpuBackend(workers=1), pw.SimBackend(slices=1, devices_per_slice=4)
+    slices = [{"name": "c0", "mesh": "2", "backend": "cpu"},
+              {"name": "s0", "mesh": "2", "backend": sim},
+              {"name": "s1", "mesh": "2", "backend": sim, "first_device": 2}]
+    with pw.Runtime(slices, backends=[cpu, sim]) as rt:
+        c = rt.client()
+        assert c.vslice("2", backend="sim").slice.name == "s0"
+        assert c.vslice("2", slice_name="s1").slice.name == "s1"
+        with pytest.raises(pw.NotFoundError, match=r"backend 'tpu'.*c0 \(2, backend cpu"):
+            c.vslice("2", backend="tpu")
+        a = c.vslice("2", backend="cpu")
+        with pytest.raises(pw.ResourceExhaustedError, match="already bound to this client"):
+            c.vslice("2", backend="cpu")
+        b = c.vslice("2", backend="cpu", share_own=True)
+        assert a.slice.name == b.slice.name == "c0"
+        for v, base in ((a, 1.0), (b, 10.0)):
+            x = v.put(np.arange(2, dtype=np.float32) + base, pw.split(0))
+            dbl = v.compile(pw.Program("scale", ["f32[2] split(0,all)"], ["f32[2] split(0,all)"],
+                                       {"alpha": 2}))
+            g = c.graph()
+            g.output(g.compute(dbl, g.parameter(v, x.spec)))
+            np.testing.assert_array_equal(g.run(x, timeout=10).numpy(), [2 * base, 2 * base + 2])
+        with pytest.raises(TypeError):
+            c.vslice("2", backend=3)
+        with pytest.raises(ValueError):
+            c.vslice("2", host=-1)
+        with pytest.raises(ValueError):
+            c.vslice("2", backend="sim", slices=2)
+        c.close()
