@@ -32,6 +32,7 @@
 #include "pathways/backends/sim.h"
 #include "pathways/transports/inproc.h"
 #include "pathways/stores/dir.h"
+#include "pathways/plugin.h"
 #include "pathways/remote.h"
 #include "pathways/worker.h"
 

@@ -13,12 +13,15 @@
  * that serves several ABIs may pick the factory for |loader_abi|). It
  * never returns NULL and does no other work: the create function does.
  *
- * The loader (pw_plugin_load) dlopens the file, looks the symbol up, calls
- * it and refuses the library, with a status naming the file, when the
- * symbol is missing (NOT_FOUND), the factory is NULL, too small, of
- * another ABI version (FAILED_PRECONDITION naming both versions), of an
- * unknown kind or lacks the create function of its kind
- * (INVALID_ARGUMENT). A loaded library stays mapped until the process
+ * The loader (pw_plugin_load) dlopens the file (RTLD_NOW | RTLD_LOCAL |
+ * RTLD_NODELETE), looks the symbol up, calls it and refuses the library,
+ * with a status naming the file, when the file is missing (NOT_FOUND),
+ * cannot be loaded (INVALID_ARGUMENT with dlerror's text: not a shared
+ * object, an unresolved symbol), the symbol is missing (NOT_FOUND), the
+ * factory is of another ABI version (FAILED_PRECONDITION naming both
+ * versions), NULL, smaller than PW_PLUGIN_FACTORY_SIZE_V1, of an unknown
+ * kind, has a name outside [a-z0-9_-]{1,64} or lacks the create function
+ * of its kind (INVALID_ARGUMENT). A loaded library stays mapped until the process
  * exits (the objects it made point into it; PJRT does not unload plugins
  * either); loading one path twice returns the same library.
  *
@@ -37,8 +40,13 @@
  *
  * Discovery. pw_plugin_load takes a path (anything with a '/'), or a bare
  * name looked up as NAME, libpathways_NAME.so and pathways_NAME.so in each
- * directory of PATHWAYS_PLUGIN_PATH (':'-separated, in order), then in the
- * directory the bundled plugins were installed to (pw_plugin_dir). */
+ * directory of PATHWAYS_PLUGIN_PATH (':'-separated, in order; empty
+ * entries are skipped), then in the directory of the bundled plugins
+ * (pw_plugin_dir). The first file that exists is the one loaded: if it is
+ * refused, so is the name (no later file is tried). A name found nowhere
+ * is NOT_FOUND listing every file tried.
+ *
+ * Thread-safety: every function here may be called from any thread. */
 #ifndef PATHWAYS_PLUGIN_H_
 #define PATHWAYS_PLUGIN_H_
 
@@ -114,17 +122,22 @@ typedef struct pw_plugin_t pw_plugin_t;
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_load(const char* path_or_name,
                                                      pw_plugin_t** out_plugin);
 
-/* Frees the handle (the library stays mapped: see above). NULL is a no-op. */
+/* Frees the handle (the library stays mapped: see above), which objects
+ * made through it do not need. NULL is a no-op. */
 PW_API void pw_plugin_release(pw_plugin_t* plugin);
 
-/* The factory (valid while the process lives) and the resolved path. */
+/* The factory (valid while the process lives) and the resolved path
+ * (realpath of the file loaded; valid while |plugin| lives). NULL for a
+ * NULL |plugin|. */
 PW_API const pw_plugin_factory_t* pw_plugin_factory(const pw_plugin_t* plugin);
 PW_API const char* pw_plugin_path(const pw_plugin_t* plugin);
 
 /* Creates an object of the plugin's kind from |args| (NULL means "").
  * FAILED_PRECONDITION naming the plugin and both kinds when the plugin is
  * of another kind; otherwise the factory's own result. A status the
- * plugin returns is passed on with the plugin's name and path added. */
+ * plugin returns is passed on with the plugin's name and path added; an
+ * OK without a vtable is INTERNAL. The out-struct is zeroed on every
+ * error. The object owns no reference to |plugin|. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_create_backend(pw_plugin_t* plugin,
                                                                const char* args,
                                                                pw_backend_t* out_backend);
@@ -135,9 +148,11 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_create_store(pw_plugin_t* plugin
                                                              const char* args,
                                                              pw_store_t* out_store);
 
-/* The directory the bundled plugin modules were installed to (from the
- * configured install prefix); the build tree's when run uninstalled is
- * found through PATHWAYS_PLUGIN_PATH instead. */
+/* The directory of the bundled plugin modules: LIBDIR/pathways/plugins
+ * beside the libpathways.so this call is in (so a moved install tree, and
+ * the build tree, whose modules are built into lib/pathways/plugins, find
+ * their own), or the configured install directory when libpathways is
+ * linked statically. Static storage. */
 PW_API const char* pw_plugin_dir(void);
 
 /* Options-string helpers for "key=value,key=value" (no spaces around
@@ -145,8 +160,10 @@ PW_API const char* pw_plugin_dir(void);
  *
  * pw_plugin_args_check: INVALID_ARGUMENT naming the key and listing
  * |known| (a NULL-terminated array) for a key not in |known|, a key given
- * twice or an entry without '='. Call it first; the getters then only
- * read. A missing key leaves the default. */
+ * twice, an entry without '=' (an empty entry, a trailing ',') or a key
+ * outside [a-z0-9_]+. Call it first; the getters then only read (they
+ * use the first entry of a key). A missing key leaves the default. The
+ * getters return INVALID_ARGUMENT for a NULL |key| or output. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_check(const char* args,
                                                            const char* const* known);
 /* Decimal, no sign; INVALID_ARGUMENT naming the key for anything else or
@@ -154,14 +171,27 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_check(const char* args,
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_u64(const char* args, const char* key,
                                                          uint64_t default_value, uint64_t max,
                                                          uint64_t* out_value);
+/* pw_plugin_args_u64 with a lower bound too: INVALID_ARGUMENT naming the
+ * key for a value below |min| (a count that must be at least 1). The
+ * default is not checked. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_range(const char* args, const char* key,
+                                                           uint64_t default_value, uint64_t min,
+                                                           uint64_t max, uint64_t* out_value);
 /* Copies the value (or |default_value|, which may be NULL: out "") into
  * |buffer|; OUT_OF_RANGE naming the key when it does not fit. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_str(const char* args, const char* key,
                                                          const char* default_value, char* buffer,
                                                          size_t buffer_size);
-/* "true"/"false"/"1"/"0". */
+/* "true"/"false"/"1"/"0"; INVALID_ARGUMENT naming the key otherwise. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_bool(const char* args, const char* key,
                                                           bool default_value, bool* out_value);
+/* The index in |choices| (a NULL-terminated array) of the value, or
+ * |default_index| when the key is absent; INVALID_ARGUMENT naming the key
+ * and listing |choices| for any other value. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_args_choice(const char* args, const char* key,
+                                                            const char* const* choices,
+                                                            size_t default_index,
+                                                            size_t* out_index);
 
 PW_EXTERN_C_END
 
