@@ -3,6 +3,8 @@
  * naming the backend and the method; a backend that breaks its own
  * contract is INTERNAL naming it). Written against pathways/backend.h
  * only. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 

@@ -1,5 +1,7 @@
 /* CTS cases: collectives across every device of a mesh, and device failure
  * (health, launches on a failed device, collectives that lose a member). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,6 +7,8 @@
  * all its devices finished, as one launch would. The cases find the hosts
  * from device_info over the CTS mesh (pw_cts_mesh) and group mesh
  * positions into lanes: maximal runs of one host. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

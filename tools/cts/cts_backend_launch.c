@@ -1,6 +1,8 @@
 /* CTS cases: the launch contract. If launch fails, done never runs;
  * otherwise done runs exactly once, inline or from another thread; many
  * launches may be in flight from many threads; done may launch again. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 

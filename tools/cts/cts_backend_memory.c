@@ -1,5 +1,7 @@
 /* CTS cases: device memory (allocate, deallocate, the synchronous copies,
  * host_pointer). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,6 +5,8 @@
  * launch descriptors numbered queue_seq 1, 2, 3... per device, with
  * done_timed set, descriptors on the stack (a queued backend copies them
  * during the call), never more than the reported depth outstanding. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 

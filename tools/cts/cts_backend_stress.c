@@ -30,6 +30,7 @@ typedef struct stress_shared_t {
   pw_backend_executable_t all_reduce; /* NULL: copies only */
   uint32_t devices;                   /* per gang */
   uint32_t gangs;                     /* per round and thread */
+  bool ordered;                       /* queue-ordered: collectives from thread 0 only */
   _Atomic uint64_t accepted;
   _Atomic uint64_t done_calls;
   _Atomic uint64_t failures;
@@ -155,6 +156,15 @@ static void stress_check(stress_thread_t* t, uint32_t g, bool collective) {
   }
 }
 
+/* Whether gang |g| of |t| is an all-reduce. On a queue-ordered backend
+ * the parts of a collective wait in each device's FIFO for the others, so
+ * gangs from several threads in different orders would deadlock (the
+ * runtime orders them the same way on every device): there only thread 0
+ * launches collectives. */
+static bool pw_stress_collective(const stress_thread_t* t, uint32_t g) {
+  return t->s->all_reduce != NULL && g % 2 == 1 && (!t->s->ordered || t->index == 0);
+}
+
 /* One round: |gangs| gangs (alternately copy and all-reduce) launched
  * part by part, then wait and check. False when the round hung (the
  * backend may still hold pointers into |t|: stop). */
@@ -172,7 +182,7 @@ static bool stress_round(stress_thread_t* t, uint32_t round) {
     }
   }
   for (uint32_t g = 0; g < s->gangs; ++g) {
-    bool collective = s->all_reduce != NULL && g % 2 == 1;
+    bool collective = pw_stress_collective(t, g);
     uint64_t gang_id = ((uint64_t)(t->index + 1) << 40) | ((uint64_t)round * kMaxGangs + g + 1);
     stress_describe(t, g, gang_id, collective);
     for (uint32_t m = 0; m < s->devices; ++m) {
@@ -193,7 +203,7 @@ static bool stress_round(stress_thread_t* t, uint32_t round) {
   }
   if (!stress_wait(t)) return false;
   for (uint32_t g = 0; g < s->gangs; ++g) {
-    stress_check(t, g, s->all_reduce != NULL && g % 2 == 1);
+    stress_check(t, g, pw_stress_collective(t, g));
   }
   return true;
 }
@@ -222,6 +232,7 @@ void pw_cts_case_launch_stress(const pw_cts_fixture_t* f) {
   /* A queue-ordered backend holds at most |depth| launches per device:
    * stay within it over all threads, as the runtime does. */
   uint32_t depth = pw_cts_queue_depth(&b);
+  s.ordered = depth != 0;
   s.gangs = kMaxGangs;
   if (depth != 0 && depth / kThreads < s.gangs) s.gangs = depth / kThreads;
   if (s.gangs == 0) s.gangs = 1;

@@ -1,5 +1,7 @@
 /* pathways-cts: the backend suite's case table and its fixture, made from
  * the loaded plugin's factory and hooks. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include "cts_backend.h"
 
 static pw_status_t pw_cts_fixture_create(const pw_cts_fixture_t* fixture,
@@ -48,13 +50,13 @@ static void pw_cts_backend_run(const pw_cts_context_t* ctx, const char* name,
 }
 
 #define PW_CTS_WRAP(name)                                  \
-  static void pw_cts_backend_##name(const pw_cts_context_t* ctx) { \
+  static void pw_cts_run_##name(const pw_cts_context_t* ctx) { \
     pw_cts_backend_run(ctx, #name, pw_cts_case_##name);    \
   }
 PW_CTS_BACKEND_CASES(PW_CTS_WRAP)
 #undef PW_CTS_WRAP
 
-#define PW_CTS_ENTRY(name) {#name, pw_cts_backend_##name},
+#define PW_CTS_ENTRY(name) {#name, pw_cts_run_##name},
 static const pw_cts_case_t pw_cts_backend_table[] = {PW_CTS_BACKEND_CASES(PW_CTS_ENTRY)};
 #undef PW_CTS_ENTRY
 

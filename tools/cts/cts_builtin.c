@@ -37,27 +37,31 @@ static pw_status_t pw_cts_cpu_fail_device(pw_backend_t* backend, uint32_t device
   return pw_cpu_backend_set_health(*backend, device, PW_DEVICE_FAILED);
 }
 
-static const char* const pw_cts_cpu_keys[] = {"devices", "workers", "memory", "stream_depth",
-                                              "host", NULL};
+/* The keys and ranges of lib/backends/cpu/plugin_entry.c. */
+static const char* const pw_cts_cpu_keys[] = {"devices", "workers", "memory_mib", "host",
+                                              "stream_depth", NULL};
 
 static pw_status_t pw_cts_cpu_create(const char* args, pw_allocator_t allocator,
                                      pw_backend_t* out_backend) {
   memset(out_backend, 0, sizeof(*out_backend));
   pw_cpu_backend_options_t o;
   pw_cpu_backend_options_init(&o);
-  uint64_t devices, workers, memory, depth, host;
   PW_RETURN_IF_ERROR(pw_plugin_args_check(args, pw_cts_cpu_keys));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "devices", 0, 1024, &devices));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "workers", 0, 256, &workers));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "memory", 0, UINT64_MAX, &memory));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "stream_depth", 0, 1u << 20, &depth));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "host", 0, UINT32_MAX, &host));
+  uint64_t v = 0;
+  PW_RETURN_IF_ERROR(pw_plugin_args_range(args, "devices", o.device_count, 1,
+                                          PW_CPU_MAX_DEVICES, &v));
+  o.device_count = (uint32_t)v;
+  PW_RETURN_IF_ERROR(pw_plugin_args_range(args, "workers", o.worker_count, 1,
+                                          PW_CPU_MAX_WORKERS, &v));
+  o.worker_count = (uint32_t)v;
+  PW_RETURN_IF_ERROR(
+      pw_plugin_args_range(args, "memory_mib", o.device_memory_bytes >> 20, 1, 1ull << 30, &v));
+  o.device_memory_bytes = v << 20;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "host", o.host, UINT32_MAX, &v));
+  o.host = (uint32_t)v;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "stream_depth", o.stream_depth, UINT32_MAX, &v));
+  o.stream_depth = (uint32_t)v;
   o.allocator = allocator;
-  o.device_count = (uint32_t)devices;
-  o.worker_count = (uint32_t)workers;
-  o.device_memory_bytes = memory;
-  o.stream_depth = (uint32_t)depth;
-  o.host = (uint32_t)host;
   return pw_cpu_backend_create(&o, out_backend);
 }
 
@@ -109,46 +113,70 @@ static pw_status_t pw_cts_sim_fail_device(pw_backend_t* backend, uint32_t device
   return pw_sim_backend_fail(*backend, PW_SIM_FAIL_CHIP, device, PW_SIM_TIME_NOW);
 }
 
-static const char* const pw_cts_sim_keys[] = {"slices", "devices_per_slice", "mode", "memory",
-                                              "device_memory", "queue_depth", NULL};
+/* The keys and ranges of lib/backends/sim/plugin_entry.c. */
+static const char* const pw_cts_sim_keys[] = {
+    "slices",          "devices_per_slice",    "devices_per_host",      "memory_mib",
+    "mode",            "memory",               "queue_depth",           "blocking_collectives",
+    "dispatch_latency_ns", "launch_overhead_ns", "ici_latency_ns",      "dcn_latency_ns",
+    "seed",            "random_chip_failures", "random_slice_failures", "failure_window_ns",
+    NULL};
+static const char* const pw_cts_sim_modes[] = {"inline", "threaded", "manual", NULL};
+static const char* const pw_cts_sim_memories[] = {"host", "virtual", NULL};
+
+static pw_status_t pw_cts_sim_u32(const char* args, const char* key, uint64_t min, uint64_t max,
+                                  uint32_t* inout) {
+  uint64_t v = 0;
+  PW_RETURN_IF_ERROR(pw_plugin_args_range(args, key, *inout, min, max, &v));
+  *inout = (uint32_t)v;
+  return NULL;
+}
+
+static pw_status_t pw_cts_sim_times(const char* args, pw_sim_backend_options_t* o) {
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "dispatch_latency_ns", o->dispatch_latency_ns,
+                                        UINT64_MAX, &o->dispatch_latency_ns));
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "launch_overhead_ns", o->launch_overhead_ns,
+                                        UINT64_MAX, &o->launch_overhead_ns));
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "ici_latency_ns", o->ici_latency_ns, UINT64_MAX,
+                                        &o->ici_latency_ns));
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "dcn_latency_ns", o->dcn_latency_ns, UINT64_MAX,
+                                        &o->dcn_latency_ns));
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "seed", o->seed, UINT64_MAX, &o->seed));
+  PW_RETURN_IF_ERROR(
+      pw_cts_sim_u32(args, "random_chip_failures", 0, UINT32_MAX, &o->random_chip_failures));
+  PW_RETURN_IF_ERROR(
+      pw_cts_sim_u32(args, "random_slice_failures", 0, UINT32_MAX, &o->random_slice_failures));
+  return pw_plugin_args_range(args, "failure_window_ns", o->failure_window_ns, 1, UINT64_MAX,
+                              &o->failure_window_ns);
+}
 
 static pw_status_t pw_cts_sim_create(const char* args, pw_allocator_t allocator,
                                      pw_backend_t* out_backend) {
   memset(out_backend, 0, sizeof(*out_backend));
   pw_sim_backend_options_t o;
   pw_sim_backend_options_init(&o);
-  uint64_t slices, per_slice, memory_bytes, depth;
-  char mode[16], memory[16];
   PW_RETURN_IF_ERROR(pw_plugin_args_check(args, pw_cts_sim_keys));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "slices", 0, 4096, &slices));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "devices_per_slice", 0, 4096, &per_slice));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "device_memory", 0, UINT64_MAX, &memory_bytes));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "queue_depth", 0, 1u << 20, &depth));
-  PW_RETURN_IF_ERROR(pw_plugin_args_str(args, "mode", "inline", mode, sizeof(mode)));
-  PW_RETURN_IF_ERROR(pw_plugin_args_str(args, "memory", "host", memory, sizeof(memory)));
-  if (strcmp(mode, "inline") == 0) {
-    o.mode = PW_SIM_MODE_INLINE;
-  } else if (strcmp(mode, "threaded") == 0) {
-    o.mode = PW_SIM_MODE_THREADED;
-  } else if (strcmp(mode, "manual") == 0) {
-    o.mode = PW_SIM_MODE_MANUAL;
-  } else {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "sim: mode '%s' is not inline, threaded or manual", mode);
-  }
-  if (strcmp(memory, "host") == 0) {
-    o.memory = PW_SIM_MEMORY_HOST;
-  } else if (strcmp(memory, "virtual") == 0) {
-    o.memory = PW_SIM_MEMORY_VIRTUAL;
-  } else {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim: memory '%s' is not host or virtual",
-                          memory);
-  }
+  PW_RETURN_IF_ERROR(pw_cts_sim_u32(args, "slices", 1, PW_SIM_MAX_DEVICES, &o.slice_count));
+  PW_RETURN_IF_ERROR(
+      pw_cts_sim_u32(args, "devices_per_slice", 1, PW_SIM_MAX_DEVICES, &o.devices_per_slice));
+  PW_RETURN_IF_ERROR(
+      pw_cts_sim_u32(args, "devices_per_host", 0, PW_SIM_MAX_DEVICES, &o.devices_per_host));
+  uint64_t v = 0;
+  PW_RETURN_IF_ERROR(
+      pw_plugin_args_range(args, "memory_mib", o.device_memory_bytes >> 20, 1, 1ull << 40, &v));
+  o.device_memory_bytes = v << 20;
+  size_t choice = 0;
+  PW_RETURN_IF_ERROR(
+      pw_plugin_args_choice(args, "mode", pw_cts_sim_modes, (size_t)o.mode, &choice));
+  o.mode = (pw_sim_mode_t)choice;
+  PW_RETURN_IF_ERROR(
+      pw_plugin_args_choice(args, "memory", pw_cts_sim_memories, (size_t)o.memory, &choice));
+  o.memory = (pw_sim_memory_t)choice;
+  PW_RETURN_IF_ERROR(
+      pw_cts_sim_u32(args, "queue_depth", 0, PW_BACKEND_MAX_QUEUE_DEPTH, &o.queue_depth));
+  PW_RETURN_IF_ERROR(pw_plugin_args_bool(args, "blocking_collectives", o.blocking_collectives,
+                                         &o.blocking_collectives));
+  PW_RETURN_IF_ERROR(pw_cts_sim_times(args, &o));
   o.allocator = allocator;
-  o.slice_count = (uint32_t)slices;
-  o.devices_per_slice = (uint32_t)per_slice;
-  o.device_memory_bytes = memory_bytes;
-  o.queue_depth = (uint32_t)depth;
   return pw_sim_backend_create(&o, out_backend);
 }
 
@@ -188,6 +216,7 @@ static const pw_cts_hooks_t pw_cts_sim_hooks = {
 
 /* --- inproc --- */
 
+/* The keys of lib/transports/inproc/plugin_entry.c. */
 static const char* const pw_cts_inproc_keys[] = {"workers", "staging_bytes", NULL};
 
 static pw_status_t pw_cts_inproc_create(const char* args, pw_allocator_t allocator,
@@ -195,13 +224,14 @@ static pw_status_t pw_cts_inproc_create(const char* args, pw_allocator_t allocat
   memset(out_transport, 0, sizeof(*out_transport));
   pw_inproc_transport_options_t o;
   pw_inproc_transport_options_init(&o);
-  uint64_t workers, staging;
   PW_RETURN_IF_ERROR(pw_plugin_args_check(args, pw_cts_inproc_keys));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "workers", 0, UINT32_MAX, &workers));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "staging_bytes", 0, SIZE_MAX, &staging));
+  uint64_t v = 0;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "workers", o.worker_count, PW_INPROC_MAX_WORKERS,
+                                        &v));
+  o.worker_count = (uint32_t)v;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "staging_bytes", o.staging_bytes, SIZE_MAX, &v));
+  o.staging_bytes = (size_t)v;
   o.allocator = allocator;
-  o.worker_count = (uint32_t)workers;
-  o.staging_bytes = (size_t)staging;
   return pw_inproc_transport_create(&o, out_transport);
 }
 
@@ -212,20 +242,28 @@ static const pw_cts_hooks_t pw_cts_inproc_hooks = {
 
 /* --- dir --- */
 
-static const char* const pw_cts_dir_keys[] = {"path", "max_bytes", NULL};
+/* The keys of lib/stores/dir/plugin_entry.c. */
+static const char* const pw_cts_dir_keys[] = {"path", "max_bytes", "stale_temp_seconds", NULL};
 
 static pw_status_t pw_cts_dir_create(const char* args, pw_allocator_t allocator,
                                      pw_store_t* out_store) {
   memset(out_store, 0, sizeof(*out_store));
   pw_dir_store_options_t o;
   pw_dir_store_options_init(&o);
-  char path[4096];
-  uint64_t max_bytes;
   PW_RETURN_IF_ERROR(pw_plugin_args_check(args, pw_cts_dir_keys));
+  char path[4096];
   PW_RETURN_IF_ERROR(pw_plugin_args_str(args, "path", NULL, path, sizeof(path)));
-  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "max_bytes", 0, UINT64_MAX, &max_bytes));
+  if (path[0] == '\0') {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "option path=DIR (the store's directory) is required");
+  }
   o.path = path;
-  o.max_bytes = max_bytes;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "max_bytes", o.max_bytes, UINT64_MAX,
+                                        &o.max_bytes));
+  uint64_t v = 0;
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "stale_temp_seconds", o.stale_temp_seconds,
+                                        UINT32_MAX, &v));
+  o.stale_temp_seconds = (uint32_t)v;
   o.allocator = allocator;
   return pw_dir_store_create(&o, out_store);
 }
@@ -265,8 +303,8 @@ const char* pw_cts_foreign_executable(const char* name, const pw_mesh_shape_t* m
   const pw_cts_hooks_t* hooks = use_sim ? &pw_cts_sim_hooks : &pw_cts_cpu_hooks;
   pw_backend_t other;
   /* Enough devices for any mesh the suite makes (at most 8). */
-  pw_status_t status = hooks->create_backend(use_sim ? "slices=1,devices_per_slice=8"
-                                                     : "devices=8",
+  pw_status_t status = hooks->create_backend(use_sim ? "slices=1,devices_per_slice=8,memory_mib=64"
+                                                     : "devices=8,memory_mib=64",
                                              pw_allocator_system(), &other);
   if (status != NULL) {
     pw_status_free(status);

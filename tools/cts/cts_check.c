@@ -10,6 +10,7 @@
 
 void pw_cts_fail(const char* file, int line, const char* what, const char* fmt, ...) {
   fprintf(stderr, "%s:%d: %s", file, line, what);
+  if (fmt != NULL && fmt[0] == '|') ++fmt;
   if (fmt != NULL && fmt[0] != '\0') {
     fputs(": ", stderr);
     va_list ap;
@@ -38,7 +39,7 @@ void pw_cts_assert_ok(pw_status_t status, const char* what, const char* file, in
   char text[512];
   pw_status_format(status, text, sizeof(text));
   pw_status_free(status);
-  pw_cts_fail(file, line, what, "failed: %s", text);
+  pw_cts_fail(file, line, what, "|failed: %s", text);
 }
 
 pw_status_code_t pw_cts_assert_error(pw_status_t status, const pw_status_code_t* allowed,

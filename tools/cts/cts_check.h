@@ -33,18 +33,19 @@
 #define PW_CTS_NORETURN
 #endif
 
-/* Ends the case as failed. |fmt| may be "" (no message). */
+/* Ends the case as failed. |fmt| starts with a "|" that is not printed
+ * (so that the macros below may pass no message at all). */
 PW_CTS_NORETURN void pw_cts_fail(const char* file, int line, const char* what, const char* fmt,
                                  ...) PW_CTS_PRINTF(4, 5);
 /* Ends the case as skipped with a reason. */
 PW_CTS_NORETURN void pw_cts_skip(const char* fmt, ...) PW_CTS_PRINTF(1, 2);
 
-#define PW_CTS_FAIL(...) pw_cts_fail(__FILE__, __LINE__, "failure", "" __VA_ARGS__)
+#define PW_CTS_FAIL(...) pw_cts_fail(__FILE__, __LINE__, "failure", "|" __VA_ARGS__)
 #define PW_CTS_SKIP(...) pw_cts_skip(__VA_ARGS__)
 
 #define PW_CTS_CHECK_(cond, what, ...)                                          \
   do {                                                                          \
-    if (!(cond)) pw_cts_fail(__FILE__, __LINE__, what, "" __VA_ARGS__);         \
+    if (!(cond)) pw_cts_fail(__FILE__, __LINE__, what, "|" __VA_ARGS__);         \
   } while (0)
 
 /* PW_CTS_ASSERT*(..., [fmt, args...]): the message is optional. */

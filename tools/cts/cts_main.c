@@ -42,10 +42,9 @@ static const pw_cts_kind_t pw_cts_kinds[] = {
 };
 #define PW_CTS_KIND_COUNT (sizeof(pw_cts_kinds) / sizeof(pw_cts_kinds[0]))
 
-static int pw_cts_usage_error(const char* fmt, const char* what) {
-  fprintf(stderr, "pathways-cts: ");
-  fprintf(stderr, fmt, what);
-  fprintf(stderr, "\n%s", pw_cts_usage);
+/* |message| then |what| (may be ""), then the usage. */
+static int pw_cts_usage_error(const char* message, const char* what) {
+  fprintf(stderr, "pathways-cts: %s%s\n%s", message, what, pw_cts_usage);
   return 2;
 }
 
@@ -149,29 +148,29 @@ static int pw_cts_parse(int argc, char** argv, pw_cts_cli_t* cli) {
     } else if (strcmp(a, "--output") == 0) {
       value = &cli->output;
     } else if (strcmp(a, "--timeout") == 0) {
-      if (i + 1 >= argc) return pw_cts_usage_error("%s needs a value", a);
+      if (i + 1 >= argc) return pw_cts_usage_error("a value is needed after ", a);
       char* end = NULL;
       unsigned long t = strtoul(argv[++i], &end, 10);
       if (*argv[i] == '\0' || *end != '\0' || t == 0 || t > 86400) {
-        return pw_cts_usage_error("--timeout '%s' is not 1..86400 seconds", argv[i]);
+        return pw_cts_usage_error("--timeout must be 1..86400 seconds, not ", argv[i]);
       }
       cli->timeout_s = (unsigned)t;
     } else if (a[0] == '-' && a[1] != '\0') {
-      return pw_cts_usage_error("unknown option '%s'", a);
+      return pw_cts_usage_error("unknown option ", a);
     } else if (cli->plugin != NULL) {
-      return pw_cts_usage_error("one PLUGIN only ('%s' is a second)", a);
+      return pw_cts_usage_error("one PLUGIN only; a second: ", a);
     } else {
       cli->plugin = a;
     }
     if (value != NULL) {
-      if (i + 1 >= argc) return pw_cts_usage_error("%s needs a value", a);
+      if (i + 1 >= argc) return pw_cts_usage_error("a value is needed after ", a);
       *value = argv[++i];
     }
   }
   if (strcmp(cli->format, "tap") != 0 && strcmp(cli->format, "junit") != 0) {
-    return pw_cts_usage_error("--format '%s' is not tap or junit", cli->format);
+    return pw_cts_usage_error("--format must be tap or junit, not ", cli->format);
   }
-  if (cli->plugin == NULL && !cli->list) return pw_cts_usage_error("%s", "no PLUGIN given");
+  if (cli->plugin == NULL && !cli->list) return pw_cts_usage_error("no PLUGIN given", "");
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PW_CTS_OUTPUT_MAX (64u * 1024u)
@@ -178,7 +179,8 @@ static void pw_cts_run_one(const pw_cts_run_options_t* o, const pw_cts_case_t* c
           in_time = false;
           break;
         }
-        usleep(1000);
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
       }
       if (!in_time || done != pid) {
         kill(-pid, SIGKILL);

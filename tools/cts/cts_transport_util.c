@@ -1,0 +1,1 @@
+#include "cts_check.h"
