@@ -12,9 +12,15 @@
  * host_launch=BOOL (offer launch_host), queue_depth=N (0: none; N: the
  * queue wrapper of tests/support/queue_wrapper.h makes it queue-ordered
  * with N slots per device; it allocates with malloc, so the allocator
- * cases do not apply there). */
+ * cases do not apply there), misbehave=crash|hang|exit (the create
+ * itself dies of SIGSEGV, never returns, or calls exit(3): for the test
+ * that pathways-cts reports such a case as failed and goes on). */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cts/double_backend.h"
 #include "pathways/cts.h"
@@ -23,9 +29,21 @@
 
 static const char* const pw_double_plugin_keys[] = {
     "completion", "devices", "workers", "fail_mode", "no_op", "devices_per_host",
-    "host_launch", "queue_depth", NULL};
+    "host_launch", "queue_depth", "misbehave", NULL};
 static const char* const pw_double_plugin_completions[] = {"inline", "threaded", NULL};
 static const char* const pw_double_plugin_fail_modes[] = {"launch", "completion", NULL};
+static const char* const pw_double_plugin_misbehaviours[] = {"none", "crash", "hang", "exit",
+                                                             NULL};
+
+/* misbehave=...: what a broken plugin may do to the process that runs it. */
+static void pw_double_plugin_misbehave(size_t how) {
+  if (how == 1) raise(SIGSEGV);
+  if (how == 3) exit(3);
+  while (how == 2) {
+    struct timespec pause = {1, 0};
+    nanosleep(&pause, NULL);
+  }
+}
 
 static pw_status_t pw_double_plugin_make(const char* args, pw_allocator_t allocator,
                                          pw_backend_t* out_backend) {
@@ -49,6 +67,9 @@ static pw_status_t pw_double_plugin_make(const char* args, pw_allocator_t alloca
   o.devices_per_host = (uint32_t)v;
   PW_RETURN_IF_ERROR(pw_plugin_args_bool(args, "no_op", false, &o.no_op));
   PW_RETURN_IF_ERROR(pw_plugin_args_bool(args, "host_launch", false, &o.host_launch));
+  PW_RETURN_IF_ERROR(
+      pw_plugin_args_choice(args, "misbehave", pw_double_plugin_misbehaviours, 0, &choice));
+  pw_double_plugin_misbehave(choice);
   uint64_t depth = 0;
   PW_RETURN_IF_ERROR(
       pw_plugin_args_u64(args, "queue_depth", 0, PW_BACKEND_MAX_QUEUE_DEPTH, &depth));
@@ -112,7 +133,8 @@ static const pw_plugin_factory_t pw_double_plugin_factory = {
     .version = "1",
     .description = "the deterministic test double backend (tests only)",
     .args_help = "completion=inline|threaded, devices=N, workers=N, fail_mode=launch|completion, "
-                 "no_op=BOOL, devices_per_host=N, host_launch=BOOL, queue_depth=N",
+                 "no_op=BOOL, devices_per_host=N, host_launch=BOOL, queue_depth=N, "
+                 "misbehave=none|crash|hang|exit",
     .create_backend = pw_double_plugin_create,
 };
 
