@@ -1,10 +1,9 @@
 /* pathways-worker: one worker process of the multi-host runtime
  * (docs/remote.md, docs/deploy.md). It hosts one local backend (cpu, sim,
- * or a host application's from a shared object, include/pathways/
- * backend_plugin.h) and serves the controller at --controller until
- * SIGTERM or SIGINT. The exit codes are in the usage text below. */
+ * or a backend plugin library loaded with pw_plugin_load, pathways/
+ * plugin.h and docs/plugins.md) and serves the controller at --controller
+ * until SIGTERM or SIGINT. The exit codes are in the usage text below. */
 #define _POSIX_C_SOURCE 200809L
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -12,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pathways/backend_plugin.h"
 #include "pathways/backends/cpu.h"
 #include "pathways/backends/sim.h"
+#include "pathways/plugin.h"
 #include "pathways/worker.h"
 
 enum {
@@ -50,21 +49,24 @@ static void pw_tool_usage(FILE* out) {
           "                        PATHWAYS_TLS_SERVER_NAME)\n"
           "  --name NAME           name to register under (default HOSTNAME-PID); a\n"
           "                        worker restarted under the same name takes its place\n"
-          "  --backend KIND        cpu (default), sim, or plugin:PATH[:ARGS] (a shared\n"
-          "                        object exporting pw_backend_plugin_create)\n"
+          "  --backend KIND        cpu (default), sim, or plugin:PLUGIN[:ARGS]: a backend\n"
+          "                        plugin library (pathways/plugin.h), PLUGIN a path or\n"
+          "                        a name looked up in PATHWAYS_PLUGIN_PATH, then in the\n"
+          "                        bundled plugins' directory; ARGS its options, e.g.\n"
+          "                        plugin:sim:slices=2,devices_per_slice=4\n"
           "  --devices N           devices of the cpu/sim backend (default 1)\n"
-          "  --memory-mib N        memory per device in MiB (default 1024)\n"
-          "  --stream-depth N      launches each device queues (cpu: streams mode,\n"
-          "                        queue-ordered; sim: queue depth; 0: one at a time;\n"
-          "                        default 8)\n"
+          "  --memory-mib N        cpu/sim: memory per device in MiB (default 1024)\n"
+          "  --stream-depth N      cpu/sim: launches each device queues (cpu: streams\n"
+          "                        mode, queue-ordered; sim: queue depth; 0: one at a\n"
+          "                        time; default 8)\n"
           "  --no-data-plane       no UCX: copies between workers fail\n"
           "  --log-level LEVEL     debug, info (default), warn, error, off\n"
           "  --help                this text\n"
           "\n"
           "Exit status: 0 stopped by SIGTERM/SIGINT; 1 the worker failed; 2 usage\n"
           "error (bad flag, no controller, no token, a TLS file missing or bad); 3\n"
-          "the backend could not be made (plugin missing, a symbol missing, wrong\n"
-          "ABI, create failed).\n");
+          "the backend could not be made (plugin not found or refused: no entry point,\n"
+          "another plugin ABI, not a backend; or its create failed).\n");
 }
 
 typedef struct pw_tool_args_t {
@@ -212,56 +214,36 @@ static int pw_tool_token(const pw_tool_args_t* a, char* token, size_t* out_size)
   return -1;
 }
 
-/* plugin:PATH[:ARGS]: dlopen, check the symbols and the ABI, create. */
-static int pw_tool_plugin(const char* spec, void** out_handle, pw_backend_t* out_backend) {
-  char path[4096];
+/* plugin:PLUGIN[:ARGS]: load (pw_plugin_load checks the library), create.
+ * The handle is released at once: the library stays mapped while the
+ * process lives, as the backend needs. */
+static int pw_tool_plugin(const char* spec, pw_backend_t* out_backend) {
+  char name[4096];
   const char* colon = strchr(spec, ':');
   size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
-  if (n == 0 || n >= sizeof(path)) {
-    fprintf(stderr, "pathways-worker: --backend plugin:PATH[:ARGS] needs a path\n");
+  if (n == 0 || n >= sizeof(name)) {
+    fprintf(stderr, "pathways-worker: --backend plugin:PLUGIN[:ARGS] needs a path or a name\n");
     return PW_EXIT_USAGE;
   }
-  memcpy(path, spec, n);
-  path[n] = '\0';
+  memcpy(name, spec, n);
+  name[n] = '\0';
   const char* args = colon ? colon + 1 : "";
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (handle == NULL) {
-    fprintf(stderr, "pathways-worker: cannot load backend plugin: %s\n", dlerror());
-    return PW_EXIT_BACKEND;
+  pw_plugin_t* plugin = NULL;
+  pw_status_t s = pw_plugin_load(name, &plugin);
+  if (s == NULL) {
+    s = pw_plugin_create_backend(plugin, args, out_backend);
+    pw_plugin_release(plugin);
   }
-  pw_backend_plugin_abi_fn_t abi = NULL;
-  pw_backend_plugin_create_fn_t create = NULL;
-  /* POSIX: a function pointer travels through void* (dlsym's own rule). */
-  *(void**)&abi = dlsym(handle, PW_BACKEND_PLUGIN_ABI_SYMBOL);
-  *(void**)&create = dlsym(handle, PW_BACKEND_PLUGIN_CREATE_SYMBOL);
-  if (abi == NULL || create == NULL) {
-    fprintf(stderr, "pathways-worker: backend plugin '%s' does not export %s\n", path,
-            abi == NULL ? PW_BACKEND_PLUGIN_ABI_SYMBOL "()" : PW_BACKEND_PLUGIN_CREATE_SYMBOL "()");
-    dlclose(handle);
-    return PW_EXIT_BACKEND;
-  }
-  uint32_t version = abi();
-  if (version != PW_BACKEND_PLUGIN_ABI) {
-    fprintf(stderr, "pathways-worker: backend plugin '%s' has ABI %u; this worker loads ABI %u\n",
-            path, version, PW_BACKEND_PLUGIN_ABI);
-    dlclose(handle);
-    return PW_EXIT_BACKEND;
-  }
-  pw_status_t s = create(args, out_backend);
   if (s != NULL) {
-    fprintf(stderr, "pathways-worker: backend plugin '%s' (args '%s'): %s\n", path, args,
-            pw_status_message(s));
+    fprintf(stderr, "pathways-worker: --backend plugin:%s: %s\n", spec, pw_status_message(s));
     pw_status_free(s);
-    dlclose(handle);
     return PW_EXIT_BACKEND;
   }
-  *out_handle = handle;
   return -1;
 }
 
-static int pw_tool_backend(const pw_tool_args_t* a, pw_logger_t logger, void** out_handle,
+static int pw_tool_backend(const pw_tool_args_t* a, pw_logger_t logger,
                            pw_backend_t* out_backend) {
-  *out_handle = NULL;
   pw_status_t s = NULL;
   if (strcmp(a->backend, "cpu") == 0) {
     pw_cpu_backend_options_t o;
@@ -281,9 +263,9 @@ static int pw_tool_backend(const pw_tool_args_t* a, pw_logger_t logger, void** o
     o.queue_depth = a->stream_depth;
     s = pw_sim_backend_create(&o, out_backend);
   } else if (strncmp(a->backend, "plugin:", 7) == 0) {
-    return pw_tool_plugin(a->backend + 7, out_handle, out_backend);
+    return pw_tool_plugin(a->backend + 7, out_backend);
   } else {
-    fprintf(stderr, "pathways-worker: --backend '%s' is not cpu, sim or plugin:PATH[:ARGS]\n",
+    fprintf(stderr, "pathways-worker: --backend '%s' is not cpu, sim or plugin:PLUGIN[:ARGS]\n",
             a->backend);
     return PW_EXIT_USAGE;
   }
@@ -311,9 +293,8 @@ int main(int argc, char** argv) {
   rc = pw_tool_token(&a, token, &token_size);
   if (rc >= 0) return rc;
   pw_logger_t logger = pw_logger_stderr(a.level);
-  void* handle = NULL;
   pw_backend_t backend = {0};
-  rc = pw_tool_backend(&a, logger, &handle, &backend);
+  rc = pw_tool_backend(&a, logger, &backend);
   if (rc >= 0) return rc;
   pw_worker_options_t o;
   pw_worker_options_init(&o);
@@ -334,7 +315,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "pathways-worker: %s\n", pw_status_message(s));
     rc = pw_status_code(s) == PW_STATUS_INVALID_ARGUMENT ? PW_EXIT_USAGE : PW_EXIT_FAILED;
     pw_status_free(s);
-    if (handle != NULL) dlclose(handle);
     return rc;
   }
   pw_tool_worker = worker;
@@ -354,6 +334,5 @@ int main(int argc, char** argv) {
   }
   pw_tool_worker = NULL;
   pw_worker_destroy(worker);
-  if (handle != NULL) dlclose(handle);
   return rc;
 }

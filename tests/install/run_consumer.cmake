@@ -54,6 +54,24 @@ if(NOT LAST_OUTPUT MATCHES "consumer ok")
 endif()
 message(STATUS "pkg-config consumer: ${LAST_OUTPUT}")
 
+# 2b. The bundled plugin modules, installed to pkg-config's plugindir and
+# found by name from the moved prefix (pw_plugin_dir beside libpathways.so).
+run(pkg-config --variable=plugindir pathways)
+string(STRIP "${LAST_OUTPUT}" plugindir)
+foreach(name cpu sim inproc dir)
+  if(NOT EXISTS ${plugindir}/libpathways_${name}.so)
+    message(FATAL_ERROR "plugin module not installed: ${plugindir}/libpathways_${name}.so")
+  endif()
+endforeach()
+run(${C_COMPILER} -std=c11 ${cflags} ${CONSUMER_DIR}/load_plugin.c -o ${WORK_DIR}/load-plugin
+    ${libs} -Wl,-rpath,${libdir})
+run(${WORK_DIR}/load-plugin)
+if(NOT LAST_OUTPUT MATCHES "plugin cpu: ${moved}/[^\n]*/libpathways_cpu.so" OR
+   NOT LAST_OUTPUT MATCHES "plugins ok")
+  message(FATAL_ERROR "plugins not loaded from the moved prefix: ${LAST_OUTPUT}")
+endif()
+message(STATUS "plugins by name from the moved prefix: ${LAST_OUTPUT}")
+
 # 3. The installed tool from the moved prefix: it finds libpathways.so.1
 # through its runpath, with no LD_LIBRARY_PATH.
 unset(ENV{LD_LIBRARY_PATH})

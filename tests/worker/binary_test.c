@@ -1,10 +1,12 @@
 /* The pathways-worker binary as a child process of a test playing the
  * controller: registration with the token from the environment, a
- * plugin backend, a plugin refused for its ABI, usage errors, and a clean
- * stop on SIGTERM (exit 0, reaped). */
+ * plugin backend (by path and by name), a plugin refused for its ABI or
+ * its options (the message names the file and the versions), usage
+ * errors, and a clean stop on SIGTERM (exit 0, reaped). */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -18,11 +20,16 @@ void pw_test_check_leaks(void);
 TestSuite(worker_binary, .fini = pw_test_check_leaks, .timeout = 120);
 
 /* Starts the binary with |args| (NULL-terminated, after argv[0]) and
- * PATHWAYS_TOKEN=|token| (NULL: unset). */
-static pid_t wb_spawn(const char* token, const char* const* args) {
+ * PATHWAYS_TOKEN=|token| (NULL: unset), its stderr into |err_path| when
+ * that is not NULL. */
+static pid_t wb_spawn_err(const char* token, const char* const* args, const char* err_path) {
   pid_t pid = fork();
   cr_assert_neq(pid, -1);
   if (pid == 0) {
+    if (err_path != NULL) {
+      FILE* err = fopen(err_path, "w");
+      if (err == NULL || dup2(fileno(err), 2) < 0) _exit(126);
+    }
     char* argv[16];
     int n = 0;
     argv[n++] = (char*)PW_WORKER_BINARY;
@@ -38,6 +45,19 @@ static pid_t wb_spawn(const char* token, const char* const* args) {
     _exit(127);
   }
   return pid;
+}
+
+static pid_t wb_spawn(const char* token, const char* const* args) {
+  return wb_spawn_err(token, args, NULL);
+}
+
+/* The first |size| - 1 bytes of |path|, NUL-terminated. */
+static void wb_read(const char* path, char* buffer, size_t size) {
+  FILE* f = fopen(path, "r");
+  cr_assert_not_null(f, "%s", path);
+  size_t n = fread(buffer, 1, size - 1, f);
+  fclose(f);
+  buffer[n] = '\0';
 }
 
 /* Waits (bounded) for |pid| to exit; returns its exit status. */
@@ -89,7 +109,8 @@ Test(worker_binary, loads_a_backend_plugin) {
   fc_t fc;
   fc_listen(&fc);
   const char* args[] = {"--controller", fc.reg_url, "--backend",
-                        "plugin:" PW_PLUGIN_CPU ":devices=3", "--log-level", "warn", NULL};
+                        "plugin:" PW_PLUGIN_CPU ":devices=3,stream_depth=4", "--log-level", "warn",
+                        NULL};
   pid_t pid = wb_spawn("secret", args);
   fc_msg_t hello;
   fc_recv_hello(&fc, &hello);
@@ -101,13 +122,50 @@ Test(worker_binary, loads_a_backend_plugin) {
   fc_stop(&fc);
 }
 
+Test(worker_binary, loads_a_bundled_plugin_by_name) {
+  fc_t fc;
+  fc_listen(&fc);
+  /* The binary links the build tree's libpathways.so: "sim" is found in
+   * its plugin directory. */
+  unsetenv("PATHWAYS_PLUGIN_PATH");
+  const char* args[] = {"--controller", fc.reg_url, "--backend",
+                        "plugin:sim:slices=1,devices_per_slice=5,queue_depth=2", "--log-level",
+                        "warn", NULL};
+  pid_t pid = wb_spawn("secret", args);
+  fc_msg_t hello;
+  fc_recv_hello(&fc, &hello);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_DEVICES], 5);
+  cr_assert_eq(hello.msg.u[PW_WIRE_HELLO_QUEUE_DEPTH], 2);
+  fc_release(&hello);
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  cr_assert_eq(wb_reap(pid), 0);
+  fc_stop(&fc);
+}
+
 Test(worker_binary, refuses_a_plugin_of_another_abi) {
+  char err_path[] = "/tmp/pw-worker-err-XXXXXX";
+  int fd = mkstemp(err_path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  char text[2048];
   const char* args[] = {"--controller", "tcp://127.0.0.1:1", "--backend",
                         "plugin:" PW_PLUGIN_BAD_ABI, NULL};
-  cr_assert_eq(wb_reap(wb_spawn("secret", args)), 3);
+  cr_assert_eq(wb_reap(wb_spawn_err("secret", args, err_path)), 3);
+  wb_read(err_path, text, sizeof(text));
+  cr_assert(strstr(text, PW_PLUGIN_BAD_ABI) != NULL, "%s", text);
+  cr_assert(strstr(text, "plugin ABI version 999") != NULL, "%s", text);
+  cr_assert(strstr(text, "loads plugin ABI version 1") != NULL, "%s", text);
   const char* missing[] = {"--controller", "tcp://127.0.0.1:1", "--backend",
                            "plugin:/nonexistent/plugin.so", NULL};
-  cr_assert_eq(wb_reap(wb_spawn("secret", missing)), 3);
+  cr_assert_eq(wb_reap(wb_spawn_err("secret", missing, err_path)), 3);
+  wb_read(err_path, text, sizeof(text));
+  cr_assert(strstr(text, "/nonexistent/plugin.so") != NULL, "%s", text);
+  const char* bad_args[] = {"--controller", "tcp://127.0.0.1:1", "--backend",
+                            "plugin:" PW_PLUGIN_CPU ":cores=2", NULL};
+  cr_assert_eq(wb_reap(wb_spawn_err("secret", bad_args, err_path)), 3);
+  wb_read(err_path, text, sizeof(text));
+  cr_assert(strstr(text, "unknown key 'cores'") != NULL, "%s", text);
+  unlink(err_path);
 }
 
 Test(worker_binary, usage_errors_exit_2) {
