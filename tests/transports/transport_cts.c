@@ -1,4 +1,4 @@
-/* Transport conformance cases and their helpers; see transport_cts.h. */
+/* Helpers of the transport tests; see transport_cts.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "transport_cts.h"
 
