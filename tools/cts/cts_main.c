@@ -26,7 +26,7 @@ static const char pw_cts_usage[] =
     "  --output FILE        write the report to FILE (default stdout)\n"
     "  --timeout SECONDS    per case, then it is killed and fails (default 300)\n"
     "  --no-fork            run cases in this process (for a debugger; the\n"
-    "                       first failure or crash ends the run)\n"
+    "                       first failure, skip or crash ends the run)\n"
     "Exit status: 0 all run cases passed, 1 a case failed, 2 usage or load error.\n";
 
 typedef struct pw_cts_kind_t {
