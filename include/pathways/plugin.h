@@ -42,9 +42,15 @@
  * name looked up as NAME, libpathways_NAME.so and pathways_NAME.so in each
  * directory of PATHWAYS_PLUGIN_PATH (':'-separated, in order; empty
  * entries are skipped), then in the directory of the bundled plugins
- * (pw_plugin_dir). The first file that exists is the one loaded: if it is
- * refused, so is the name (no later file is tried). A name found nowhere
- * is NOT_FOUND listing every file tried.
+ * (pw_plugin_dir). The first file that exists (directories are passed
+ * over) is the one loaded: if it is refused, so is the name (no later file
+ * is tried). A name found nowhere is NOT_FOUND listing every file tried.
+ *
+ * A program linked with the static libpathways.a may load plugins, but
+ * each brings the shared libpathways.so it links: two copies of the
+ * library in one process. Statuses and the objects' vtables work across
+ * them; pw_cpu_backend_is_cpu and the like answer for their own copy
+ * only. Hosts that load plugins should link the shared library.
  *
  * Thread-safety: every function here may be called from any thread. */
 #ifndef PATHWAYS_PLUGIN_H_
@@ -118,7 +124,8 @@ typedef struct pw_plugin_t pw_plugin_t;
 
 /* Loads |path_or_name| (see Discovery above) and checks its factory. On
  * failure *out_plugin is NULL and the status names the file (or, for a
- * name, every place tried) and the reason. */
+ * name, every place tried) and the reason. The small handle comes from
+ * the C library's malloc (there is no allocator to pass). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_plugin_load(const char* path_or_name,
                                                      pw_plugin_t** out_plugin);
 

@@ -196,7 +196,8 @@ static pw_status_t pw_plugin_load_file(const char* path, pw_plugin_t** out_plugi
 }
 
 /* NULL when |path| names an existing file; NOT_FOUND when nothing is
- * there (|*out_absent| set); another error for a directory and the like. */
+ * there, INVALID_ARGUMENT for a directory (both set |*out_absent|: a
+ * search goes on past them); PERMISSION_DENIED and the like otherwise. */
 static pw_status_t pw_plugin_stat(const char* path, bool* out_absent) {
   *out_absent = false;
   struct stat st;
@@ -207,6 +208,7 @@ static pw_status_t pw_plugin_stat(const char* path, bool* out_absent) {
                           "plugin '%s': %s", path, strerror(e));
   }
   if (S_ISDIR(st.st_mode)) {
+    *out_absent = true;
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "plugin '%s' is a directory", path);
   }
   return NULL;
@@ -364,7 +366,8 @@ static pw_status_t pw_plugin_create_check(const pw_plugin_t* plugin, pw_plugin_k
 }
 
 /* The factory's result, with the plugin named; an OK without a vtable is
- * the plugin's bug, reported rather than handed on. */
+ * the plugin's bug, reported rather than handed on (|vtable| is read only
+ * after an OK). */
 static pw_status_t pw_plugin_create_result(const pw_plugin_t* plugin, pw_status_t s,
                                            const void* vtable) {
   if (s == NULL && vtable == NULL) {
@@ -379,8 +382,9 @@ pw_status_t pw_plugin_create_backend(pw_plugin_t* plugin, const char* args,
   PW_RETURN_IF_ERROR(pw_plugin_create_check(plugin, PW_PLUGIN_KIND_BACKEND, out_backend,
                                             "pw_plugin_create_backend"));
   pw_status_t s = plugin->factory->create_backend(args != NULL ? args : "", out_backend);
+  s = pw_plugin_create_result(plugin, s, s == NULL ? out_backend->vtable : NULL);
   if (s != NULL) memset(out_backend, 0, sizeof(*out_backend));
-  return pw_plugin_create_result(plugin, s, out_backend->vtable);
+  return s;
 }
 
 pw_status_t pw_plugin_create_transport(pw_plugin_t* plugin, const char* args,
@@ -389,8 +393,9 @@ pw_status_t pw_plugin_create_transport(pw_plugin_t* plugin, const char* args,
   PW_RETURN_IF_ERROR(pw_plugin_create_check(plugin, PW_PLUGIN_KIND_TRANSPORT, out_transport,
                                             "pw_plugin_create_transport"));
   pw_status_t s = plugin->factory->create_transport(args != NULL ? args : "", out_transport);
+  s = pw_plugin_create_result(plugin, s, s == NULL ? out_transport->vtable : NULL);
   if (s != NULL) memset(out_transport, 0, sizeof(*out_transport));
-  return pw_plugin_create_result(plugin, s, out_transport->vtable);
+  return s;
 }
 
 pw_status_t pw_plugin_create_store(pw_plugin_t* plugin, const char* args,
@@ -399,6 +404,7 @@ pw_status_t pw_plugin_create_store(pw_plugin_t* plugin, const char* args,
   PW_RETURN_IF_ERROR(pw_plugin_create_check(plugin, PW_PLUGIN_KIND_STORE, out_store,
                                             "pw_plugin_create_store"));
   pw_status_t s = plugin->factory->create_store(args != NULL ? args : "", out_store);
+  s = pw_plugin_create_result(plugin, s, s == NULL ? out_store->vtable : NULL);
   if (s != NULL) memset(out_store, 0, sizeof(*out_store));
-  return pw_plugin_create_result(plugin, s, out_store->vtable);
+  return s;
 }

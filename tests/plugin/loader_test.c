@@ -90,6 +90,7 @@ Test(plugin_loader, an_ok_without_a_vtable_is_internal) {
   pw_backend_t backend;
   PW_PT_EXPECT(pw_plugin_create_backend(plugin, "", &backend), PW_STATUS_INTERNAL,
                "plugin 'test-plugin'", "OK without a vtable");
+  cr_assert_null(backend.self, "zeroed on this error too");
   pw_plugin_release(plugin);
 }
 
@@ -246,4 +247,21 @@ Test(plugin_loader, finds_the_bundled_plugins_in_the_plugin_dir) {
     cr_assert(strncmp(pw_plugin_path(plugin), want, strlen(want)) == 0);
     pw_plugin_release(plugin);
   }
+}
+
+Test(plugin_loader, a_search_passes_over_directories) {
+  char a[64], b[64], sub[96];
+  pw_pt_tmpdir(a);
+  pw_pt_tmpdir(b);
+  snprintf(sub, sizeof(sub), "%s/mine", a);
+  cr_assert_eq(mkdir(sub, 0700), 0);
+  pw_pt_link(b, "libpathways_mine.so", PW_PT_CPU);
+  char env[160];
+  snprintf(env, sizeof(env), "%s:%s", a, b);
+  setenv("PATHWAYS_PLUGIN_PATH", env, 1);
+  pw_plugin_t* plugin = pw_pt_load("mine");
+  cr_assert_str_eq(pw_plugin_factory(plugin)->name, "cpu");
+  pw_plugin_release(plugin);
+  pw_pt_rmtree(a);
+  pw_pt_rmtree(b);
 }

@@ -27,15 +27,18 @@
 #define PW_TP_MAYBE_UNUSED __attribute__((unused))
 
 /* Fails, after scribbling on the out-struct (the loader zeroes it). */
-PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_fails(const char* args, pw_backend_t* out_backend) {
+PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_fails(const char* args,
+                                                         pw_backend_t* out_backend) {
   out_backend->self = (void*)out_backend;
   return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "the test plugin refuses args '%s'", args);
 }
 
-/* Says OK and makes nothing. */
-PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_nothing(const char* args, pw_backend_t* out_backend) {
+/* Says OK and makes nothing (a self without a vtable). */
+PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_nothing(const char* args,
+                                                           pw_backend_t* out_backend) {
   (void)args;
-  memset(out_backend, 0, sizeof(*out_backend));
+  out_backend->vtable = NULL;
+  out_backend->self = (void*)out_backend;
   return NULL;
 }
 
@@ -45,7 +48,8 @@ static pw_status_t pw_tp_create_store(const char* args, pw_store_t* out_store) {
   return pw_status_make(PW_STATUS_INTERNAL, "never called");
 }
 
-PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_inproc(const char* args, pw_transport_t* out_transport) {
+PW_TP_MAYBE_UNUSED static pw_status_t pw_tp_create_inproc(const char* args,
+                                                          pw_transport_t* out_transport) {
   (void)args;
   return pw_inproc_transport_create(NULL, out_transport);
 }
