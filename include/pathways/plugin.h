@@ -21,9 +21,10 @@
  * factory is of another ABI version (FAILED_PRECONDITION naming both
  * versions), NULL, smaller than PW_PLUGIN_FACTORY_SIZE_V1, of an unknown
  * kind, has a name outside [a-z0-9_-]{1,64} or lacks the create function
- * of its kind (INVALID_ARGUMENT). A loaded library stays mapped until the process
- * exits (the objects it made point into it; PJRT does not unload plugins
- * either); loading one path twice returns the same library.
+ * of its kind (INVALID_ARGUMENT). A loaded library stays mapped until
+ * the process exits (the objects it made point into it; PJRT does not
+ * unload plugins either); loading one path twice returns the same
+ * library.
  *
  * The ABI version changes only when pw_plugin_entry or the v1 fields of
  * pw_plugin_factory_t change; the vtables a factory makes are versioned by
