@@ -33,6 +33,7 @@
 #include "pathways/transports/inproc.h"
 #include "pathways/stores/dir.h"
 #include "pathways/plugin.h"
+#include "pathways/cts.h"
 #include "pathways/remote.h"
 #include "pathways/worker.h"
 #include "pathways/plugin.h"

@@ -1,42 +1,12 @@
-/* Runs the transport conformance cases against the inproc transport in
- * its configurations: inline (done before copy returns), a pool of two
- * workers, and one worker with a 7-byte staging buffer (many chunks). */
+/* The inproc transport's own behaviour: inline really is inline, options
+ * are checked, the copy recorder. The transport conformance cases run
+ * against its configurations through pathways-cts on the loaded module
+ * (tests/cts/CMakeLists.txt: cts_inproc_*). */
 #include <stdio.h>
 #include <string.h>
 
 #include "pathways/transports/inproc.h"
 #include "transport_cts.h"
-
-static pw_status_t pw_tcts_inproc_create(const pw_tcts_fixture_t* f, pw_allocator_t allocator,
-                                         pw_transport_t* out) {
-  pw_inproc_transport_options_t o = *(const pw_inproc_transport_options_t*)f->user;
-  o.allocator = allocator;
-  return pw_inproc_transport_create(&o, out);
-}
-
-static pw_inproc_transport_options_t pw_tcts_inline_options;
-static pw_inproc_transport_options_t pw_tcts_pool_options;
-static pw_inproc_transport_options_t pw_tcts_tiny_options;
-
-__attribute__((constructor)) static void pw_tcts_init_options(void) {
-  pw_inproc_transport_options_init(&pw_tcts_inline_options);
-  pw_inproc_transport_options_init(&pw_tcts_pool_options);
-  pw_tcts_pool_options.worker_count = 2;
-  pw_inproc_transport_options_init(&pw_tcts_tiny_options);
-  pw_tcts_tiny_options.worker_count = 1;
-  pw_tcts_tiny_options.staging_bytes = 7;
-}
-
-static const pw_tcts_fixture_t pw_tcts_inline = {
-    "inproc-inline", pw_tcts_inproc_create, false, &pw_tcts_inline_options};
-static const pw_tcts_fixture_t pw_tcts_pool = {
-    "inproc-pool", pw_tcts_inproc_create, true, &pw_tcts_pool_options};
-static const pw_tcts_fixture_t pw_tcts_tiny = {
-    "inproc-tiny-staging", pw_tcts_inproc_create, true, &pw_tcts_tiny_options};
-
-PW_TCTS_INSTANTIATE(tcts_inproc_inline, &pw_tcts_inline)
-PW_TCTS_INSTANTIATE(tcts_inproc_pool, &pw_tcts_pool)
-PW_TCTS_INSTANTIATE(tcts_inproc_tiny_staging, &pw_tcts_tiny)
 
 /* Inline really is inline; options are checked. */
 TestSuite(inproc, .fini = pw_test_check_leaks);

@@ -1,9 +1,7 @@
-/* Transport conformance cases, written once and run against every
- * transport configuration through a fixture (after tests/cts, which does
- * the same for backends). Each case moves bytes between pairs of backends
- * covering every path a transport may take: both memories host accessible
- * (CPU <-> CPU, CPU <-> sim), one of them (a CPU backend behind a vtable
- * without host_pointer), neither (two of those, and sim VIRTUAL memory). */
+/* Helpers of the transport tests (inproc_test.c, transport_call_test.c):
+ * endpoint backends, completion records, descriptors and status checks.
+ * The transport conformance cases live in pathways-cts (tools/cts,
+ * cts_transport.c), run on the loaded inproc module by ctest. */
 #ifndef PW_TESTS_TRANSPORTS_TRANSPORT_CTS_H_
 #define PW_TESTS_TRANSPORTS_TRANSPORT_CTS_H_
 
@@ -14,41 +12,6 @@
 #include "pathways/transport.h"
 #include "plugin/transport_call.h"
 #include "support/test_allocators.h"
-
-typedef struct pw_tcts_fixture_t {
-  const char* name;
-  /* Creates a transport; everything it allocates comes from |allocator|. */
-  pw_status_t (*create)(const struct pw_tcts_fixture_t* fixture, pw_allocator_t allocator,
-                        pw_transport_t* out_transport);
-  /* True when done may run on another thread (a pool). */
-  bool asynchronous;
-  void* user;
-} pw_tcts_fixture_t;
-
-#define PW_TCTS_CASES(X, suite, fixture) \
-  X(suite, fixture, vtable_basics)       \
-  X(suite, fixture, copy_every_path)     \
-  X(suite, fixture, zero_size)           \
-  X(suite, fixture, bad_descriptors)     \
-  X(suite, fixture, bad_ranges)          \
-  X(suite, fixture, overlap_in_one_memory) \
-  X(suite, fixture, lost_peer)           \
-  X(suite, fixture, sim_virtual_time)    \
-  X(suite, fixture, copy_from_done)      \
-  X(suite, fixture, many_in_flight)      \
-  X(suite, fixture, allocation_failures) \
-  X(suite, fixture, strided_copies)
-
-#define PW_TCTS_DECLARE(suite, fixture, name) void pw_tcts_case_##name(const pw_tcts_fixture_t* f);
-PW_TCTS_CASES(PW_TCTS_DECLARE, _, _)
-#undef PW_TCTS_DECLARE
-
-#define PW_TCTS_DEFINE_TEST(suite, fixture, name) \
-  Test(suite, name) { pw_tcts_case_##name(fixture); }
-
-#define PW_TCTS_INSTANTIATE(suite, fixture)       \
-  TestSuite(suite, .fini = pw_test_check_leaks); \
-  PW_TCTS_CASES(PW_TCTS_DEFINE_TEST, suite, fixture)
 
 /* --- Backends for the cases. --- */
 

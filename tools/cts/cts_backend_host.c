@@ -7,11 +7,13 @@
  * all its devices finished, as one launch would. The cases find the hosts
  * from device_info over the CTS mesh (pw_cts_mesh) and group mesh
  * positions into lanes: maximal runs of one host. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cts/cts.h"
+#include "cts_backend.h"
 
 /* A run of mesh positions start .. start + count - 1 on one host. */
 typedef struct pw_cts_lane_t {
@@ -34,7 +36,7 @@ static bool pw_cts_has_host_launch(const pw_backend_t* b) {
 static void pw_cts_require_host_launch(const pw_cts_fixture_t* f, pw_backend_t* b) {
   if (!pw_cts_has_host_launch(b)) {
     pw_cts_destroy(b);
-    cr_skip_test("%s: no launch_host in the vtable (v4 host launch unsupported)", f->name);
+    PW_CTS_SKIP("%s: no launch_host in the vtable (v4 host launch unsupported)", f->name);
   }
 }
 
@@ -42,7 +44,7 @@ static uint32_t pw_cts_host_of(const pw_backend_t* b, uint32_t device) {
   pw_backend_device_info_t info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  PW_CTS_OK(pw__backend_device_info(b, device, &info));
+  PW_CTS_OK(pw_cts_backend_device_info(b, device, &info));
   return info.host;
 }
 
@@ -99,7 +101,7 @@ static void pw_cts_host_launch_ok(const pw_backend_t* b, pw_cts_host_call_t* cal
     char text[512];
     pw_status_format(status, text, sizeof(text));
     pw_status_free(status);
-    cr_assert_fail("%s: launch_host of mesh positions %u..%u (host %u) failed: %s", what,
+    PW_CTS_FAIL("%s: launch_host of mesh positions %u..%u (host %u) failed: %s", what,
                    call->launch.mesh_start,
                    call->launch.mesh_start + call->launch.device_count - 1, call->launch.host,
                    text);
@@ -147,7 +149,7 @@ static uint32_t pw_cts_host_launch_gang(const pw_backend_t* b, pw_cts_gang_t* ga
       plan[planned++] = (pw_cts_host_plan_t){l.start, l.count, l.host, false};
     }
   }
-  cr_assert_leq(first_slot + planned, tracker->count);
+  PW_CTS_ASSERT_LEQ(first_slot + planned, tracker->count);
   uint32_t host_calls = 0;
   for (uint32_t k = 0; k < planned; ++k) {
     pw_cts_slot_t* slot = &tracker->slots[first_slot + k];
@@ -162,7 +164,7 @@ static uint32_t pw_cts_host_launch_gang(const pw_backend_t* b, pw_cts_gang_t* ga
   for (uint32_t i = 0; i < planned; ++i) {
     uint32_t k = reverse ? planned - 1 - i : i;
     if (plan[k].single) {
-      PW_CTS_OK(pw__backend_launch(b, &gang->launches[plan[k].start]));
+      PW_CTS_OK(pw_cts_backend_launch(b, &gang->launches[plan[k].start]));
     } else {
       pw_cts_host_launch_ok(b, &calls[k], "host launch gang");
     }
@@ -178,7 +180,7 @@ static void pw_cts_host_expect_ok(pw_cts_tracker_t* tracker, size_t first, uint3
   for (size_t k = first; k < first + calls; ++k) {
     pw_cts_tracker_expect_calls(tracker, k, 1);
     int code = atomic_load(&tracker->slots[k].code);
-    cr_assert_eq(code, PW_STATUS_OK, "%s: call %zu completed with %s", what, k - first,
+    PW_CTS_ASSERT_EQ(code, PW_STATUS_OK, "%s: call %zu completed with %s", what, k - first,
                  pw_status_code_string((pw_status_code_t)code));
   }
 }
@@ -187,12 +189,12 @@ static void pw_cts_host_expect_ok(pw_cts_tracker_t* tracker, size_t first, uint3
 static void pw_cts_host_check_copy(const pw_backend_t* b, const pw_cts_gang_t* gang,
                                    uint32_t elements, uint32_t seed, const char* what) {
   float out[64];
-  cr_assert_leq(elements, 64);
+  PW_CTS_ASSERT_LEQ(elements, 64);
   for (uint32_t m = 0; m < gang->size; ++m) {
     pw_cts_gang_read(b, gang, m, out);
     for (uint32_t i = 0; i < elements; ++i) {
       float want = pw_cts_value(seed, m, i);
-      cr_assert_eq(out[i], want, "%s: mesh position %u (device %u) element %u is %g, "
+      PW_CTS_ASSERT_EQ(out[i], want, "%s: mesh position %u (device %u) element %u is %g, "
                    "expected %g", what, m, gang->devices[m], i, (double)out[i], (double)want);
     }
   }
@@ -232,13 +234,13 @@ void pw_cts_case_host_launch_copy(const pw_cts_fixture_t* f) {
     uint32_t made = pw_cts_host_launch_gang(&b, &gang, e, 101 + (uint64_t)round, lanes,
                                             lane_count, cut, reverse, &tracker, slot, calls,
                                             &host_calls);
-    cr_assert_gt(host_calls, 0, "%s: no launch_host call made", what);
+    PW_CTS_ASSERT_GT(host_calls, 0, "%s: no launch_host call made", what);
     pw_cts_host_expect_ok(&tracker, slot, made, what);
     pw_cts_host_check_copy(&b, &gang, elements, 5, what);
     pw_cts_gang_free(&b, &gang);
     slot += made;
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   /* No late second completion. */
   for (size_t k = 0; k < slot; ++k) {
@@ -276,7 +278,7 @@ void pw_cts_case_host_launch_done_once(const pw_cts_fixture_t* f) {
     slot += made;
   }
   pw_cts_gang_free(&b, &gang);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (size_t k = 0; k < slot; ++k) pw_cts_tracker_expect_calls(&tracker, k, 1);
   pw_cts_tracker_free(&tracker);
@@ -352,7 +354,7 @@ void pw_cts_case_host_launch_refusals(const pw_cts_fixture_t* f) {
   PW_CTS_BAD(bad.launch.outputs = NULL, "outputs NULL with output_count 1");
 #undef PW_CTS_BAD
   pw_cts_host_refuse_cross(&b, &gang, e, lanes, lane_count, never);
-  cr_assert_eq(atomic_load(&never->calls), 0, "a refused host launch called done");
+  PW_CTS_ASSERT_EQ(atomic_load(&never->calls), 0, "a refused host launch called done");
   /* Still usable: the lane launches. */
   pw_cts_host_call_t good;
   pw_cts_host_describe(&good, &gang, e, 310, lane.host, lane.start, lane.count,
@@ -360,7 +362,7 @@ void pw_cts_case_host_launch_refusals(const pw_cts_fixture_t* f) {
   pw_cts_host_launch_ok(&b, &good, "host launch after refusals");
   pw_cts_host_expect_ok(&tracker, 1, 1, "host launch after refusals");
   pw_cts_gang_free(&b, &gang);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   pw_cts_tracker_expect_calls(&tracker, 0, 0);
   pw_cts_tracker_expect_calls(&tracker, 1, 1);
@@ -376,7 +378,7 @@ static void pw_cts_host_check_sum(const pw_backend_t* b, const pw_cts_gang_t* ga
     for (uint32_t i = 0; i < elements; ++i) {
       float want = 0;
       for (uint32_t k = 0; k < gang->size; ++k) want += pw_cts_value(seed, k, i);
-      cr_assert_eq(out[i], want, "%s: mesh position %u element %u is %g, expected %g", what,
+      PW_CTS_ASSERT_EQ(out[i], want, "%s: mesh position %u element %u is %g, expected %g", what,
                    m, i, (double)out[i], (double)want);
     }
   }
@@ -386,7 +388,7 @@ static void pw_cts_host_check_sum(const pw_backend_t* b, const pw_cts_gang_t* ga
  * single launches (every cut, both orders) rendezvouses and sums. */
 void pw_cts_case_host_launch_collective(const pw_cts_fixture_t* f) {
   if (f->all_reduce_program == NULL) {
-    cr_skip_test("%s: no all-reduce program (collectives unsupported)", f->name);
+    PW_CTS_SKIP("%s: no all-reduce program (collectives unsupported)", f->name);
   }
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
@@ -417,7 +419,7 @@ void pw_cts_case_host_launch_collective(const pw_cts_fixture_t* f) {
     pw_cts_gang_free(&b, &gang);
     slot += made;
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (size_t k = 0; k < slot; ++k) pw_cts_tracker_expect_calls(&tracker, k, 1);
   pw_cts_tracker_free(&tracker);
@@ -449,7 +451,7 @@ static void pw_cts_queued_check_order(const pw_cts_tracker_t* tracker,
   for (size_t i = 0; i < count; ++i) {
     const pw_cts_queued_call_t* c = &calls[tracker->order[i]];
     if (c->half != 0 && c->half != half) continue;
-    cr_assert_gt((int64_t)c->k, last, "queued host launch %u (half %u) completed after "
+    PW_CTS_ASSERT_GT((int64_t)c->k, last, "queued host launch %u (half %u) completed after "
                  "launch %lld: not in queue_seq order", c->k, half, (long long)last);
     last = c->k;
   }
@@ -467,7 +469,7 @@ void pw_cts_case_host_launch_queued(const pw_cts_fixture_t* f) {
   uint32_t depth = pw_cts_queue_depth(&b);
   if (depth == 0) {
     pw_cts_destroy(&b);
-    cr_skip_test("%s: not queue-ordered (queue_info reports no PW_BACKEND_QUEUE_ORDERED)",
+    PW_CTS_SKIP("%s: not queue-ordered (queue_info reports no PW_BACKEND_QUEUE_ORDERED)",
                  f->name);
   }
   uint32_t all[8], n = 0;
@@ -531,7 +533,7 @@ void pw_cts_case_host_launch_queued(const pw_cts_fixture_t* f) {
   pw_cts_host_expect_ok(&tracker, 0, (uint32_t)made, "queued host launch chain");
   for (size_t i = 0; i < made; ++i) {
     if (atomic_load(&tracker.slots[i].timed)) {
-      cr_assert_leq(tracker.slots[i].start_ns, tracker.slots[i].end_ns,
+      PW_CTS_ASSERT_LEQ(tracker.slots[i].start_ns, tracker.slots[i].end_ns,
                     "queued host launch %zu ends before it starts", i);
     }
   }
@@ -540,17 +542,17 @@ void pw_cts_case_host_launch_queued(const pw_cts_fixture_t* f) {
   float out[16];
   for (uint32_t k = 1; k <= launches; ++k) {
     for (uint32_t m = 0; m < lane.count; ++m) {
-      PW_CTS_OK(pw__backend_copy_to_host(&b, devices[m], bufs[k].outputs[m], 0, out,
+      PW_CTS_OK(pw_cts_backend_copy_to_host(&b, devices[m], bufs[k].outputs[m], 0, out,
                                          sizeof(out)));
       for (uint32_t i = 0; i < elements; ++i) {
-        cr_assert_eq(out[i], pw_cts_value(11, m, i),
+        PW_CTS_ASSERT_EQ(out[i], pw_cts_value(11, m, i),
                      "queued host launch %u: device %u element %u is %g, expected %g", k,
                      devices[m], i, (double)out[i], (double)pw_cts_value(11, m, i));
       }
     }
   }
   for (uint32_t k = 0; k <= launches; ++k) pw_cts_gang_free(&b, &bufs[k]);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (size_t i = 0; i < made; ++i) pw_cts_tracker_expect_calls(&tracker, i, 1);
   pw_cts_tracker_free(&tracker);
@@ -560,7 +562,7 @@ void pw_cts_case_host_launch_queued(const pw_cts_fixture_t* f) {
  * device is refused with UNAVAILABLE (done never comes) or completes once
  * with UNAVAILABLE; a lane of another host still runs. */
 void pw_cts_case_host_launch_failed_device(const pw_cts_fixture_t* f) {
-  if (f->fail_device == NULL) cr_skip_test("%s: cannot inject a device failure", f->name);
+  if (f->fail_device == NULL) PW_CTS_SKIP("%s: cannot inject a device failure", f->name);
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
   pw_cts_require_host_launch(f, &b);
@@ -589,12 +591,12 @@ void pw_cts_case_host_launch_failed_device(const pw_cts_fixture_t* f) {
   } else {
     pw_cts_tracker_wait_slots(&tracker, 0, 1, "host launch over a failed device");
     int code = atomic_load(&tracker.slots[0].code);
-    cr_assert_eq(code, PW_STATUS_UNAVAILABLE,
+    PW_CTS_ASSERT_EQ(code, PW_STATUS_UNAVAILABLE,
                  "host launch over failed device %u completed with %s", victim,
                  pw_status_code_string((pw_status_code_t)code));
   }
   pw_cts_gang_free(&b, &gang);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   /* Another host's lane is unaffected. */
   uint32_t other = lane_count;
   for (uint32_t j = 0; j < lane_count && other == lane_count; ++j) {
@@ -609,7 +611,7 @@ void pw_cts_case_host_launch_failed_device(const pw_cts_fixture_t* f) {
     pw_cts_host_launch_ok(&b, &call, "host launch on a healthy host");
     pw_cts_host_expect_ok(&tracker, 1, 1, "host launch on a healthy host");
     pw_cts_gang_free(&b, &gang);
-    pw__backend_unload(&b, e);
+    pw_cts_backend_unload(&b, e);
   }
   pw_cts_destroy(&b);
   pw_cts_tracker_expect_calls(&tracker, 0, refused ? 0 : 1);

@@ -1,21 +1,23 @@
 /* CTS cases: collectives across every device of a mesh, and device failure
  * (health, launches on a failed device, collectives that lose a member). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cts/cts.h"
+#include "cts_backend.h"
 
 /* Checks every device of an all-reduce gang holds the sum over the mesh. */
 static void pw_cts_check_all_reduce(const pw_backend_t* b, const pw_cts_gang_t* gang,
                                     uint32_t elements, uint32_t seed) {
   float out[64];
-  cr_assert_leq(elements, 64);
+  PW_CTS_ASSERT_LEQ(elements, 64);
   for (uint32_t m = 0; m < gang->size; ++m) {
     pw_cts_gang_read(b, gang, m, out);
     for (uint32_t i = 0; i < elements; ++i) {
       float want = 0;
       for (uint32_t k = 0; k < gang->size; ++k) want += pw_cts_value(seed, k, i);
-      cr_assert_eq(out[i], want,
+      PW_CTS_ASSERT_EQ(out[i], want,
                    "all-reduce: mesh position %u (device %u) element %u is %g, expected %g",
                    m, gang->devices[m], i, (double)out[i], (double)want);
     }
@@ -24,7 +26,7 @@ static void pw_cts_check_all_reduce(const pw_backend_t* b, const pw_cts_gang_t* 
 
 static void pw_cts_require_collectives(const pw_cts_fixture_t* f) {
   if (f->all_reduce_program == NULL) {
-    cr_skip_test("%s: no all-reduce program (collectives unsupported)", f->name);
+    PW_CTS_SKIP("%s: no all-reduce program (collectives unsupported)", f->name);
   }
 }
 
@@ -68,7 +70,7 @@ void pw_cts_case_collective_many_gangs(const pw_cts_fixture_t* f) {
   pw_cts_tracker_t tracker;
   pw_cts_tracker_init(&tracker, (size_t)kManyGangs * n);
   pw_cts_gang_t* gangs = calloc(kManyGangs, sizeof(*gangs));
-  cr_assert_not_null(gangs);
+  PW_CTS_ASSERT_NOT_NULL(gangs);
   for (uint32_t g = 0; g < kManyGangs; ++g) {
     pw_cts_gang_alloc(&b, &gangs[g], n, devices, elements, 50 + g);
   }
@@ -86,13 +88,13 @@ void pw_cts_case_collective_many_gangs(const pw_cts_fixture_t* f) {
   pw_cts_tracker_wait(&tracker, (size_t)kManyGangs * n, "back-to-back all-reduce gangs");
   for (uint32_t g = 0; g < kManyGangs; ++g) {
     for (uint32_t m = 0; m < n; ++m) {
-      cr_assert_eq(atomic_load(&tracker.slots[g * n + m].code), PW_STATUS_OK,
+      PW_CTS_ASSERT_EQ(atomic_load(&tracker.slots[g * n + m].code), PW_STATUS_OK,
                    "gang %u part %u failed", g, m);
     }
     pw_cts_check_all_reduce(&b, &gangs[g], elements, 50 + g);
     pw_cts_gang_free(&b, &gangs[g]);
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (size_t i = 0; i < tracker.count; ++i) pw_cts_tracker_expect_calls(&tracker, i, 1);
   pw_cts_tracker_free(&tracker);
@@ -101,7 +103,7 @@ void pw_cts_case_collective_many_gangs(const pw_cts_fixture_t* f) {
 
 static void pw_cts_require_failures(const pw_cts_fixture_t* f) {
   if (f->fail_device == NULL) {
-    cr_skip_test("%s: cannot inject a device failure", f->name);
+    PW_CTS_SKIP("%s: cannot inject a device failure", f->name);
   }
 }
 
@@ -109,7 +111,7 @@ void pw_cts_case_failed_device(const pw_cts_fixture_t* f) {
   pw_cts_require_failures(f);
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
-  uint32_t count = pw__backend_device_count(&b);
+  uint32_t count = pw_cts_backend_device_count(&b);
   uint32_t victim = count - 1;
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
@@ -119,14 +121,14 @@ void pw_cts_case_failed_device(const pw_cts_fixture_t* f) {
   pw_cts_gang_t lost;
   pw_cts_gang_alloc(&b, &lost, 1, &victim, 4, 9);
   PW_CTS_OK(f->fail_device(&b, victim));
-  cr_assert_eq(pw__backend_health(&b, victim), PW_DEVICE_FAILED);
+  PW_CTS_ASSERT_EQ(pw_cts_backend_health(&b, victim), PW_DEVICE_FAILED);
   for (uint32_t d = 0; d < victim; ++d) {
-    cr_assert_eq(pw__backend_health(&b, d), PW_DEVICE_HEALTHY, "device %u", d);
+    PW_CTS_ASSERT_EQ(pw_cts_backend_health(&b, d), PW_DEVICE_HEALTHY, "device %u", d);
   }
   /* A launch on the failed device fails with UNAVAILABLE: from launch
    * (then done never runs) or through done. */
   pw_cts_gang_describe(&lost, e, 900, &tracker, 0);
-  pw_status_t status = pw__backend_launch(&b, &lost.launches[0]);
+  pw_status_t status = pw_cts_backend_launch(&b, &lost.launches[0]);
   bool from_launch = status != NULL;
   if (from_launch) {
     pw_cts_assert_error(status, (const pw_status_code_t[]){PW_STATUS_UNAVAILABLE}, 1,
@@ -134,7 +136,7 @@ void pw_cts_case_failed_device(const pw_cts_fixture_t* f) {
   } else {
     pw_cts_tracker_wait(&tracker, 1, "launch on a failed device");
     int code = atomic_load(&tracker.slots[0].code);
-    cr_assert_eq(code, PW_STATUS_UNAVAILABLE, "launch on a failed device completed with %s",
+    PW_CTS_ASSERT_EQ(code, PW_STATUS_UNAVAILABLE, "launch on a failed device completed with %s",
                  pw_status_code_string((pw_status_code_t)code));
   }
   pw_cts_gang_free(&b, &lost);
@@ -145,10 +147,10 @@ void pw_cts_case_failed_device(const pw_cts_fixture_t* f) {
     pw_cts_gang_alloc(&b, &gang, 1, &d, 4, 3);
     pw_cts_gang_launch(&b, &gang, e, 1, &tracker, 1, false);
     pw_cts_tracker_wait(&tracker, from_launch ? 1 : 2, "launch on a healthy device");
-    cr_assert_eq(atomic_load(&tracker.slots[1].code), PW_STATUS_OK);
+    PW_CTS_ASSERT_EQ(atomic_load(&tracker.slots[1].code), PW_STATUS_OK);
     pw_cts_gang_free(&b, &gang);
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   pw_cts_tracker_expect_calls(&tracker, 0, from_launch ? 0 : 1);
   if (count >= 2) pw_cts_tracker_expect_calls(&tracker, 1, 1);
@@ -165,7 +167,7 @@ void pw_cts_case_failed_device_collective(const pw_cts_fixture_t* f) {
   pw_mesh_shape_t mesh = pw_cts_mesh(&b, devices, &n);
   if (n < 2) {
     pw_cts_destroy(&b);
-    cr_skip_test("%s: one device, no collective to break", f->name);
+    PW_CTS_SKIP("%s: one device, no collective to break", f->name);
   }
   pw_backend_executable_t e = pw_cts_load(&b, f->all_reduce_program, &mesh, 8, 1, 1);
   pw_cts_tracker_t tracker;
@@ -174,20 +176,20 @@ void pw_cts_case_failed_device_collective(const pw_cts_fixture_t* f) {
   pw_cts_gang_alloc(&b, &gang, n, devices, 8, 1);
   /* Every part but the last device's: the others wait for it... */
   pw_cts_gang_describe(&gang, e, 77, &tracker, 0);
-  for (uint32_t m = 0; m + 1 < n; ++m) PW_CTS_OK(pw__backend_launch(&b, &gang.launches[m]));
+  for (uint32_t m = 0; m + 1 < n; ++m) PW_CTS_OK(pw_cts_backend_launch(&b, &gang.launches[m]));
   /* ...until it fails: they must complete with an error, not hang. */
   uint32_t victim = devices[n - 1];
   PW_CTS_OK(f->fail_device(&b, victim));
   pw_cts_tracker_wait(&tracker, n - 1, "collective parts after a member failed");
   for (uint32_t m = 0; m + 1 < n; ++m) {
     int code = atomic_load(&tracker.slots[m].code);
-    cr_assert(code == PW_STATUS_UNAVAILABLE || code == PW_STATUS_ABORTED ||
+    PW_CTS_ASSERT(code == PW_STATUS_UNAVAILABLE || code == PW_STATUS_ABORTED ||
                   code == PW_STATUS_CANCELLED,
               "part %u completed with %s; expected UNAVAILABLE/ABORTED/CANCELLED", m,
               pw_status_code_string((pw_status_code_t)code));
   }
   pw_cts_gang_free(&b, &gang);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (uint32_t m = 0; m + 1 < n; ++m) pw_cts_tracker_expect_calls(&tracker, m, 1);
   pw_cts_tracker_free(&tracker);
@@ -202,7 +204,7 @@ void pw_cts_case_collective_refused_part(const pw_cts_fixture_t* f) {
   pw_mesh_shape_t mesh = pw_cts_mesh(&b, devices, &n);
   if (n < 2) {
     pw_cts_destroy(&b);
-    cr_skip_test("%s: one device, no collective to break", f->name);
+    PW_CTS_SKIP("%s: one device, no collective to break", f->name);
   }
   pw_backend_executable_t e = pw_cts_load(&b, f->all_reduce_program, &mesh, 8, 1, 1);
   pw_cts_tracker_t tracker;
@@ -213,20 +215,20 @@ void pw_cts_case_collective_refused_part(const pw_cts_fixture_t* f) {
    * parts already launched can never meet it, and there is no cancel
    * method, so the backend itself must fail them rather than wait. */
   pw_backend_memory_t small = NULL;
-  PW_CTS_OK(pw__backend_allocate(&b, devices[n - 1], 4, &small));
+  PW_CTS_OK(pw_cts_backend_allocate(&b, devices[n - 1], 4, &small));
   pw_cts_gang_describe(&gang, e, 88, &tracker, 0);
   gang.launches[n - 1].outputs = &small;
-  for (uint32_t m = 0; m + 1 < n; ++m) PW_CTS_OK(pw__backend_launch(&b, &gang.launches[m]));
-  PW_CTS_ERROR(pw__backend_launch(&b, &gang.launches[n - 1]), PW_STATUS_INVALID_ARGUMENT,
+  for (uint32_t m = 0; m + 1 < n; ++m) PW_CTS_OK(pw_cts_backend_launch(&b, &gang.launches[m]));
+  PW_CTS_ERROR(pw_cts_backend_launch(&b, &gang.launches[n - 1]), PW_STATUS_INVALID_ARGUMENT,
                PW_STATUS_OUT_OF_RANGE);
   pw_cts_tracker_wait(&tracker, n - 1, "collective parts after a part was refused");
   for (uint32_t m = 0; m + 1 < n; ++m) {
     int code = atomic_load(&tracker.slots[m].code);
-    cr_assert(code != PW_STATUS_OK, "part %u completed OK without its peer", m);
+    PW_CTS_ASSERT(code != PW_STATUS_OK, "part %u completed OK without its peer", m);
   }
-  pw__backend_deallocate(&b, devices[n - 1], small);
+  pw_cts_backend_deallocate(&b, devices[n - 1], small);
   pw_cts_gang_free(&b, &gang);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   for (uint32_t m = 0; m < n; ++m) pw_cts_tracker_expect_calls(&tracker, m, m + 1 < n ? 1 : 0);
   pw_cts_tracker_free(&tracker);

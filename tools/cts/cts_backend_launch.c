@@ -1,20 +1,22 @@
 /* CTS cases: the launch contract. If launch fails, done never runs;
  * otherwise done runs exactly once, inline or from another thread; many
  * launches may be in flight from many threads; done may launch again. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cts/cts.h"
+#include "cts_backend.h"
 
 /* Checks the outputs of a copy gang against its inputs (seed |seed|). */
 static void pw_cts_check_copy(const pw_backend_t* b, const pw_cts_gang_t* gang,
                               uint32_t elements, uint32_t seed) {
   float out[64];
-  cr_assert_leq(elements, 64);
+  PW_CTS_ASSERT_LEQ(elements, 64);
   for (uint32_t m = 0; m < gang->size; ++m) {
     pw_cts_gang_read(b, gang, m, out);
     for (uint32_t i = 0; i < elements; ++i) {
-      cr_assert_eq(out[i], pw_cts_value(seed, m, i),
+      PW_CTS_ASSERT_EQ(out[i], pw_cts_value(seed, m, i),
                    "copy: mesh position %u (device %u) element %u is %g, expected %g", m,
                    gang->devices[m], i, (double)out[i], (double)pw_cts_value(seed, m, i));
     }
@@ -43,7 +45,7 @@ void pw_cts_case_launch_copy(const pw_cts_fixture_t* f) {
   }
   /* Each device on its own as a one-device gang. */
   uint32_t one = 1;
-  for (uint32_t d = 0; d < pw__backend_device_count(&b) && d < 8; ++d) {
+  for (uint32_t d = 0; d < pw_cts_backend_device_count(&b) && d < 8; ++d) {
     pw_cts_copy_on_mesh(f, &b, pw_mesh_shape_make(1, &one), &d, false, 10 + d);
   }
   pw_cts_destroy(&b);
@@ -52,7 +54,7 @@ void pw_cts_case_launch_copy(const pw_cts_fixture_t* f) {
 void pw_cts_case_launch_rejects_bad_args(const pw_cts_fixture_t* f) {
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
-  uint32_t count = pw__backend_device_count(&b);
+  uint32_t count = pw_cts_backend_device_count(&b);
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
   const uint32_t elements = 16;
@@ -62,10 +64,10 @@ void pw_cts_case_launch_rejects_bad_args(const pw_cts_fixture_t* f) {
   pw_backend_memory_t out = NULL;
   pw_backend_memory_t small = NULL;
   pw_backend_memory_t elsewhere = NULL;
-  PW_CTS_OK(pw__backend_allocate(&b, 0, bytes, &in));
-  PW_CTS_OK(pw__backend_allocate(&b, 0, bytes, &out));
-  PW_CTS_OK(pw__backend_allocate(&b, 0, bytes / 2, &small));
-  if (count >= 2) PW_CTS_OK(pw__backend_allocate(&b, 1, bytes, &elsewhere));
+  PW_CTS_OK(pw_cts_backend_allocate(&b, 0, bytes, &in));
+  PW_CTS_OK(pw_cts_backend_allocate(&b, 0, bytes, &out));
+  PW_CTS_OK(pw_cts_backend_allocate(&b, 0, bytes / 2, &small));
+  if (count >= 2) PW_CTS_OK(pw_cts_backend_allocate(&b, 1, bytes, &elsewhere));
   enum { kCases = 8 };
   pw_cts_tracker_t tracker;
   pw_cts_tracker_init(&tracker, kCases + 1);
@@ -103,7 +105,7 @@ void pw_cts_case_launch_rejects_bad_args(const pw_cts_fixture_t* f) {
         break;
       case 7: l.output_count = 2; what = "too many outputs"; break;
     }
-    pw_status_t status = pw__backend_launch(&b, &l);
+    pw_status_t status = pw_cts_backend_launch(&b, &l);
     pw_cts_assert_error(status,
                         (const pw_status_code_t[]){PW_STATUS_INVALID_ARGUMENT,
                                                    PW_STATUS_OUT_OF_RANGE, PW_STATUS_NOT_FOUND},
@@ -123,13 +125,13 @@ void pw_cts_case_launch_rejects_bad_args(const pw_cts_fixture_t* f) {
   good.output_count = 1;
   good.done = pw_cts_done;
   good.done_user = &tracker.slots[kCases];
-  PW_CTS_OK(pw__backend_launch(&b, &good));
+  PW_CTS_OK(pw_cts_backend_launch(&b, &good));
   pw_cts_tracker_wait(&tracker, 1, "good launch after refused ones");
-  pw__backend_deallocate(&b, 0, in);
-  pw__backend_deallocate(&b, 0, out);
-  pw__backend_deallocate(&b, 0, small);
-  if (elsewhere != NULL) pw__backend_deallocate(&b, 1, elsewhere);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_deallocate(&b, 0, in);
+  pw_cts_backend_deallocate(&b, 0, out);
+  pw_cts_backend_deallocate(&b, 0, small);
+  if (elsewhere != NULL) pw_cts_backend_deallocate(&b, 1, elsewhere);
+  pw_cts_backend_unload(&b, e);
   /* Destroy joins any backend thread: a late done call shows up now. */
   pw_cts_destroy(&b);
   for (int k = 0; k < kCases; ++k) pw_cts_tracker_expect_calls(&tracker, (size_t)k, 0);
@@ -204,17 +206,17 @@ void pw_cts_case_launch_concurrent(const pw_cts_fixture_t* f) {
     launchers[t] = (pw_cts_launcher_t){&b, e, calloc(kConcurrentGangs, sizeof(pw_cts_gang_t)),
                                        &trackers[t], t, &start, 0, window,
                                        serialise ? &serial : NULL};
-    cr_assert_not_null(launchers[t].gangs);
+    PW_CTS_ASSERT_NOT_NULL(launchers[t].gangs);
     for (uint32_t g = 0; g < kConcurrentGangs; ++g) {
       pw_cts_gang_alloc(&b, &launchers[t].gangs[g], n, devices, elements, t * 100 + g);
     }
   }
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) {
-    cr_assert_eq(pthread_create(&threads[t], NULL, pw_cts_launcher_main, &launchers[t]), 0);
+    PW_CTS_ASSERT_EQ(pthread_create(&threads[t], NULL, pw_cts_launcher_main, &launchers[t]), 0);
   }
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) pthread_join(threads[t], NULL);
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) {
-    cr_assert_eq(launchers[t].failures, 0, "thread %u: %u launches failed", t,
+    PW_CTS_ASSERT_EQ(launchers[t].failures, 0, "thread %u: %u launches failed", t,
                  launchers[t].failures);
     pw_cts_tracker_wait(&trackers[t], (size_t)kConcurrentGangs * n, "concurrent launches");
     for (uint32_t g = 0; g < kConcurrentGangs; ++g) {
@@ -222,13 +224,13 @@ void pw_cts_case_launch_concurrent(const pw_cts_fixture_t* f) {
       pw_cts_gang_free(&b, &launchers[t].gangs[g]);
     }
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   pthread_mutex_destroy(&serial);
   for (uint32_t t = 0; t < kConcurrentThreads; ++t) {
     for (size_t i = 0; i < trackers[t].count; ++i) {
       pw_cts_tracker_expect_calls(&trackers[t], i, 1);
-      cr_assert_eq(atomic_load(&trackers[t].slots[i].code), PW_STATUS_OK);
+      PW_CTS_ASSERT_EQ(atomic_load(&trackers[t].slots[i].code), PW_STATUS_OK);
     }
     pw_cts_tracker_free(&trackers[t]);
     free(launchers[t].gangs);
@@ -260,12 +262,12 @@ static void pw_cts_chain_next(pw_cts_slot_t* slot) {
 void pw_cts_case_launch_from_done(const pw_cts_fixture_t* f) {
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
-  uint32_t count = pw__backend_device_count(&b);
+  uint32_t count = pw_cts_backend_device_count(&b);
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
   const uint32_t elements = 4;
   pw_cts_chain_t* chain = calloc(1, sizeof(*chain));
-  cr_assert_not_null(chain);
+  PW_CTS_ASSERT_NOT_NULL(chain);
   chain->backend = &b;
   chain->executable = pw_cts_load(&b, f->copy_program, &mesh, elements, 1, 1);
   pw_cts_tracker_init(&chain->tracker, kChainLength);
@@ -277,13 +279,13 @@ void pw_cts_case_launch_from_done(const pw_cts_fixture_t* f) {
   }
   pw_cts_gang_launch(&b, &chain->gangs[0], chain->executable, 5000, &chain->tracker, 0, false);
   pw_cts_tracker_wait(&chain->tracker, kChainLength, "launch chain from done callbacks");
-  cr_assert_eq(atomic_load(&chain->failures), 0, "a launch from inside done failed");
+  PW_CTS_ASSERT_EQ(atomic_load(&chain->failures), 0, "a launch from inside done failed");
   for (uint32_t s = 0; s < kChainLength; ++s) {
-    cr_assert_eq(atomic_load(&chain->tracker.slots[s].code), PW_STATUS_OK, "step %u", s);
+    PW_CTS_ASSERT_EQ(atomic_load(&chain->tracker.slots[s].code), PW_STATUS_OK, "step %u", s);
     pw_cts_check_copy(&b, &chain->gangs[s], elements, s);
     pw_cts_gang_free(&b, &chain->gangs[s]);
   }
-  pw__backend_unload(&b, chain->executable);
+  pw_cts_backend_unload(&b, chain->executable);
   pw_cts_destroy(&b);
   for (uint32_t s = 0; s < kChainLength; ++s) pw_cts_tracker_expect_calls(&chain->tracker, s, 1);
   pw_cts_tracker_free(&chain->tracker);

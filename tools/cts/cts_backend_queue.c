@@ -5,10 +5,12 @@
  * launch descriptors numbered queue_seq 1, 2, 3... per device, with
  * done_timed set, descriptors on the stack (a queued backend copies them
  * during the call), never more than the reported depth outstanding. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, strnlen */
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cts/cts.h"
+#include "cts_backend.h"
 
 /* The longest a launch call may block its caller: a queued backend
  * enqueues, it does not wait for the device. Generous for sanitizers. */
@@ -19,7 +21,7 @@ static uint32_t pw_cts_require_queued(const pw_cts_fixture_t* f, const pw_backen
   if (depth == 0) {
     pw_backend_t copy = *b;
     pw_cts_destroy(&copy);
-    cr_skip_test("%s: not queue-ordered (queue_info reports no PW_BACKEND_QUEUE_ORDERED)",
+    PW_CTS_SKIP("%s: not queue-ordered (queue_info reports no PW_BACKEND_QUEUE_ORDERED)",
                  f->name);
   }
   return depth;
@@ -43,14 +45,14 @@ static void pw_cts_queue_bufs_alloc(const pw_backend_t* b, pw_cts_queue_bufs_t* 
   q->out = calloc(count, sizeof(pw_backend_memory_t));
   float* values = malloc(q->bytes);
   unsigned char* junk = malloc(q->bytes);
-  cr_assert(q->in != NULL && q->out != NULL && values != NULL && junk != NULL);
+  PW_CTS_ASSERT(q->in != NULL && q->out != NULL && values != NULL && junk != NULL);
   memset(junk, 0xCD, q->bytes);
   for (uint32_t k = 0; k < count; ++k) {
     for (uint32_t i = 0; i < elements; ++i) values[i] = pw_cts_value(k, device, i);
-    PW_CTS_OK(pw__backend_allocate(b, device, q->bytes, &q->in[k]));
-    PW_CTS_OK(pw__backend_allocate(b, device, q->bytes, &q->out[k]));
-    PW_CTS_OK(pw__backend_copy_to_device(b, device, q->in[k], 0, values, q->bytes));
-    PW_CTS_OK(pw__backend_copy_to_device(b, device, q->out[k], 0, junk, q->bytes));
+    PW_CTS_OK(pw_cts_backend_allocate(b, device, q->bytes, &q->in[k]));
+    PW_CTS_OK(pw_cts_backend_allocate(b, device, q->bytes, &q->out[k]));
+    PW_CTS_OK(pw_cts_backend_copy_to_device(b, device, q->in[k], 0, values, q->bytes));
+    PW_CTS_OK(pw_cts_backend_copy_to_device(b, device, q->out[k], 0, junk, q->bytes));
   }
   free(values);
   free(junk);
@@ -58,8 +60,8 @@ static void pw_cts_queue_bufs_alloc(const pw_backend_t* b, pw_cts_queue_bufs_t* 
 
 static void pw_cts_queue_bufs_free(const pw_backend_t* b, pw_cts_queue_bufs_t* q) {
   for (uint32_t k = 0; k < q->count; ++k) {
-    if (q->in[k] != NULL) pw__backend_deallocate(b, q->device, q->in[k]);
-    if (q->out[k] != NULL) pw__backend_deallocate(b, q->device, q->out[k]);
+    if (q->in[k] != NULL) pw_cts_backend_deallocate(b, q->device, q->in[k]);
+    if (q->out[k] != NULL) pw_cts_backend_deallocate(b, q->device, q->out[k]);
   }
   free(q->in);
   free(q->out);
@@ -70,11 +72,11 @@ static void pw_cts_queue_bufs_free(const pw_backend_t* b, pw_cts_queue_bufs_t* q
 static void pw_cts_queue_check(const pw_backend_t* b, const pw_cts_queue_bufs_t* q, uint32_t k,
                                uint32_t source, const char* what) {
   float* out = malloc(q->bytes);
-  cr_assert_not_null(out);
-  PW_CTS_OK(pw__backend_copy_to_host(b, q->device, q->out[k], 0, out, q->bytes));
+  PW_CTS_ASSERT_NOT_NULL(out);
+  PW_CTS_OK(pw_cts_backend_copy_to_host(b, q->device, q->out[k], 0, out, q->bytes));
   for (uint32_t i = 0; i < q->bytes / sizeof(float); ++i) {
     float want = pw_cts_value(source, q->device, i);
-    cr_assert_eq(out[i], want, "%s: device %u launch %u element %u is %g, expected %g", what,
+    PW_CTS_ASSERT_EQ(out[i], want, "%s: device %u launch %u element %u is %g, expected %g", what,
                  q->device, k, i, (double)out[i], (double)want);
   }
   free(out);
@@ -111,7 +113,7 @@ static pw_status_t pw_cts_queued_launch(const pw_backend_t* b, pw_backend_execut
   /* The descriptor and |group| die here: the backend must have copied. */
   memset(&l, 0xEE, sizeof(l));
   memset(group, 0xEE, sizeof(group));
-  cr_assert_leq((uint64_t)took, PW_CTS_LAUNCH_BOUND_NS,
+  PW_CTS_ASSERT_LEQ((uint64_t)took, PW_CTS_LAUNCH_BOUND_NS,
                 "launch %llu on device %u blocked its caller for %lld ms",
                 (unsigned long long)seq, device, (long long)(took / 1000000));
   return status;
@@ -124,10 +126,10 @@ static void pw_cts_queue_expect_ok(pw_cts_tracker_t* tracker, size_t first, size
   for (size_t i = first; i < first + count; ++i) {
     pw_cts_tracker_expect_calls(tracker, i, 1);
     int code = atomic_load(&tracker->slots[i].code);
-    cr_assert_eq(code, PW_STATUS_OK, "%s: launch %zu completed with %s", what, i,
+    PW_CTS_ASSERT_EQ(code, PW_STATUS_OK, "%s: launch %zu completed with %s", what, i,
                  pw_status_code_string((pw_status_code_t)code));
     if (atomic_load(&tracker->slots[i].timed)) {
-      cr_assert_leq(tracker->slots[i].start_ns, tracker->slots[i].end_ns,
+      PW_CTS_ASSERT_LEQ(tracker->slots[i].start_ns, tracker->slots[i].end_ns,
                     "%s: launch %zu ends before it starts", what, i);
     }
   }
@@ -145,7 +147,7 @@ void pw_cts_case_queued_order(const pw_cts_fixture_t* f) {
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
   pw_backend_executable_t e = pw_cts_load(&b, f->copy_program, &mesh, elements, 1, 1);
-  const uint32_t device = pw__backend_device_count(&b) - 1;
+  const uint32_t device = pw_cts_backend_device_count(&b) - 1;
   pw_cts_queue_bufs_t q;
   pw_cts_queue_bufs_alloc(&b, &q, device, n, elements);
   pw_cts_tracker_t tracker;
@@ -158,16 +160,16 @@ void pw_cts_case_queued_order(const pw_cts_fixture_t* f) {
   pw_cts_tracker_wait(&tracker, n, "queued chain");
   pw_cts_queue_expect_ok(&tracker, 0, n, "queued chain");
   for (uint32_t k = 0; k < n; ++k) {
-    cr_assert_eq(tracker.order[k], k, "done %u came for launch %zu (queue_seq order broken)", k,
+    PW_CTS_ASSERT_EQ(tracker.order[k], k, "done %u came for launch %zu (queue_seq order broken)", k,
                  tracker.order[k]);
     pw_cts_queue_check(&b, &q, k, 0, "queued chain");
     if (k > 0 && atomic_load(&tracker.slots[k].timed) && atomic_load(&tracker.slots[k - 1].timed)) {
-      cr_assert_geq(tracker.slots[k].start_ns, tracker.slots[k - 1].end_ns,
+      PW_CTS_ASSERT_GEQ(tracker.slots[k].start_ns, tracker.slots[k - 1].end_ns,
                     "launch %u started before launch %u ended on one device", k, k - 1);
     }
   }
   pw_cts_queue_bufs_free(&b, &q);
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   pw_cts_tracker_free(&tracker);
 }
@@ -178,7 +180,7 @@ void pw_cts_case_queued_depth(const pw_cts_fixture_t* f) {
   pw_backend_t b;
   pw_cts_create(f, NULL, &b);
   uint32_t depth = pw_cts_require_queued(f, &b);
-  uint32_t devices = pw__backend_device_count(&b) < 2 ? 1 : 2;
+  uint32_t devices = pw_cts_backend_device_count(&b) < 2 ? 1 : 2;
   const uint32_t elements = 1024; /* big enough that the queue fills */
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
@@ -195,7 +197,7 @@ void pw_cts_case_queued_depth(const pw_cts_fixture_t* f) {
         char text[512];
         pw_status_format(status, text, sizeof(text));
         pw_status_free(status);
-        cr_assert_fail("device %u: launch %u of a queue of depth %u refused: %s", d, k + 1,
+        PW_CTS_FAIL("device %u: launch %u of a queue of depth %u refused: %s", d, k + 1,
                        depth, text);
       }
     }
@@ -206,7 +208,7 @@ void pw_cts_case_queued_depth(const pw_cts_fixture_t* f) {
     for (uint32_t k = 0; k < depth; ++k) pw_cts_queue_check(&b, &q[d], k, k, "a full queue");
     pw_cts_queue_bufs_free(&b, &q[d]);
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   pw_cts_tracker_free(&tracker);
 }
@@ -224,7 +226,7 @@ void pw_cts_case_queued_failure_mid_queue(const pw_cts_fixture_t* f) {
   uint32_t n = depth < 8 ? depth : 8;
   if (n < 3) {
     pw_cts_destroy(&b);
-    cr_skip_test("%s: a queue of depth %u has no middle", f->name, depth);
+    PW_CTS_SKIP("%s: a queue of depth %u has no middle", f->name, depth);
   }
   const uint32_t elements = 64;
   uint32_t one = 1;
@@ -233,7 +235,7 @@ void pw_cts_case_queued_failure_mid_queue(const pw_cts_fixture_t* f) {
   pw_cts_queue_bufs_t q;
   pw_cts_queue_bufs_alloc(&b, &q, 0, n, elements);
   pw_backend_memory_t small = NULL;
-  PW_CTS_OK(pw__backend_allocate(&b, 0, 4, &small));
+  PW_CTS_OK(pw_cts_backend_allocate(&b, 0, 4, &small));
   pw_cts_tracker_t tracker;
   pw_cts_tracker_init(&tracker, 2 * (size_t)n);
   uint32_t bad = n / 2;
@@ -255,20 +257,20 @@ void pw_cts_case_queued_failure_mid_queue(const pw_cts_fixture_t* f) {
     pw_cts_queue_expect_ok(&tracker, k, 1, "behind a refused launch");
     pw_cts_queue_check(&b, &q, k, k, "behind a refused launch");
   }
-  pw__backend_deallocate(&b, 0, small);
+  pw_cts_backend_deallocate(&b, 0, small);
   pw_cts_queue_bufs_free(&b, &q);
 
   size_t expected = n - 1;
-  bool failed_part = f->fail_device != NULL && pw__backend_device_count(&b) >= 2;
+  bool failed_part = f->fail_device != NULL && pw_cts_backend_device_count(&b) >= 2;
   if (failed_part) {
-    uint32_t victim = pw__backend_device_count(&b) - 1;
+    uint32_t victim = pw_cts_backend_device_count(&b) - 1;
     pw_cts_queue_bufs_alloc(&b, &q, victim, n, elements);
     for (uint32_t k = 0; k < n; ++k) {
       if (k == n / 2) PW_CTS_OK(f->fail_device(&b, victim));
       pw_cts_slot_t* slot = &tracker.slots[n + k];
       pw_status_t status = pw_cts_queued_launch(&b, e, victim, q.in[k], q.out[k], k + 1, slot);
       if (status != NULL) {
-        cr_assert_geq(k, n / 2, "launch %u refused before the device failed", k);
+        PW_CTS_ASSERT_GEQ(k, n / 2, "launch %u refused before the device failed", k);
         pw_cts_assert_error(status, (const pw_status_code_t[]){PW_STATUS_UNAVAILABLE}, 1,
                             "a launch on a failed device");
         atomic_store(&slot->code, -2); /* refused: no done may come */
@@ -281,19 +283,19 @@ void pw_cts_case_queued_failure_mid_queue(const pw_cts_fixture_t* f) {
       pw_cts_slot_t* slot = &tracker.slots[n + k];
       int code = atomic_load(&slot->code);
       if (code == -2) continue;
-      cr_assert_eq(atomic_load(&slot->calls), 1, "launch %u on the failing device: %u dones", k,
+      PW_CTS_ASSERT_EQ(atomic_load(&slot->calls), 1, "launch %u on the failing device: %u dones", k,
                    atomic_load(&slot->calls));
-      cr_assert(code == PW_STATUS_OK || code == PW_STATUS_UNAVAILABLE,
+      PW_CTS_ASSERT(code == PW_STATUS_OK || code == PW_STATUS_UNAVAILABLE,
                 "launch %u on the failing device completed with %s", k,
                 pw_status_code_string((pw_status_code_t)code));
       if (k >= n / 2) {
-        cr_assert_eq(code, PW_STATUS_UNAVAILABLE,
+        PW_CTS_ASSERT_EQ(code, PW_STATUS_UNAVAILABLE,
                      "launch %u, made after the device failed, completed OK", k);
       }
     }
     pw_cts_queue_bufs_free(&b, &q);
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   pw_cts_destroy(&b);
   /* Destroy joined the backend's threads: a late or double done shows. */
   pw_cts_tracker_expect_calls(&tracker, bad, 0);
@@ -305,7 +307,7 @@ void pw_cts_case_queued_failure_mid_queue(const pw_cts_fixture_t* f) {
   pthread_mutex_lock(&tracker.mutex);
   size_t completed = tracker.completed;
   pthread_mutex_unlock(&tracker.mutex);
-  cr_assert_eq(completed, expected, "%zu dones for %zu accepted launches", completed, expected);
+  PW_CTS_ASSERT_EQ(completed, expected, "%zu dones for %zu accepted launches", completed, expected);
   pw_cts_tracker_free(&tracker);
 }
 
@@ -319,8 +321,8 @@ typedef struct pw_cts_owned_t {
 
 static void pw_cts_free_owned(pw_cts_slot_t* slot) {
   pw_cts_owned_t* owned = slot->user;
-  pw__backend_deallocate(owned->backend, owned->device, owned->in);
-  pw__backend_deallocate(owned->backend, owned->device, owned->out);
+  pw_cts_backend_deallocate(owned->backend, owned->device, owned->in);
+  pw_cts_backend_deallocate(owned->backend, owned->device, owned->out);
 }
 
 typedef struct pw_cts_destroyer_t {
@@ -350,7 +352,7 @@ void pw_cts_case_queued_deadline(const pw_cts_fixture_t* f) {
   pw_cts_create(f, NULL, &b);
   uint32_t depth = pw_cts_require_queued(f, &b);
   uint32_t per_device = depth < 32 ? depth : 32;
-  uint32_t devices = pw__backend_device_count(&b) < 8 ? pw__backend_device_count(&b) : 8;
+  uint32_t devices = pw_cts_backend_device_count(&b) < 8 ? pw_cts_backend_device_count(&b) : 8;
   const uint32_t elements = 256;
   uint32_t one = 1;
   pw_mesh_shape_t mesh = pw_mesh_shape_make(1, &one);
@@ -359,14 +361,14 @@ void pw_cts_case_queued_deadline(const pw_cts_fixture_t* f) {
   pw_cts_tracker_t tracker;
   pw_cts_tracker_init(&tracker, 2 * total);
   pw_cts_owned_t* owned = calloc(2 * total, sizeof(*owned));
-  cr_assert_not_null(owned);
+  PW_CTS_ASSERT_NOT_NULL(owned);
   for (uint32_t round = 0; round < 2; ++round) {
     for (uint32_t k = 0; k < per_device; ++k) {
       for (uint32_t d = 0; d < devices; ++d) {
         size_t i = round * total + (size_t)d * per_device + k;
         owned[i] = (pw_cts_owned_t){&b, d, NULL, NULL};
-        PW_CTS_OK(pw__backend_allocate(&b, d, elements * sizeof(float), &owned[i].in));
-        PW_CTS_OK(pw__backend_allocate(&b, d, elements * sizeof(float), &owned[i].out));
+        PW_CTS_OK(pw_cts_backend_allocate(&b, d, elements * sizeof(float), &owned[i].in));
+        PW_CTS_OK(pw_cts_backend_allocate(&b, d, elements * sizeof(float), &owned[i].out));
         tracker.slots[i].then = pw_cts_free_owned;
         tracker.slots[i].user = &owned[i];
         uint64_t seq = (uint64_t)round * per_device + k + 1;
@@ -379,13 +381,13 @@ void pw_cts_case_queued_deadline(const pw_cts_fixture_t* f) {
       pw_cts_queue_expect_ok(&tracker, 0, total, "full queues");
     }
   }
-  pw__backend_unload(&b, e);
+  pw_cts_backend_unload(&b, e);
   /* Destroy with up to |depth| launches still queued on every device. */
   pw_cts_destroyer_t d = {.backend = b, .finished = false};
   pthread_mutex_init(&d.mutex, NULL);
   pthread_cond_init(&d.cond, NULL);
   pthread_t thread;
-  cr_assert_eq(pthread_create(&thread, NULL, pw_cts_destroyer_main, &d), 0);
+  PW_CTS_ASSERT_EQ(pthread_create(&thread, NULL, pw_cts_destroyer_main, &d), 0);
   struct timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   deadline.tv_sec += (time_t)(PW_CTS_TIMEOUT_NS / 1000000000ull);
@@ -394,15 +396,15 @@ void pw_cts_case_queued_deadline(const pw_cts_fixture_t* f) {
   while (!d.finished && rc == 0) rc = pthread_cond_timedwait(&d.cond, &d.mutex, &deadline);
   bool finished = d.finished;
   pthread_mutex_unlock(&d.mutex);
-  cr_assert(finished, "%s: destroy with launches queued did not return in %llu s", f->name,
+  PW_CTS_ASSERT(finished, "%s: destroy with launches queued did not return in %llu s", f->name,
             PW_CTS_TIMEOUT_NS / 1000000000ull);
   pthread_join(thread, NULL);
   for (size_t i = total; i < 2 * total; ++i) {
     uint32_t calls = atomic_load(&tracker.slots[i].calls);
-    cr_assert_eq(calls, 1, "launch %zu (device %u) queued at destroy: %u dones", i,
+    PW_CTS_ASSERT_EQ(calls, 1, "launch %zu (device %u) queued at destroy: %u dones", i,
                  owned[i].device, calls);
     int code = atomic_load(&tracker.slots[i].code);
-    cr_assert(code == PW_STATUS_OK || code == PW_STATUS_CANCELLED || code == PW_STATUS_ABORTED,
+    PW_CTS_ASSERT(code == PW_STATUS_OK || code == PW_STATUS_CANCELLED || code == PW_STATUS_ABORTED,
               "launch %zu queued at destroy completed with %s", i,
               pw_status_code_string((pw_status_code_t)code));
   }
