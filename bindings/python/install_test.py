@@ -14,7 +14,11 @@ py_install_venv; docs/python.md, "Install").
 After each, the venv's interpreter runs a small graph with PYTHONPATH
 unset, from a directory outside the trees, and checks that `pathways` and
 its module came from that venv, then loads the installed sim plugin by
-name (found beside the installed libpathways) and runs a graph on it. Offline: nothing is downloaded.
+name (found beside the installed libpathways) and runs a graph on it.
+4. The example backend plugin (examples/plugin_backend) is built out of
+   the tree against the cmake-installed venv prefix (find_package), and the
+   venv's interpreter loads it by path and runs a graph on it.
+Offline: nothing is downloaded.
 """
 
 import argparse
@@ -64,6 +68,28 @@ with pw.Runtime("4", backends=backend) as rt:
     c.close()
 print(f"import ok: pathways {pw.__version__} from {os.path.dirname(pw.__file__)}, "
       f"plugins from {os.path.dirname(sim.path)}")
+"""
+
+
+EXAMPLE = r"""
+import sys
+import numpy as np
+import pathways as pw
+plugin = pw.load_plugin(sys.argv[1])
+if plugin.kind != "backend" or plugin.name != "example":
+    sys.exit(f"loaded {plugin.kind} plugin '{plugin.name}', not the example backend")
+with pw.Runtime("2", backends=plugin.backend("devices=2")) as rt:
+    c = rt.client("example")
+    vs = c.vslice("2")
+    x = vs.put(np.arange(4, dtype=np.float32) + 0.5, pw.split(0))
+    exe = vs.compile("example-copy f32[4]\n")
+    g = c.graph("copy")
+    g.output(g.compute(exe, g.parameter(vs, x.spec)))
+    got = g.run(x, timeout=10).numpy().tolist()
+    if got != [0.5, 1.5, 2.5, 3.5]:
+        sys.exit(f"unexpected result {got}")
+    c.close()
+print(f"example plugin ok: {plugin.path}")
 """
 
 
@@ -127,6 +153,20 @@ def main(argv):
     run([sys.executable, "-m", "venv", "--system-site-packages", venv], env=clean_env())
     run([args.cmake, "--install", args.build, "--prefix", venv], env=clean_env())
     check_import(venv, work)
+
+    # 4. The example backend plugin (examples/plugin_backend) built out of
+    # the tree against that prefix, loaded by path from Python, a graph run.
+    example_src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples",
+                               "plugin_backend")
+    example_build = os.path.join(work, "example-build")
+    run([args.cmake, "-S", example_src, "-B", example_build, f"-DCMAKE_PREFIX_PATH={venv}"],
+        env=clean_env())
+    run([args.cmake, "--build", example_build], env=clean_env())
+    out = run([os.path.join(venv, "bin", "python"), "-c", EXAMPLE,
+               os.path.join(example_build, "libpathways_example.so")], env=clean_env(), cwd=work)
+    if "example plugin ok" not in out:
+        sys.exit(f"the example plugin did not run:\n{out}")
+    print(out.strip())
     print("OK: installed with pip and with cmake --install; imported without PYTHONPATH")
     return 0
 
