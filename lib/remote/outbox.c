@@ -1,33 +1,26 @@
 #define _POSIX_C_SOURCE 200809L
 /* Corking the controller's sends (remote_internal.h): what one thread
- * sends while it handles a frame of completions leaves as one frame per
- * worker when it is done, instead of one network message each.
+ * sends while it is in a batch (lib/base/defer.h: an outermost dispatch
+ * frame, such as a graph submission or the completions one backend
+ * callback releases; a session reader's frame of messages) leaves as one
+ * frame per worker when the batch ends, instead of one network message
+ * each.
  *
- * The outboxes are the workers' (pw_remote_worker_t.out); this file only
- * remembers, per thread, which ones it left unsent. Another thread that
- * sends to such a worker meanwhile flushes the corked messages with its
- * own, in order: corking delays, never reorders. */
+ * The outboxes are the workers' (pw_remote_worker_t.out); the batch only
+ * remembers which ones it left unsent. Another thread that sends to such
+ * a worker meanwhile flushes the corked messages with its own, in order:
+ * corking delays, never reorders. */
+#include "base/defer.h"
 #include "remote/remote_internal.h"
 
-#define PW_CORK_MAX 16u
+void pw__remote_cork(void) { pw__defer_begin(); }
 
-static _Thread_local bool pw_cork_on;
-static _Thread_local uint32_t pw_cork_count;
-static _Thread_local pw_remote_worker_t* pw_cork_workers[PW_CORK_MAX];
+void pw__remote_uncork(void) { pw__defer_end(); }
 
-void pw__remote_cork(void) {
-  pw_cork_on = true;
-  pw_cork_count = 0;
-}
+static void pw_remote_flush_deferred(void* ctx) { pw__remote_flush(ctx); }
 
 bool pw__remote_corked(pw_remote_worker_t* worker) {
-  if (!pw_cork_on) return false;
-  for (uint32_t i = 0; i < pw_cork_count; ++i) {
-    if (pw_cork_workers[i] == worker) return true;
-  }
-  if (pw_cork_count == PW_CORK_MAX) return false; /* sent at once */
-  pw_cork_workers[pw_cork_count++] = worker;
-  return true;
+  return pw__defer_add(pw_remote_flush_deferred, worker);
 }
 
 void pw__remote_flush(pw_remote_worker_t* worker) {
@@ -48,10 +41,4 @@ void pw__remote_flush(pw_remote_worker_t* worker) {
     pw__remote_session_lose(worker, current, pw_status_message(status));
     pw_status_free(status);
   }
-}
-
-void pw__remote_uncork(void) {
-  pw_cork_on = false;
-  for (uint32_t i = 0; i < pw_cork_count; ++i) pw__remote_flush(pw_cork_workers[i]);
-  pw_cork_count = 0;
 }

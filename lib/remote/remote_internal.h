@@ -212,12 +212,14 @@ pw_status_t pw__remote_send(pw_remote_worker_t* worker, uint64_t epoch,
 pw_status_t pw__remote_pending_add(pw_remote_worker_t* worker, uint64_t epoch,
                                    pw_pending_t* entry);
 
-/* Corking (lib/remote/outbox.c): between pw__remote_cork and
- * pw__remote_uncork, what this thread sends stays in the workers'
- * outboxes; uncork sends each such outbox as one frame (a failed send
- * loses that worker's session: its pending work completes UNAVAILABLE).
- * A session reader corks while it handles a frame, so the launches its
- * completions release leave together. Not nested. */
+/* Corking (lib/remote/outbox.c, on lib/base/defer.h's batches): while
+ * this thread is in a batch (pw__remote_cork .. pw__remote_uncork, or an
+ * outermost dispatch frame), what it sends stays in the workers'
+ * outboxes; the batch's end sends each such outbox as one frame (a failed
+ * send loses that worker's session: its pending work completes
+ * UNAVAILABLE). A session reader corks while it handles a frame, so the
+ * launches its completions release leave together; a graph submission's
+ * launches leave together the same way. Batches nest. */
 void pw__remote_cork(void);
 /* True if this thread is corked; then notes |worker| for the uncork. */
 bool pw__remote_corked(pw_remote_worker_t* worker);

@@ -89,6 +89,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/defer.h"
 #include "plugin/backend_call.h"
 #include "sched/dispatch_internal.h"
 #include "sched/report.h"
@@ -193,10 +194,15 @@ static void pw_dispatch_push(pw_device_t* d, uint32_t kind) {
     frame->tail = d;
     return;
   }
+  /* The outermost frame is a batch (base/defer.h): what plugins defer
+   * while it runs (a remote worker's launches) goes out together at its
+   * end. */
   pw_dispatch_frame_t local = {d, d, NULL, 0, 0, NULL, NULL, NULL};
+  pw__defer_begin();
   pw_dispatch_current = &local;
   pw_dispatch_drain(&local);
   pw_dispatch_current = NULL;
+  pw__defer_end();
 }
 
 /* ---- cursors ------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/defer.h"
 #include "graph/graph_internal.h"
 #include "pathways/struct_size.h"
 #include "sched/dispatch_internal.h"
@@ -204,6 +205,9 @@ static uint64_t pw_submit_deadline(const pw_submission_t* s) {
 /* The rest of a submission, once the plan is known (|status|: an error
  * found so far, returned after the clean-up). */
 static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
+  /* One batch (base/defer.h): the outputs' allocations and the first
+   * launches on a remote slice leave in one frame. */
+  pw__defer_begin();
   if (status == NULL) status = pw_submit_check_counts(s);
   pw_submit_binding_t b;
   status = pw_submit_binding_init(s, &b, status);
@@ -225,6 +229,7 @@ static pw_status_t pw_submit_plan(pw_submission_t* s, pw_status_t status) {
   } else {
     pw_event_release(done);
   }
+  pw__defer_end();
   return status;
 }
 
