@@ -82,7 +82,7 @@ typedef enum pw_host_semantics_e {
   PW_HOST_IMMUTABLE_UNTIL_TRANSFER_COMPLETES = 1,
   /* The backend adopts the memory as the buffer's device memory, without
    * a copy, where its devices can use host memory directly (the CPU
-   * backend: memory aligned to 16 bytes). The buffer is ready when the
+   * backend: each shard aligned to 8 bytes). The buffer is ready when the
    * call returns; the memory must stay valid and unchanged for the
    * buffer's whole life, and the host-done event completes only once the
    * buffer's device memory is released (its last handle gone and no

@@ -178,9 +178,9 @@ static pw_status_t pw_cpu_allocate(void* self, uint32_t device, size_t size,
 }
 
 /* Host memory the kernels can use as it is: aligned for the widest
- * scalar (16 bytes, c64 and long double); device memory itself is
- * aligned further, for vector loads, but no kernel relies on that. */
-#define PW_CPU_ADOPT_ALIGN 16u
+ * scalar they load (8 bytes: f64, i64); device memory itself is aligned
+ * further, for vector loads, but no kernel relies on that. */
+#define PW_CPU_ADOPT_ALIGN 8u
 
 static pw_status_t pw_cpu_adopt_host(void* self, uint32_t device, void* host, size_t size,
                                      pw_backend_memory_t* out_memory) {
