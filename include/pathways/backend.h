@@ -366,12 +366,26 @@ typedef struct pw_backend_vtable_t {
   pw_status_t (*launch_host)(void* self, const pw_backend_host_launch_t* launch);
 
   /* -- v5 methods start here -- */
+
+  /* Optional: makes |size| bytes of host memory at |host| the device
+   * memory of |device| without a copy (zero-copy host buffers,
+   * include/pathways/buffer.h), for a backend whose devices use host
+   * memory directly. The memory stays the caller's: the backend reads it
+   * (launches may read it, as any input) until deallocate of the returned
+   * memory returns, never writes it as an input, and deallocate frees
+   * only the backend's own record of it. An error (FAILED_PRECONDITION:
+   * an alignment it cannot use, memory its devices cannot reach) makes
+   * the runtime copy instead, as it does when the method is NULL or
+   * beyond struct_size. */
+  pw_status_t (*adopt_host)(void* self, uint32_t device, void* host, size_t size,
+                            pw_backend_memory_t* out_memory);
 } pw_backend_vtable_t;
 
 #define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
 #define PW_BACKEND_VTABLE_SIZE_V2 PW_STRUCT_SIZE(pw_backend_vtable_t, record_copy)
 #define PW_BACKEND_VTABLE_SIZE_V3 PW_STRUCT_SIZE(pw_backend_vtable_t, queue_info)
 #define PW_BACKEND_VTABLE_SIZE_V4 PW_STRUCT_SIZE(pw_backend_vtable_t, launch_host)
+#define PW_BACKEND_VTABLE_SIZE_V5 PW_STRUCT_SIZE(pw_backend_vtable_t, adopt_host)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

@@ -3,6 +3,9 @@
  * dispatcher allocates; freed with their last reference, device memory
  * included. The public buffer calls are lib/runtime/buffer.c. */
 #include "core/objects.h"
+
+#include <stdio.h>
+
 #include "event/event_internal.h"
 #include "plugin/backend_call.h"
 
@@ -19,6 +22,11 @@ static void pw_buffer_destroy(pw_object_t* object) {
     }
   }
   pw_event_release(b->ready);
+  if (b->host_release != NULL) {
+    /* Adopted host memory: the backend let go of it with the shards. */
+    pw__event_complete_runtime(b->host_release, NULL);
+    pw_event_release(b->host_release);
+  }
   pw__object_release(b->vslice ? &b->vslice->header : NULL);
   pw_allocator_free(rt->allocator, b, sizeof(*b));
 }
@@ -53,4 +61,45 @@ pw_status_t pw__buffer_create(pw_vslice_obj_t* vslice, const pw_array_spec_t* sp
   b->vslice = vslice;
   *out_buffer = b;
   return NULL;
+}
+
+void pw__buffer_unhandled(pw_buffer_obj_t* b, const char* why) {
+  uint32_t expected = PW_BUFFER_FILL_EMPTY;
+  if (pw_atomic_load_u32_acquire(&b->fill) != PW_BUFFER_FILL_EMPTY ||
+      !pw_atomic_cas_u32(&b->fill, &expected, PW_BUFFER_FILL_CANCELLED)) {
+    return;
+  }
+  char spec[160];
+  pw_array_spec_format(&b->spec, spec, sizeof(spec));
+  pw__event_complete_runtime(
+      b->ready, pw_status_make(PW_STATUS_CANCELLED,
+                               "buffer 0x%llx (%s on slice '%s', created empty): %s before "
+                               "it was filled",
+                               (unsigned long long)b->handle, spec, b->slice->name, why));
+}
+
+void pw__buffer_cancel_unfilled(pw_client_t* client) {
+  /* Collect under the read lock (references), cancel outside it: the
+   * ready callbacks run dispatch, which may look handles up. */
+  pw_buffer_obj_t* list = NULL;
+  pw_handle_table_t* table = &client->handles;
+  uint32_t stripe = pw__handle_read_lock(table);
+  for (uint32_t i = 0; i < table->count; ++i) {
+    pw_object_t* o = table->slots[i].object;
+    if (o == NULL || o->kind != PW_OBJECT_BUFFER) continue;
+    pw_buffer_obj_t* b = (pw_buffer_obj_t*)o;
+    if (pw_atomic_load_u32_acquire(&b->fill) != PW_BUFFER_FILL_EMPTY) continue;
+    pw__object_retain(o);
+    b->cancel_next = list;
+    list = b;
+  }
+  pw__handle_read_unlock(table, stripe);
+  while (list != NULL) {
+    pw_buffer_obj_t* b = list;
+    list = b->cancel_next;
+    char why[96];
+    snprintf(why, sizeof(why), "client '%s' was destroyed", client->name);
+    pw__buffer_unhandled(b, why);
+    pw__object_release(&b->header);
+  }
 }

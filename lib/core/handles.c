@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/client.h"
+#include "core/objects.h"
 
 #define PW_HANDLE_NONE UINT32_MAX
 
@@ -132,6 +133,9 @@ void pw__handle_table_deinit(pw_handle_table_t* table, pw_allocator_t allocator)
   for (uint32_t i = table->count; i-- > 0;) {
     pw_object_t* object = table->slots[i].object;
     table->slots[i].object = NULL;
+    if (object != NULL && object->kind == PW_OBJECT_BUFFER) {
+      pw__buffer_unhandled((pw_buffer_obj_t*)object, "its client was destroyed");
+    }
     pw__object_release(object);
   }
   pw_allocator_free(allocator, table->slots,
@@ -391,6 +395,9 @@ pw_status_t pw__handle_remove(pw_client_t* client, uint64_t id,
      * old handles may still be held, and name the new object. */
   }
   pw__handle_write_unlock(table);
+  if (object != NULL && object->kind == PW_OBJECT_BUFFER) {
+    pw__buffer_unhandled((pw_buffer_obj_t*)object, "its last handle was released");
+  }
   pw__object_release(object);
   return status;
 }

@@ -59,7 +59,35 @@ typedef struct pw_buffer_obj_s {
   /* slice->losses when it was made: a loss since then took its shards
    * (lib/sched/health.c, pw__buffer_lost). */
   uint32_t losses;
+  /* Host fills (lib/runtime/buffer_async.c): PW_BUFFER_FILL_*, 0 for a
+   * buffer made by a submission. Set once from EMPTY, by the fill that
+   * claims it or by the cancel when its handle goes first. */
+  pw_atomic_u32_t fill;
+  uint64_t handle;            /* its handle id, for messages (fillable buffers) */
+  /* Zero-copy (adopted host memory): completed, OK, once its shards are
+   * deallocated, i.e. the backend no longer reads the caller's memory;
+   * NULL otherwise. Owned (one reference). */
+  pw_event_t* host_release;
+  struct pw_buffer_obj_s* cancel_next; /* pw__buffer_cancel_unfilled's list */
 } pw_buffer_obj_t;
+
+/* pw_buffer_obj_t.fill. */
+enum {
+  PW_BUFFER_FILL_NONE = 0,      /* a submission's output: never filled by the host */
+  PW_BUFFER_FILL_EMPTY = 1,     /* pw_buffer_create_empty, no fill yet */
+  PW_BUFFER_FILL_CLAIMED = 2,   /* a host fill took it (done or running), or from_host */
+  PW_BUFFER_FILL_CANCELLED = 3, /* its handle went before a fill: ready failed */
+};
+
+/* The client's handle to |b| went (release, donation, client destroy):
+ * an EMPTY buffer becomes CANCELLED and its ready event fails with
+ * CANCELLED naming it (|why|: "released", ...), which fails whatever
+ * waits for it. Any other buffer: nothing. lib/core/buffer.c. */
+void pw__buffer_unhandled(pw_buffer_obj_t* b, const char* why);
+
+/* Cancels every EMPTY buffer in |client|'s table (pw_client_destroy,
+ * before it waits for the client's work, which may wait for them). */
+void pw__buffer_cancel_unfilled(pw_client_t* client);
 
 /* A buffer of |spec| on |vslice| without shards yet. |total_bytes| and
  * |shard_bytes| come from pw_array_spec_byte_sizes (a plan computes them

@@ -184,6 +184,9 @@ struct pw_runtime_s {
   /* The threads that run host ops (struct pw_host_pool_s*,
    * lib/sched/host_task.c), NULL until the first one runs. */
   pw_atomic_ptr_t host_pool;
+  /* The thread that runs asynchronous host transfers (struct
+   * pw_host_xfer_s*, lib/runtime/host_xfer.c), NULL until the first. */
+  pw_atomic_ptr_t host_xfer;
   /* Queue-ordered launch turned off (pw_runtime_options_t). */
   bool no_queued_launch;
   bool no_host_launch; /* host launch turned off: one launch per device */

@@ -154,6 +154,19 @@ void* pw__backend_host_pointer(const pw_backend_t* backend, uint32_t device,
   return backend->vtable->host_pointer(backend->self, device, memory);
 }
 
+pw_status_t pw__backend_adopt_host(const pw_backend_t* backend, uint32_t device, void* host,
+                                   size_t size, pw_backend_memory_t* out_memory) {
+  *out_memory = NULL;
+  PW_BACKEND_REQUIRE(backend, adopt_host);
+  PW_BACKEND_REQUIRE(backend, deallocate);
+  pw_status_t status =
+      backend->vtable->adopt_host(backend->self, device, host, size, out_memory);
+  if (status == NULL && *out_memory == NULL) {
+    return PW_BACKEND_BROKEN(backend, "adopt_host returned OK without memory");
+  }
+  return status;
+}
+
 const char* pw_device_health_name(pw_device_health_t health) {
   switch (health) {
     case PW_DEVICE_HEALTHY: return "healthy";

@@ -57,4 +57,10 @@ pw_status_t pw__backend_copy_to_host(const pw_backend_t* backend, uint32_t devic
 void* pw__backend_host_pointer(const pw_backend_t* backend, uint32_t device,
                                pw_backend_memory_t memory);
 
+/* Adopts |size| bytes at |host| as device memory of |device| (v5
+ * adopt_host): UNIMPLEMENTED naming the backend when it has none; a
+ * backend that says OK without memory is INTERNAL. */
+pw_status_t pw__backend_adopt_host(const pw_backend_t* backend, uint32_t device, void* host,
+                                   size_t size, pw_backend_memory_t* out_memory);
+
 #endif /* PW_PLUGIN_BACKEND_CALL_H_ */

@@ -1,155 +1,66 @@
 #define _POSIX_C_SOURCE 200809L
 /* Buffers: one object per logical array; shards live in device memory.
- * Host data is the global array in row-major order; a split array's shard
- * for block b along tensor axis t is, for each index of the axes before t,
- * a contiguous run of block_len * inner bytes. */
+ * The blocking host transfers and the buffer queries; the copies
+ * themselves are buffer_copy.c's, the asynchronous transfers
+ * buffer_async.c's. */
 #include <string.h>
 
 #include "plugin/backend_call.h"
+#include "runtime/buffer_copy.h"
+#include "runtime/buffer_internal.h"
 #include "sched/sched.h"
-#include "runtime/workers.h"
 
-
-/* Geometry of a shard inside the global array. Every product here is of
- * some of the dimensions and the dtype size, so it is at most total_bytes,
- * which pw_array_spec_byte_sizes bounded: none can wrap. */
-typedef struct pw_shard_geometry_t {
-  size_t outer;      /* product of dims before the split axis */
-  size_t run;        /* bytes of one contiguous run of the shard */
-  size_t stride;     /* bytes between runs in the global array */
-  size_t block_run;  /* offset step per block index */
-} pw_shard_geometry_t;
-
-static pw_shard_geometry_t pw_shard_geometry(const pw_buffer_obj_t* b) {
-  pw_shard_geometry_t g = {1, b->total_bytes, b->total_bytes, 0};
-  if (b->spec.sharding.kind != PW_SHARDING_SPLIT) return g;
-  uint32_t t = b->spec.sharding.tensor_axis;
-  size_t inner = pw_dtype_size(b->spec.dtype);
-  for (uint32_t i = t + 1; i < b->spec.shape.rank; ++i) inner *= (size_t)b->spec.shape.dims[i];
-  size_t outer = 1;
-  for (uint32_t i = 0; i < t; ++i) outer *= (size_t)b->spec.shape.dims[i];
-  pw_shape_t shard = pw_sharding_shard_shape(&b->spec.sharding, &b->spec.shape, &b->mesh);
-  size_t block_len = (size_t)shard.dims[t];
-  g.outer = outer;
-  g.run = block_len * inner;
-  g.stride = (size_t)b->spec.shape.dims[t] * inner;
-  g.block_run = g.run;
-  return g;
-}
-
-/* Copies between the global host array and device |d|'s shard. A shard
- * that is not contiguous in the global array is staged through a scratch
- * block of shard_bytes. */
-static pw_status_t pw_buffer_copy_shard(pw_buffer_obj_t* b, uint32_t d, bool to_device,
-                                        unsigned char* host) {
-  const pw_backend_t* backend = b->slice->backend;
-  uint32_t ordinal = b->slice->group_devices[d];
-  pw_shard_geometry_t g = pw_shard_geometry(b);
-  uint32_t block = pw_sharding_block_index(&b->spec.sharding, &b->mesh, d);
-  size_t base = (size_t)block * g.block_run;
-  if (b->shard_bytes == 0) return NULL;
-  if (g.outer == 1) {
-    return to_device
-               ? pw__backend_copy_to_device(backend, ordinal, b->shards[d], 0, host + base,
-                                            b->shard_bytes)
-               : pw__backend_copy_to_host(backend, ordinal, b->shards[d], 0, host + base,
-                                          b->shard_bytes);
-  }
-  pw_allocator_t allocator = b->header.runtime->allocator;
-  unsigned char* scratch = NULL;
-  PW_RETURN_IF_ERROR(pw_allocator_malloc(allocator, b->shard_bytes, 0, (void**)&scratch));
-  pw_status_t status = NULL;
-  if (to_device) {
-    for (size_t o = 0; o < g.outer; ++o) {
-      memcpy(scratch + o * g.run, host + o * g.stride + base, g.run);
-    }
-    status = pw__backend_copy_to_device(backend, ordinal, b->shards[d], 0, scratch,
-                                        b->shard_bytes);
-  } else {
-    status = pw__backend_copy_to_host(backend, ordinal, b->shards[d], 0, scratch,
-                                      b->shard_bytes);
-    for (size_t o = 0; status == NULL && o < g.outer; ++o) {
-      memcpy(host + o * g.stride + base, scratch + o * g.run, g.run);
-    }
-  }
-  pw_allocator_free(allocator, scratch, b->shard_bytes);
-  return status;
-}
-
-/* Transfers smaller than this are copied on the calling thread: handing
- * them to the workers costs more than the copy. */
-#define PW_BUFFER_PARALLEL_BYTES ((size_t)1 << 18)
-
-typedef struct pw_buffer_copy_job_t {
-  pw_buffer_obj_t* buffer;
-  unsigned char* host;
-  const uint32_t* devices;  /* to_host: the device read for each block */
-} pw_buffer_copy_job_t;
-
-static pw_status_t pw_buffer_upload_one(void* user, uint32_t d) {
-  pw_buffer_copy_job_t* job = user;
-  pw_buffer_obj_t* b = job->buffer;
-  pw_status_t status = pw__backend_allocate(b->slice->backend, b->slice->group_devices[d],
-                                            b->shard_bytes, &b->shards[d]);
-  if (status == NULL) status = pw_buffer_copy_shard(b, d, true, job->host);
-  if (status) status = pw_status_annotate(status, "device %u of slice '%s'", d, b->slice->name);
-  return status;
-}
-
-static pw_status_t pw_buffer_download_one(void* user, uint32_t block) {
-  pw_buffer_copy_job_t* job = user;
-  return pw_buffer_copy_shard(job->buffer, job->devices[block], false, job->host);
-}
-
-static struct pw_workers_s* pw_buffer_workers(pw_buffer_obj_t* b) {
-  return b->total_bytes >= PW_BUFFER_PARALLEL_BYTES ? b->header.runtime->workers : NULL;
-}
-
-pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
-                                const pw_array_spec_t* spec, const void* data,
-                                size_t size, pw_buffer_t* out_buffer) {
-  if (client == NULL || spec == NULL || out_buffer == NULL || data == NULL) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_buffer_from_host: client, spec, data or out_buffer is NULL");
-  }
-  out_buffer->id = 0;
+pw_status_t pw__buffer_make(pw_client_t* client, pw_vslice_t vslice,
+                            const pw_array_spec_t* spec, const char* who,
+                            pw_buffer_obj_t** out_buffer) {
+  *out_buffer = NULL;
   pw_object_t* o = NULL;
   PW_RETURN_IF_ERROR(pw__handle_lookup(client, vslice.id, PW_OBJECT_VSLICE, "vslice", &o));
   pw_vslice_obj_t* vs = (pw_vslice_obj_t*)o;
   size_t total_bytes = 0, shard_bytes = 0;
   pw_status_t status = pw_array_spec_byte_sizes(spec, &vs->mesh, &total_bytes, &shard_bytes);
-  pw_buffer_obj_t* b = NULL;
   if (status == NULL && pw_atomic_load_u32_acquire(&vs->slice->lost) != 0 &&
       pw__health_still_lost(vs->slice)) {
     status = pw_status_make(PW_STATUS_UNAVAILABLE,
                             "the vslice is bound to slice '%s', which has a lost part",
                             vs->slice->name);
   }
-  if (status == NULL) status = pw__buffer_create(vs, spec, total_bytes, shard_bytes, &b);
+  if (status == NULL) status = pw__buffer_create(vs, spec, total_bytes, shard_bytes, out_buffer);
   pw__object_release(o);
-  if (status != NULL) return pw_status_annotate(status, "pw_buffer_from_host");
-  if (size != b->total_bytes) {
-    char text[128];
-    pw_array_spec_format(spec, text, sizeof(text));
-    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                            "pw_buffer_from_host: %zu bytes given, %s needs %zu", size,
-                            text, b->total_bytes);
+  return status != NULL ? pw_status_annotate(status, "%s", who) : NULL;
+}
+
+pw_status_t pw__buffer_check_size(const pw_buffer_obj_t* b, size_t size, const char* who) {
+  if (size == b->total_bytes) return NULL;
+  char text[128];
+  pw_array_spec_format(&b->spec, text, sizeof(text));
+  return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "%s: %zu bytes given, %s needs %zu", who,
+                        size, text, b->total_bytes);
+}
+
+pw_status_t pw_buffer_from_host(pw_client_t* client, pw_vslice_t vslice,
+                                const pw_array_spec_t* spec, const void* data,
+                                size_t size, pw_buffer_t* out_buffer) {
+  static const char who[] = "pw_buffer_from_host";
+  if (client == NULL || spec == NULL || out_buffer == NULL || data == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_buffer_from_host: client, spec, data or out_buffer is NULL");
   }
-  if (status == NULL) {
-    pw_buffer_copy_job_t job = {b, (unsigned char*)data, NULL};
-    status = pw__workers_parallel_for(pw_buffer_workers(b), b->slice->device_count,
-                                      pw_buffer_upload_one, &job);
-  }
-  if (status == NULL) pw__event_complete_runtime(b->ready, NULL);
+  out_buffer->id = 0;
+  pw_buffer_obj_t* b = NULL;
+  PW_RETURN_IF_ERROR(pw__buffer_make(client, vslice, spec, who, &b));
+  pw_status_t status = pw__buffer_check_size(b, size, who);
+  if (status == NULL) status = pw__buffer_upload(b, data, true);
   if (status != NULL) {
     pw__object_release(&b->header);
     return status;
   }
+  pw_atomic_store_u32_release(&b->fill, PW_BUFFER_FILL_CLAIMED);
+  pw__event_complete_runtime(b->ready, NULL);
   return pw__handle_insert(client, &b->header, &out_buffer->id);
 }
 
-static pw_status_t pw_buffer_get(pw_client_t* client, pw_buffer_t buffer,
-                                 pw_buffer_obj_t** out) {
+pw_status_t pw__buffer_get(pw_client_t* client, pw_buffer_t buffer, pw_buffer_obj_t** out) {
   if (client == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "client is NULL");
   }
@@ -163,7 +74,7 @@ pw_status_t pw_buffer_to_host(pw_client_t* client, pw_buffer_t buffer, void* dst
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_buffer_to_host: dst is NULL");
   }
   pw_buffer_obj_t* b = NULL;
-  PW_RETURN_IF_ERROR(pw_buffer_get(client, buffer, &b));
+  PW_RETURN_IF_ERROR(pw__buffer_get(client, buffer, &b));
   pw_status_t status = NULL;
   if (size != b->total_bytes) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -172,37 +83,7 @@ pw_status_t pw_buffer_to_host(pw_client_t* client, pw_buffer_t buffer, void* dst
   }
   if (status == NULL) status = pw_event_wait(b->ready, deadline);
   if (status == NULL) status = pw__buffer_lost(b, "pw_buffer_to_host");
-  /* Read each block once, from the first device that holds it. */
-  uint32_t blocks = 1;
-  if (status == NULL && b->spec.sharding.kind == PW_SHARDING_SPLIT) {
-    pw_shape_t shard = pw_sharding_shard_shape(&b->spec.sharding, &b->spec.shape, &b->mesh);
-    blocks = (uint32_t)(b->spec.shape.dims[b->spec.sharding.tensor_axis] /
-                        shard.dims[b->spec.sharding.tensor_axis]);
-  }
-  uint32_t block_devices[64];
-  uint32_t* devices = block_devices;
-  if (status == NULL && blocks > 64) {
-    status = pw_allocator_calloc_array(client->runtime->allocator, blocks, sizeof(uint32_t), 0,
-                                       (void**)&devices);
-  }
-  for (uint32_t block = 0; status == NULL && block < blocks; ++block) {
-    uint32_t d = 0;
-    while (d < b->slice->device_count &&
-           pw_sharding_block_index(&b->spec.sharding, &b->mesh, d) != block) {
-      ++d;
-    }
-    if (d == b->slice->device_count || b->shards[d] == NULL) {
-      status = pw_status_make(PW_STATUS_INTERNAL, "buffer block %u has no device copy", block);
-    }
-    devices[block] = d;
-  }
-  if (status == NULL) {
-    pw_buffer_copy_job_t job = {b, dst, devices};
-    status = pw__workers_parallel_for(pw_buffer_workers(b), blocks, pw_buffer_download_one, &job);
-  }
-  if (devices != block_devices) {
-    pw_allocator_free(client->runtime->allocator, devices, blocks * sizeof(uint32_t));
-  }
+  if (status == NULL) status = pw__buffer_download(b, dst, true);
   pw__object_release(&b->header);
   return status;
 }
@@ -214,7 +95,7 @@ pw_status_t pw_buffer_ready_event(pw_client_t* client, pw_buffer_t buffer,
   }
   *out_event = NULL;
   pw_buffer_obj_t* b = NULL;
-  PW_RETURN_IF_ERROR(pw_buffer_get(client, buffer, &b));
+  PW_RETURN_IF_ERROR(pw__buffer_get(client, buffer, &b));
   pw_event_retain(b->ready);
   *out_event = b->ready;
   pw__object_release(&b->header);
@@ -227,7 +108,7 @@ pw_status_t pw_buffer_spec(pw_client_t* client, pw_buffer_t buffer,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_spec is NULL");
   }
   pw_buffer_obj_t* b = NULL;
-  PW_RETURN_IF_ERROR(pw_buffer_get(client, buffer, &b));
+  PW_RETURN_IF_ERROR(pw__buffer_get(client, buffer, &b));
   *out_spec = b->spec;
   pw__object_release(&b->header);
   return NULL;
@@ -239,7 +120,7 @@ pw_status_t pw_buffer_byte_size(pw_client_t* client, pw_buffer_t buffer,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_size is NULL");
   }
   pw_buffer_obj_t* b = NULL;
-  PW_RETURN_IF_ERROR(pw_buffer_get(client, buffer, &b));
+  PW_RETURN_IF_ERROR(pw__buffer_get(client, buffer, &b));
   *out_size = b->total_bytes;
   pw__object_release(&b->header);
   return NULL;

@@ -146,6 +146,12 @@ pw_status_t pw_client_destroy_with_deadline(pw_client_t* client, pw_time_t deadl
                           client->name);
   }
   pw_runtime_t* runtime = client->runtime;
+  /* Buffers made empty and never filled can be filled no more (nothing
+   * calls in meanwhile): fail their ready events first, so that work
+   * waiting for them fails (CANCELLED, naming them) instead of holding
+   * the wait below. Host transfers in flight count as work and finish
+   * on the runtime's transfer thread. */
+  pw__buffer_cancel_unfilled(client);
   /* Wait for in-flight executions (they hold references into the
    * client's objects), runs of armed graphs included, before touching
    * anything: past the deadline the client is left as it was. Nothing

@@ -12,6 +12,7 @@
 #include "runtime/runtime_internal.h"
 #include "sched/device.h"
 #include "sched/sched.h"
+#include "runtime/host_xfer.h"
 #include "runtime/workers.h"
 
 /* The transport in |options|, if the options are recent enough to have one. */
@@ -108,6 +109,7 @@ static void pw_runtime_free(pw_runtime_t* rt) {
    * it shuts down finds its token (lib/sched/dispatch.c). */
   pw__watchdog_stop(rt);
   pw__host_tasks_stop(rt);
+  pw__host_xfer_stop(rt);
   pw__health_destroy(rt);
   pw__workers_destroy(rt->workers);
   pw__observe_destroy(rt);

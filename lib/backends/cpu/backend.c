@@ -171,6 +171,44 @@ static pw_status_t pw_cpu_allocate(void* self, uint32_t device, size_t size,
   memory->alloc_size = total;
   memory->backend = backend;
   memory->data = (unsigned char*)block + PW_CPU_MEMORY_HEADER;
+  memory->adopted = false;
+  atomic_fetch_add(&backend->live_memories, 1);
+  *out_memory = memory;
+  return NULL;
+}
+
+/* Host memory the kernels can use as it is: aligned for the widest
+ * scalar they load (8 bytes: f64, i64); device memory itself is aligned
+ * further, for vector loads, but no kernel relies on that. */
+#define PW_CPU_ADOPT_ALIGN 8u
+
+static pw_status_t pw_cpu_adopt_host(void* self, uint32_t device, void* host, size_t size,
+                                     pw_backend_memory_t* out_memory) {
+  pw_cpu__backend_t* backend = self;
+  if (out_memory == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu adopt_host: out_memory is NULL");
+  }
+  *out_memory = NULL;
+  PW_RETURN_IF_ERROR(pw_cpu_check_device(backend, device, "adopt_host"));
+  if (host == NULL && size != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "cpu adopt_host: host is NULL");
+  }
+  if ((uintptr_t)host % PW_CPU_ADOPT_ALIGN != 0) {
+    return pw_status_make(PW_STATUS_FAILED_PRECONDITION,
+                          "cpu adopt_host: %p is not aligned to %u bytes", host,
+                          PW_CPU_ADOPT_ALIGN);
+  }
+  void* block = NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_malloc(backend->allocator, PW_CPU_MEMORY_HEADER,
+                                         PW_CPU_MEMORY_ALIGN, &block));
+  pw_backend_memory_t memory = block;
+  memory->magic = PW_CPU__MEMORY_MAGIC;
+  memory->device = device;
+  memory->size = size;
+  memory->alloc_size = PW_CPU_MEMORY_HEADER;
+  memory->backend = backend;
+  memory->data = host;
+  memory->adopted = true;
   atomic_fetch_add(&backend->live_memories, 1);
   *out_memory = memory;
   return NULL;
@@ -188,7 +226,9 @@ static void pw_cpu_deallocate(void* self, uint32_t device, pw_backend_memory_t m
     pw_status_free(status);
     if (memory->magic != PW_CPU__MEMORY_MAGIC || memory->backend != backend) return;
   }
-  atomic_fetch_sub(&backend->devices[memory->device].used_bytes, (uint64_t)memory->size);
+  if (!memory->adopted) {
+    atomic_fetch_sub(&backend->devices[memory->device].used_bytes, (uint64_t)memory->size);
+  }
   atomic_fetch_sub(&backend->live_memories, 1);
   memory->magic = 0;
   pw_allocator_free(backend->allocator, memory, memory->alloc_size);
@@ -687,4 +727,5 @@ static const pw_backend_vtable_t pw_cpu_vtable = {
     .copy_to_host = pw_cpu_copy_to_host,
     .host_pointer = pw_cpu_host_pointer,
     .queue_info = pw_cpu__queue_info,
+    .adopt_host = pw_cpu_adopt_host,
 };

@@ -180,6 +180,9 @@ struct pw_backend_memory_s {
   size_t alloc_size;  /* bytes obtained from the allocator */
   pw_cpu__backend_t* backend;
   unsigned char* data;
+  /* adopt_host: |data| is the caller's memory (not counted in used_bytes,
+   * never freed here); the allocation is the header alone. */
+  bool adopted;
 };
 
 struct pw_backend_executable_s {
