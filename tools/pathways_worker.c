@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,7 +307,7 @@ static void pw_tool_dump_line(void* user, const char* line) {
 /* SIGUSR1 prints pw_worker_dump to stderr. The signal is blocked in every
  * thread (main blocks it before any thread exists) and taken here with
  * sigwait, so the dump runs as ordinary code, not in a handler. */
-static volatile sig_atomic_t pw_tool_dumper_stop;
+static atomic_int pw_tool_dumper_stop; /* main -> the dump thread */
 
 static void* pw_tool_dumper(void* arg) {
   pw_worker_t* worker = arg;
@@ -315,7 +316,7 @@ static void* pw_tool_dumper(void* arg) {
   sigaddset(&set, SIGUSR1);
   for (;;) {
     int sig = 0;
-    if (sigwait(&set, &sig) != 0 || pw_tool_dumper_stop) break;
+    if (sigwait(&set, &sig) != 0 || atomic_load(&pw_tool_dumper_stop)) break;
     fprintf(stderr, "pathways-worker: SIGUSR1: what the worker is doing\n");
     pw_status_t s = pw_worker_dump(worker, pw_tool_dump_line, NULL);
     if (s != NULL) fprintf(stderr, "pathways-worker: dump: %s\n", pw_status_message(s));
@@ -375,7 +376,7 @@ int main(int argc, char** argv) {
   bool dumping = pthread_create(&dumper, NULL, pw_tool_dumper, worker) == 0;
   s = pw_worker_run(worker);
   if (dumping) {
-    pw_tool_dumper_stop = 1;
+    atomic_store(&pw_tool_dumper_stop, 1);
     pthread_kill(dumper, SIGUSR1);
     pthread_join(dumper, NULL);
   }
