@@ -251,7 +251,7 @@ static int pw_cb_compile(long long reps, double store_hit_us) {
   if (!pw_cb_ok(pw_cpu_backend_create(&bo, &backend), "cpu backend")) return 1;
   pw_slice_desc_t slice;
   memset(&slice, 0, sizeof(slice));
-  slice.mesh = (pw_mesh_shape_t){1, {8, 0, 0, 0}};
+  slice.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 8, 0, 0, 0);
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);

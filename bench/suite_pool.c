@@ -245,7 +245,7 @@ static int pw_pool_runtime(uint32_t spin_us, long long chain, long long reps, lo
                            double* out_ns, double* out_idle_pct) {
   pw_backend_t backend;
   PW_BENCH_TRY(PW_POOL_SUITE, pw_pool_backend(spin_us, 2, &backend), "create");
-  pw_slice_desc_t slice = {"pool", {1, {2}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"pool", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0};
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
   ro.backends = &backend;
@@ -256,7 +256,7 @@ static int pw_pool_runtime(uint32_t spin_us, long long chain, long long reps, lo
   PW_BENCH_TRY(PW_POOL_SUITE, pw_runtime_create(&ro, &runtime), "runtime");
   pw_client_t* client = NULL;
   PW_BENCH_TRY(PW_POOL_SUITE, pw_client_create(runtime, NULL, &client), "client");
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   PW_BENCH_TRY(PW_POOL_SUITE, pw_vslice_create(client, &mesh, 0, &vs), "vslice");
   const char* text = "kernel copy\ninput f32[2] split(0,all)\noutput f32[2] split(0,all)\n";
@@ -265,7 +265,7 @@ static int pw_pool_runtime(uint32_t spin_us, long long chain, long long reps, lo
                "compile");
   pw_graph_t g;
   PW_BENCH_TRY(PW_POOL_SUITE, pw_graph_create(client, &g), "graph");
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {2}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {2}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   uint32_t node;
   PW_BENCH_TRY(PW_POOL_SUITE, pw_graph_add_parameter(client, g, vs, &spec, &node), "param");
   for (long long i = 0; i < chain; ++i) {

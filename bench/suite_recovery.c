@@ -145,7 +145,7 @@ static pw_status_t pw_rec_setup(void* user, pw_elastic_t* e, const uint32_t* sli
   pw_time_t t0 = pw_clock_now();
   pw_vslice_span_t span = {0};
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {count * j->cfg->per}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, count * j->cfg->per);
   span.slice_count = count;
   span.slices = slices;
   PW_RETURN_IF_ERROR(pw_vslice_create_spanning(j->client, &span, &j->vs));
@@ -240,7 +240,7 @@ static int pw_rec_env_open(const pw_rec_cfg_t* cfg, pw_rec_hang_t* hang, pw_rec_
   PW_REC_TRY(reg, "register bench.inc");
   pw_slice_desc_t slices[PW_REC_MAX_SLICES];
   for (uint32_t s = 0; s < cfg->slices; ++s) {
-    slices[s] = (pw_slice_desc_t){NULL, {1, {cfg->per}}, 0, s * cfg->per, 0};
+    slices[s] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, cfg->per), 0, s * cfg->per, 0};
   }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
@@ -371,11 +371,11 @@ static int pw_rec_run_once(const pw_rec_cfg_t* cfg, const float* zeros, float* h
                       .zeros = zeros};
   int64_t len = (int64_t)cfg->len;
   job.spec = (pw_array_spec_t){PW_DTYPE_F32, pw_shape_make(1, &len),
-                               {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+                               PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   if (rc == 0) {
     pw_elastic_options_t o;
     pw_elastic_options_init(&o);
-    o.slice_mesh = (pw_mesh_shape_t){1, {cfg->per}};
+    o.slice_mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, cfg->per);
     o.min_slices = cfg->slices - 1;
     o.snapshot_every = cfg->snapshot_every;
     o.state_count = 1;

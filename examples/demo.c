@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   cpu.worker_count = 2;
   pw_backend_t backend;
   CHECK(pw_cpu_backend_create(&cpu, &backend));
-  pw_slice_desc_t slice = {"tpu-like-0", {2, {2, 4}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"tpu-like-0", PW_MESH_SHAPE_INIT(2, 2, 4), 0, 0, 0};
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
   ro.backends = &backend;
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
 
   pw_client_t* client;
   CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {2, {2, 4}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(2, 2, 4);
   pw_vslice_t vs;
   CHECK(pw_vslice_create(client, &mesh, 0, &vs));
 
@@ -99,9 +99,9 @@ int main(int argc, char** argv) {
   /* One training step as a graph: parameters X, y, w. */
   pw_graph_t step;
   CHECK(pw_graph_create(client, &step));
-  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, PW_SHARDING_REPLICATED_INIT};
   uint32_t X, Y, W, z, g, w2, l, lpart, lsum;
   CHECK(pw_graph_add_parameter(client, step, vs, &xs, &X));
   CHECK(pw_graph_add_parameter(client, step, vs, &ys, &Y));

@@ -35,7 +35,7 @@ static const double kLearningRate = 0.5;
 static void train_spanning(pw_client_t* client, const float* x, const float* y, float* w) {
   pw_vslice_span_t span = {0};
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){3, {2, 2, 4}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(3, 2, 2, 4);
   span.slice_count = 2;
   pw_vslice_t vs;
   CHECK(pw_vslice_create_spanning(client, &span, &vs));
@@ -43,9 +43,9 @@ static void train_spanning(pw_client_t* client, const float* x, const float* y, 
   CHECK(pw_example_logreg_compile(client, vs, kN, kD, 16, kN, kLearningRate, &prog));
   pw_graph_t step;
   CHECK(pw_graph_create(client, &step));
-  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kN, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kN, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, PW_SHARDING_REPLICATED_INIT};
   uint32_t X, Y, W, z, gr, w2;
   CHECK(pw_graph_add_parameter(client, step, vs, &xs, &X));
   CHECK(pw_graph_add_parameter(client, step, vs, &ys, &Y));
@@ -88,7 +88,7 @@ int main(void) {
   cpu.worker_count = 2;
   pw_backend_t backend;
   CHECK(pw_cpu_backend_create(&cpu, &backend));
-  pw_slice_desc_t slices[2] = {{"east", {2, {2, 4}}, 0, 0, 0}, {"west", {2, {2, 4}}, 0, 8, 1}};
+  pw_slice_desc_t slices[2] = {{"east", PW_MESH_SHAPE_INIT(2, 2, 4), 0, 0, 0}, {"west", PW_MESH_SHAPE_INIT(2, 2, 4), 0, 8, 1}};
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
   ro.backends = &backend;
@@ -99,7 +99,7 @@ int main(void) {
   CHECK(pw_runtime_create(&ro, &runtime));
   pw_client_t* client;
   CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {2, {2, 4}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(2, 2, 4);
   pw_vslice_t vs[2];
   CHECK(pw_vslice_create(client, &mesh, 0, &vs[0]));
   CHECK(pw_vslice_create(client, &mesh, 0, &vs[1]));
@@ -114,9 +114,9 @@ int main(void) {
 
   pw_graph_t step;
   CHECK(pw_graph_create(client, &step));
-  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kHalf, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kHalf, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {kHalf, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {kHalf, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ws = {PW_DTYPE_F32, {2, {kD, 1}}, PW_SHARDING_REPLICATED_INIT};
   /* Parameters: X0 Y0 W0 (slice 0), X1 Y1 W1 (slice 1). */
   uint32_t X[2], Y[2], W[2], G[2], T[2], S[2], W2[2];
   for (int s = 0; s < 2; ++s) {

@@ -46,9 +46,9 @@ typedef struct job_s {
   float loss;
 } job_t;
 
-static const pw_array_spec_t kXs = {PW_DTYPE_F32, {2, {kN, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-static const pw_array_spec_t kYs = {PW_DTYPE_F32, {2, {kN, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-static const pw_array_spec_t kWs = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
+static const pw_array_spec_t kXs = {PW_DTYPE_F32, {2, {kN, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+static const pw_array_spec_t kYs = {PW_DTYPE_F32, {2, {kN, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+static const pw_array_spec_t kWs = {PW_DTYPE_F32, {2, {kD, 1}}, PW_SHARDING_REPLICATED_INIT};
 
 static void job_release(job_t* j) {
   if (!j->built) return;
@@ -71,7 +71,7 @@ static pw_status_t job_setup(void* user, pw_elastic_t* e, const uint32_t* slices
   job_t* j = user;
   pw_vslice_span_t span = {0};
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {count * kPer}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, count * kPer);
   span.slice_count = count;
   span.slices = slices;
   PW_RETURN_IF_ERROR(pw_vslice_create_spanning(j->client, &span, &j->vs));
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
   char names[kSlices][16];
   for (int s = 0; s < kSlices; ++s) {
     snprintf(names[s], sizeof(names[s]), "slice%d", s);
-    slices[s] = (pw_slice_desc_t){names[s], {1, {kPer}}, 0, (uint32_t)(s * kPer), (uint32_t)s};
+    slices[s] = (pw_slice_desc_t){names[s], PW_MESH_SHAPE_INIT(1, kPer), 0, (uint32_t)(s * kPer), (uint32_t)s};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);

@@ -13,7 +13,7 @@
 static inline pw_elastic_options_t pw_example_elastic_options(uint32_t per, const char** names) {
   pw_elastic_options_t eo;
   pw_elastic_options_init(&eo);
-  eo.slice_mesh = (pw_mesh_shape_t){1, {per}};
+  eo.slice_mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, per);
   eo.min_slices = 2;
   eo.snapshot_every = 5;
   eo.state_count = 1;

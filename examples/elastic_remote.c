@@ -51,7 +51,7 @@ static const double kLearningRate = 0.5;
 static const char kToken[] = "pathways-elastic-remote";
 #define MS 1000000LL
 
-static const pw_array_spec_t kWs = {PW_DTYPE_F32, {2, {kD, 1}}, {PW_SHARDING_REPLICATED, 0, 0}};
+static const pw_array_spec_t kWs = {PW_DTYPE_F32, {2, {kD, 1}}, PW_SHARDING_REPLICATED_INIT};
 
 /* How the run makes slice kVictim fail and come back. */
 typedef struct fault_s {
@@ -141,8 +141,8 @@ static pw_status_t job_graph(job_t* j) {
   PW_RETURN_IF_ERROR(pw_graph_create(c, &j->graph));
   pw_graph_t g = j->graph;
   int rows = kN / (int)j->count;
-  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {(uint64_t)rows, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {(uint64_t)rows, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {(uint64_t)rows, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t ys = {PW_DTYPE_F32, {2, {(uint64_t)rows, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   uint32_t X[kSlices], Y[kSlices], W, sum = 0;
   PW_RETURN_IF_ERROR(pw_graph_add_parameter(c, g, j->vs[0], &kWs, &W));
   for (uint32_t i = 0; i < j->count; ++i) {
@@ -183,15 +183,15 @@ static pw_status_t job_setup(void* user, pw_elastic_t* e, const uint32_t* slices
   for (uint32_t i = 0; i < count; ++i) {
     pw_vslice_span_t span = {0};
     span.struct_size = sizeof(span);
-    span.mesh = (pw_mesh_shape_t){1, {kPer}};
+    span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, kPer);
     span.slice_count = 1;
     span.slices = &slices[i];
     PW_RETURN_IF_ERROR(pw_vslice_create_spanning(j->client, &span, &j->vs[i]));
     PW_RETURN_IF_ERROR(pw_example_logreg_compile(j->client, j->vs[i], rows, kD, kPer, kN,
                                                  kLearningRate, &j->prog[i]));
     /* The data loader: this slice's rows of the batch. */
-    pw_array_spec_t xs = {PW_DTYPE_F32, {2, {(uint64_t)rows, kD}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
-    pw_array_spec_t ys = {PW_DTYPE_F32, {2, {(uint64_t)rows, 1}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+    pw_array_spec_t xs = {PW_DTYPE_F32, {2, {(uint64_t)rows, kD}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+    pw_array_spec_t ys = {PW_DTYPE_F32, {2, {(uint64_t)rows, 1}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
     PW_RETURN_IF_ERROR(pw_buffer_from_host(j->client, j->vs[i], &xs, j->x + (size_t)i * rows * kD,
                                            sizeof(float) * (size_t)rows * kD, &j->X[i]));
     PW_RETURN_IF_ERROR(pw_buffer_from_host(j->client, j->vs[i], &ys, j->y + (size_t)i * rows,
@@ -336,7 +336,7 @@ static pw_runtime_t* make_runtime(const pw_backend_t* backends, uint32_t backend
   for (uint32_t s = 0; s < kSlices; ++s) {
     snprintf(names[s], sizeof(names[s]), "slice%u", s);
     bool one = backend_count == 1;
-    slices[s] = (pw_slice_desc_t){names[s], {1, {kPer}}, one ? 0 : s, one ? s * kPer : 0, s};
+    slices[s] = (pw_slice_desc_t){names[s], PW_MESH_SHAPE_INIT(1, kPer), one ? 0 : s, one ? s * kPer : 0, s};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);

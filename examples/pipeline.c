@@ -178,7 +178,7 @@ static void train_step(pw_client_t* c, const programs_t* p, const pw_vslice_t* v
   b.p = p;
   memcpy(b.vs, vs, sizeof(b.vs));
   CHECK(pw_graph_create(c, &b.g));
-  pw_array_spec_t spec = {PW_DTYPE_F32, {2, {8, 8}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {2, {8, 8}}, PW_SHARDING_REPLICATED_INIT};
   /* Parameters: W0..W3, x0..x{M-1} (stage 0), t0..t{M-1} (last stage). */
   for (int s = 0; s < S; ++s) CHECK(pw_graph_add_parameter(c, b.g, vs[s], &spec, &b.W[s]));
   for (int m = 0; m < M; ++m) CHECK(pw_graph_add_parameter(c, b.g, vs[0], &spec, &b.x[m]));
@@ -223,7 +223,7 @@ int main(void) {
   CHECK(pw_cpu_backend_create(&cpu, &backend));
   pw_slice_desc_t slices[S + 1];
   for (int s = 0; s <= S; ++s) {
-    slices[s] = (pw_slice_desc_t){NULL, {1, {1}}, 0, (uint32_t)s, 0};
+    slices[s] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 1), 0, (uint32_t)s, 0};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
@@ -235,7 +235,7 @@ int main(void) {
   CHECK(pw_runtime_create(&ro, &runtime));
   pw_client_t* c;
   CHECK(pw_client_create(runtime, NULL, &c));
-  pw_mesh_shape_t one = {1, {1}};
+  pw_mesh_shape_t one = PW_MESH_SHAPE_INIT(1, 1);
   pw_vslice_t stages[S], solo;
   for (int s = 0; s < S; ++s) CHECK(pw_vslice_create(c, &one, 0, &stages[s]));
   CHECK(pw_vslice_create(c, &one, 0, &solo));

@@ -150,17 +150,27 @@ typedef struct pw_shape_t {
 typedef struct pw_mesh_shape_t {
   uint32_t rank;
   uint32_t dims[4];
+  char axis_names[4][16];
 } pw_mesh_shape_t;
 
 typedef enum pw_sharding_kind_e {
   PW_SHARDING_REPLICATED = 0,
   PW_SHARDING_SPLIT = 1,
+  PW_SHARDING_TILED = 2,
 } pw_sharding_kind_t;
+
+typedef struct pw_sharding_tile_t {
+  uint8_t tensor_axis;
+  uint8_t mesh_axis;
+} pw_sharding_tile_t;
 
 typedef struct pw_sharding_t {
   pw_sharding_kind_t kind;
   uint32_t tensor_axis;
   uint32_t mesh_axis;
+  uint32_t tile_count;
+  pw_sharding_tile_t tiles[4];
+  uint32_t unreduced_axes;
 } pw_sharding_t;
 
 typedef struct pw_array_spec_t {

@@ -2,22 +2,28 @@
 /* Resharding plans for transfer nodes: which byte rows move from which
  * source shard to which destination shard.
  *
- * Every device's shard is a box of the global array: the whole array when
- * replicated, or one block along the split axis. For each destination
- * device and each distinct source block, the intersection of the two boxes
- * is copied as rows that are contiguous in both shards (row-major): the
- * trailing dimensions the intersection covers fully in both shards fold
- * into one row. The rows of one intersection form a grid with at most two
- * strides (the two split axes), described by one record
- * (pw_plan_copy_t): a plan has one record per intersecting pair of shards
- * however many rows it moves (u8[2^22,2] split(1) -> replicated is 4
+ * Every device's shard is a box of the global array (pw_sharding_shard_offsets
+ * and pw_sharding_shard_shape: the whole array when replicated, one block
+ * of the grid the split dimensions cut otherwise). For each destination
+ * device and each distinct source value (a block, or a block's partial sum
+ * when the sharding is unreduced over some axes), the intersection of the
+ * two boxes is copied as rows that are contiguous in both shards
+ * (row-major): the trailing dimensions the intersection covers fully in
+ * both shards fold into one row. The rows of one intersection form a grid
+ * described by one record (pw_plan_copy_t) of up to PW_TRANSPORT_MAX_STRIDES
+ * levels (a grid of more levels is walked into several records): a plan
+ * has one record per intersecting pair of shards however many rows it
+ * moves (u8[2^22,2] split(1) -> replicated is 4
  * records for 2^24 rows). Only blocks that intersect produce copies, so
  * e.g. split(0) over 4 devices -> replicated over 8 copies each source
  * block once to each destination device and nothing else, and an
  * unchanged sharding on the same mesh copies each shard once.
  *
- * Among the replicas of a source block the copy reads from replica
- * (destination index mod replica count), spreading reads over them. */
+ * Among the replicas of a source value the copy reads from replica
+ * (destination index mod replica count), spreading reads over them.
+ * Partial sums move only between shardings unreduced over the same axes of
+ * the same mesh (each destination reads its own partial sum); a transfer
+ * that would have to add them up is refused (UNIMPLEMENTED). */
 #include <string.h>
 
 #include "graph/plan.h"
@@ -27,27 +33,105 @@ typedef struct pw_box_t {
   int64_t hi[PW_MAX_RANK];
 } pw_box_t;
 
+/* Device |device|'s shard box of |spec| over |mesh|. */
 static pw_box_t pw_reshard_box(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh,
-                               uint32_t block) {
+                               uint32_t device) {
   pw_box_t box;
+  int64_t offsets[PW_MAX_RANK];
+  pw_sharding_shard_offsets(&spec->sharding, &spec->shape, mesh, device, offsets);
+  pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
   for (uint32_t k = 0; k < spec->shape.rank; ++k) {
-    box.lo[k] = 0;
-    box.hi[k] = spec->shape.dims[k];
-  }
-  if (spec->sharding.kind == PW_SHARDING_SPLIT) {
-    pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
-    uint32_t t = spec->sharding.tensor_axis;
-    box.lo[t] = (int64_t)block * shard.dims[t];
-    box.hi[t] = box.lo[t] + shard.dims[t];
+    box.lo[k] = offsets[k];
+    box.hi[k] = offsets[k] + shard.dims[k];
   }
   return box;
 }
 
-static uint32_t pw_reshard_blocks(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh) {
-  if (spec->sharding.kind != PW_SHARDING_SPLIT) return 1;
-  pw_shape_t shard = pw_sharding_shard_shape(&spec->sharding, &spec->shape, mesh);
-  uint32_t t = spec->sharding.tensor_axis;
-  return (uint32_t)(spec->shape.dims[t] / shard.dims[t]);
+/* The distinct source values: one per (block, partial sum), each with the
+ * devices that hold it (its replicas) in device order, as CSR arrays. */
+typedef struct pw_reshard_sources_t {
+  uint32_t count;     /* blocks x partial sums */
+  uint32_t* first;    /* count + 1 entries: the replicas of value v are */
+  uint32_t* devices;  /* devices[first[v] .. first[v + 1] - 1] */
+  uint32_t device_count;
+} pw_reshard_sources_t;
+
+static uint32_t pw_reshard_value(const pw_array_spec_t* spec, const pw_mesh_shape_t* mesh,
+                                 uint32_t device) {
+  return pw_sharding_block_index(&spec->sharding, mesh, device) *
+             pw_sharding_partial_count(&spec->sharding, mesh) +
+         pw_sharding_partial_index(&spec->sharding, mesh, device);
+}
+
+static void pw_reshard_sources_free(pw_allocator_t allocator, pw_reshard_sources_t* s) {
+  if (s->first) pw_allocator_free(allocator, s->first, ((size_t)s->count + 1) * sizeof(uint32_t));
+  if (s->devices) pw_allocator_free(allocator, s->devices, s->device_count * sizeof(uint32_t));
+}
+
+static pw_status_t pw_reshard_sources(pw_allocator_t allocator, const pw_array_spec_t* src,
+                                      const pw_mesh_shape_t* mesh, pw_reshard_sources_t* out) {
+  memset(out, 0, sizeof(*out));
+  uint64_t count = (uint64_t)pw_sharding_block_count(&src->sharding, &src->shape, mesh) *
+                   pw_sharding_partial_count(&src->sharding, mesh);
+  out->device_count = pw_mesh_shape_device_count(mesh);
+  if (count == 0 || count > out->device_count) {
+    return pw_status_make(PW_STATUS_INTERNAL, "resharding: %llu source values on %u devices",
+                          (unsigned long long)count, out->device_count);
+  }
+  out->count = (uint32_t)count;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(allocator, out->count + 1, sizeof(uint32_t), 0,
+                                               (void**)&out->first));
+  pw_status_t status = pw_allocator_calloc_array(allocator, out->device_count, sizeof(uint32_t),
+                                                 0, (void**)&out->devices);
+  if (status != NULL) {
+    pw_allocator_free(allocator, out->first, ((size_t)out->count + 1) * sizeof(uint32_t));
+    out->first = NULL;
+    return status;
+  }
+  for (uint32_t d = 0; d < out->device_count; ++d) {
+    uint32_t v = pw_reshard_value(src, mesh, d);
+    if (v >= out->count) {
+      pw_reshard_sources_free(allocator, out);
+      return pw_status_make(PW_STATUS_INTERNAL, "resharding: device %u holds value %u of %u", d,
+                            v, out->count);
+    }
+    out->first[v + 1]++;
+  }
+  for (uint32_t v = 0; v < out->count; ++v) out->first[v + 1] += out->first[v];
+  /* Fill in device order: next[v] counts the replicas of v placed. */
+  uint32_t* next = NULL;
+  status = pw_allocator_calloc_array(allocator, out->count, sizeof(uint32_t), 0, (void**)&next);
+  if (status != NULL) {
+    pw_reshard_sources_free(allocator, out);
+    return status;
+  }
+  for (uint32_t d = 0; d < out->device_count; ++d) {
+    uint32_t v = pw_reshard_value(src, mesh, d);
+    out->devices[out->first[v] + next[v]++] = d;
+  }
+  pw_allocator_free(allocator, next, out->count * sizeof(uint32_t));
+  return NULL;
+}
+
+/* Partial sums move only between shardings that keep them alike. */
+static pw_status_t pw_reshard_check_partials(const pw_array_spec_t* src,
+                                             const pw_mesh_shape_t* src_mesh,
+                                             const pw_array_spec_t* dst,
+                                             const pw_mesh_shape_t* dst_mesh) {
+  uint32_t ps = pw_sharding_partial_count(&src->sharding, src_mesh);
+  uint32_t pd = pw_sharding_partial_count(&dst->sharding, dst_mesh);
+  if (ps <= 1 && pd <= 1) return NULL;
+  uint32_t su = src->sharding.kind == PW_SHARDING_TILED ? src->sharding.unreduced_axes : 0;
+  uint32_t du = dst->sharding.kind == PW_SHARDING_TILED ? dst->sharding.unreduced_axes : 0;
+  bool same = su == du && pw_mesh_shape_equal(src_mesh, dst_mesh);
+  if (same) return NULL;
+  char a[128], b[128];
+  pw_sharding_format_named(&src->sharding, src_mesh, a, sizeof(a));
+  pw_sharding_format_named(&dst->sharding, dst_mesh, b, sizeof(b));
+  return pw_status_make(PW_STATUS_UNIMPLEMENTED,
+                        "resharding %s -> %s changes which axes hold partial sums: reduce with "
+                        "a collective first",
+                        a, b);
 }
 
 /* Copy records one transfer may have (88 bytes each): 2^22 is e.g. 2,048
@@ -189,11 +273,13 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
   *out_copies = NULL;
   *out_count = 0;
   *out_start = NULL;
+  PW_RETURN_IF_ERROR(pw_reshard_check_partials(src, src_mesh, dst, dst_mesh));
   uint32_t rank = src->shape.rank;
   size_t elem = pw_dtype_size(src->dtype);
-  uint32_t src_devices = pw_mesh_shape_device_count(src_mesh);
   uint32_t dst_devices = pw_mesh_shape_device_count(dst_mesh);
-  uint32_t src_blocks = pw_reshard_blocks(src, src_mesh);
+  uint32_t partials = pw_sharding_partial_count(&src->sharding, src_mesh);
+  pw_reshard_sources_t sources;
+  PW_RETURN_IF_ERROR(pw_reshard_sources(allocator, src, src_mesh, &sources));
   pw_copy_list_t list;
   list.allocator = allocator;
   list.items = list.embedded;
@@ -204,9 +290,15 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
                                                  (void**)&start);
   for (uint32_t j = 0; status == NULL && j < dst_devices; ++j) {
     start[j] = list.count;
-    pw_box_t dbox = pw_reshard_box(dst, dst_mesh, pw_sharding_block_index(&dst->sharding, dst_mesh, j));
-    for (uint32_t b = 0; status == NULL && b < src_blocks; ++b) {
-      pw_box_t sbox = pw_reshard_box(src, src_mesh, b);
+    pw_box_t dbox = pw_reshard_box(dst, dst_mesh, j);
+    /* With partial sums (kept alike, pw_reshard_check_partials) a device
+     * reads the sources of its own partial sum only. */
+    uint32_t partial = pw_sharding_partial_index(&dst->sharding, dst_mesh, j);
+    for (uint32_t v = 0; status == NULL && v < sources.count; ++v) {
+      if (partials > 1 && v % partials != partial) continue;
+      const uint32_t* replicas = &sources.devices[sources.first[v]];
+      uint32_t replica_count = sources.first[v + 1] - sources.first[v];
+      pw_box_t sbox = pw_reshard_box(src, src_mesh, replicas[0]);
       pw_box_t region;
       bool empty = false;
       for (uint32_t m = 0; m < rank; ++m) {
@@ -215,18 +307,12 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
         empty |= region.lo[m] >= region.hi[m];
       }
       if (empty) continue;
-      /* The replicas of block b; read from replica j mod count. */
-      uint32_t replicas = 0;
-      for (uint32_t i = 0; i < src_devices; ++i) {
-        replicas += pw_sharding_block_index(&src->sharding, src_mesh, i) == b;
-      }
-      uint32_t pick = j % replicas, i = 0;
-      for (;; ++i) {
-        if (pw_sharding_block_index(&src->sharding, src_mesh, i) == b && pick-- == 0) break;
-      }
+      /* Among the replicas of the value, read from replica j mod count. */
+      uint32_t i = replicas[j % replica_count];
       status = pw_reshard_region(&list, rank, elem, &region, &sbox, &dbox, i, j);
     }
   }
+  pw_reshard_sources_free(allocator, &sources);
   if (status != NULL) {
     pw_copy_list_free(&list);
     pw_allocator_free(allocator, start, (dst_devices + 1) * sizeof(uint32_t));

@@ -133,8 +133,10 @@ static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_p
   }
   p->dtype = (pw_dtype_t)dtype;
   p->shape = pw_shape_make((uint32_t)rank, dims);
-  p->sharding = (pw_sharding_t){(pw_sharding_kind_t)kind, (uint32_t)tensor_axis,
-                                (uint32_t)mesh_axis};
+  memset(&p->sharding, 0, sizeof(p->sharding));
+  p->sharding.kind = (pw_sharding_kind_t)kind;
+  p->sharding.tensor_axis = (uint32_t)tensor_axis;
+  p->sharding.mesh_axis = (uint32_t)mesh_axis;
   return true;
 }
 

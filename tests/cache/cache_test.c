@@ -334,8 +334,8 @@ Test(cache, failing_and_incomplete_stores_cost_hits_not_correctness) {
 /* ---- keys and entries ----------------------------------------------------- */
 
 Test(cache, compile_keys_cover_every_input_and_are_pinned) {
-  pw_mesh_shape_t m24 = {2, {2, 4, 0, 0}};
-  pw_mesh_shape_t m8 = {1, {8, 0, 0, 0}};
+  pw_mesh_shape_t m24 = PW_MESH_SHAPE_INIT(2, 2, 4, 0, 0);
+  pw_mesh_shape_t m8 = PW_MESH_SHAPE_INIT(1, 8, 0, 0, 0);
   const char* prog = "kernel relu\n";
   pw_cache_key_t base, k;
   OK(pw_cache_compile_key("cpu", 1, &m24, prog, strlen(prog), NULL, &base));

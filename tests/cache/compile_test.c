@@ -129,7 +129,7 @@ Test(cache_compile, cached_bytes_that_do_not_load_are_compiled_again) {
   /* Plant a well-framed entry under the program's key whose executable
    * bytes the backend rejects (as after a backend change without a
    * version bump). */
-  pw_mesh_shape_t mesh = {2, {2, 4, 0, 0}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(2, 2, 4, 0, 0);
   pw_cache_key_t key;
   OK(pw_cache_compile_key(PW_DOUBLE_BACKEND_NAME, PW_DOUBLE_BACKEND_VERSION, &mesh, COPY8,
                           strlen(COPY8), NULL, &key));

@@ -42,7 +42,7 @@ typedef struct job_s {
 } job_t;
 
 static const pw_array_spec_t kSpec = {PW_DTYPE_F32, {1, {kLen}},
-                                      {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+                                      PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
 
 static void job_release(job_t* j) {
   if (!j->built) return;
@@ -63,7 +63,7 @@ static pw_status_t job_setup(void* user, pw_elastic_t* e, const uint32_t* slices
   for (uint32_t i = 1; i < count; ++i) cr_assert_lt(slices[i - 1], slices[i], "ascending");
   pw_vslice_span_t span = {0};
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {count * kPer}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, count * kPer);
   span.slice_count = count;
   span.slices = slices;
   PW_RETURN_IF_ERROR(pw_vslice_create_spanning(j->client, &span, &j->vs));
@@ -157,7 +157,7 @@ static void env_init(env_t* env, uint64_t health_poll_ns) {
   OK(pw_cpu_backend_create(&cpu, &env->backend));
   pw_slice_desc_t slices[kSlices];
   for (int s = 0; s < kSlices; ++s) {
-    slices[s] = (pw_slice_desc_t){NULL, {1, {kPer}}, 0, (uint32_t)(s * kPer), 0};
+    slices[s] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, kPer), 0, (uint32_t)(s * kPer), 0};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
@@ -183,7 +183,7 @@ static void env_deinit(env_t* env) {
 static pw_elastic_options_t options(uint32_t every) {
   pw_elastic_options_t o;
   pw_elastic_options_init(&o);
-  o.slice_mesh = (pw_mesh_shape_t){1, {kPer}};
+  o.slice_mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, kPer);
   o.snapshot_every = every;
   o.state_count = 1;
   return o;

@@ -259,7 +259,7 @@ Test(graph_codec, runtime_errors_name_the_path_and_leak_nothing) {
   decode_fails(&e, c.data, c.size, &none, PW_STATUS_INVALID_ARGUMENT,
                "the graph has 1 vslices, 0 virtual slices were supplied");
   pw_vslice_t flat;
-  OK(pw_vslice_create(e.f.client, &(pw_mesh_shape_t){1, {8, 0, 0, 0}}, 0, &flat));
+  OK(pw_vslice_create(e.f.client, &(pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 8, 0, 0, 0), 0, &flat));
   pw_graph_decode_options_t wrong_mesh = decode_options(&flat, 1);
   decode_fails(&e, c.data, c.size, &wrong_mesh, PW_STATUS_INVALID_ARGUMENT,
                "vslices[0]: the graph expects mesh 2x4, the supplied virtual slice has mesh 8");
@@ -372,7 +372,7 @@ Test(graph_codec, decoding_compiles_through_the_runtime_cache) {
   for (int i = 0; i < 2; ++i) {
     OK(pw_client_create(e.f.runtime, NULL, &clients[i]));
     pw_vslice_t vs;
-    OK(pw_vslice_create(clients[i], &(pw_mesh_shape_t){2, {2, 4, 0, 0}}, 0, &vs));
+    OK(pw_vslice_create(clients[i], &(pw_mesh_shape_t)PW_MESH_SHAPE_INIT(2, 2, 4, 0, 0), 0, &vs));
     pw_graph_decode_options_t o = decode_options(&vs, 1);
     pw_graph_t d;
     OK(pw_graph_decode(clients[i], bytes, size, &o, &d));

@@ -32,7 +32,7 @@ static void pw_pt_run_graph(pw_backend_t backend, const char* program, float fac
   pw_transport_t transport;
   PW_PT_OK(pw_plugin_create_transport(inproc, "workers=1", &transport));
   pw_plugin_release(inproc);
-  pw_slice_desc_t slices[2] = {{"s0", {1, {1}}, 0, 0, 0}, {"s1", {1, {1}}, 0, 1, 0}};
+  pw_slice_desc_t slices[2] = {{"s0", PW_MESH_SHAPE_INIT(1, 1), 0, 0, 0}, {"s1", PW_MESH_SHAPE_INIT(1, 1), 0, 1, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -45,7 +45,7 @@ static void pw_pt_run_graph(pw_backend_t backend, const char* program, float fac
   PW_PT_OK(pw_runtime_create(&ro, &runtime));
   pw_client_t* client = NULL;
   PW_PT_OK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {1, {1}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 1);
   pw_vslice_t vs[2];
   uint32_t bound[2];
   for (int i = 0; i < 2; ++i) {
@@ -56,7 +56,7 @@ static void pw_pt_run_graph(pw_backend_t backend, const char* program, float fac
   cr_assert_neq(bound[0], bound[1], "the transfer crosses slices");
   pw_executable_t exe;
   PW_PT_OK(pw_executable_compile(client, vs[0], program, strlen(program), NULL, &exe));
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {4}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {4}}, PW_SHARDING_REPLICATED_INIT};
   pw_graph_t graph;
   PW_PT_OK(pw_graph_create(client, &graph));
   uint32_t x, y, z;

@@ -74,7 +74,7 @@ static pid_t e2e_spawn(const char* binary, const char* url, int index) {
 static void e2e_run(pw_runtime_t* runtime, float out_a[8], float out_b[8]) {
   pw_client_t* client = NULL;
   E2E_CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs[3];
   for (uint32_t i = 0; i < 3; ++i) {
     E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs[i]));
@@ -86,7 +86,7 @@ static void e2e_run(pw_runtime_t* runtime, float out_a[8], float out_b[8]) {
   for (uint32_t i = 0; i < 3; ++i) {
     E2E_CHECK(pw_executable_compile(client, vs[i], kAdd, strlen(kAdd), NULL, &add[i]));
   }
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   pw_graph_t g;
   E2E_CHECK(pw_graph_create(client, &g));
   uint32_t a, c1, c2, t1, c3, t2, c4;
@@ -128,7 +128,7 @@ static void e2e_run(pw_runtime_t* runtime, float out_a[8], float out_b[8]) {
 static void e2e_frames(pw_remote_t* remote, uint32_t worker, pw_runtime_t* runtime) {
   pw_client_t* client = NULL;
   E2E_CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs));
   static const char kAdd[] =
@@ -136,7 +136,7 @@ static void e2e_frames(pw_remote_t* remote, uint32_t worker, pw_runtime_t* runti
       "output f32[8] split(0,all)\n";
   pw_executable_t add;
   E2E_CHECK(pw_executable_compile(client, vs, kAdd, strlen(kAdd), NULL, &add));
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   pw_graph_t g;
   E2E_CHECK(pw_graph_create(client, &g));
   uint32_t a, c;
@@ -187,7 +187,7 @@ static void e2e_host_copies(pw_remote_t* remote, uint32_t worker, pw_runtime_t* 
   E2E_CHECK(pw_remote_worker_info(remote, worker, &before));
   pw_client_t* client = NULL;
   E2E_CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs));
   uint64_t counts[2] = {1u << 20, 8};
@@ -198,7 +198,7 @@ static void e2e_host_copies(pw_remote_t* remote, uint32_t worker, pw_runtime_t* 
     E2E_EXPECT(in != NULL && out != NULL, "out of memory");
     for (size_t i = 0; i < n; ++i) in[i] = (float)i * 0.25f - 3.0f;
     memset(out, 0, n * sizeof(float));
-    pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+    pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
     pw_buffer_t buf;
     E2E_CHECK(pw_buffer_from_host(client, vs, &spec, in, n * sizeof(float), &buf));
     E2E_CHECK(pw_buffer_to_host(client, buf, out, n * sizeof(float),
@@ -224,7 +224,7 @@ static pw_runtime_t* e2e_runtime(const pw_backend_t* backends, uint32_t backend_
   pw_slice_desc_t slices[3];
   for (uint32_t i = 0; i < 3; ++i) {
     uint32_t b = backend_count == 1 ? 0 : i;
-    slices[i] = (pw_slice_desc_t){NULL, {1, {2}}, b, backend_count == 1 ? 2 * i : 0, 0};
+    slices[i] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 2), b, backend_count == 1 ? 2 * i : 0, 0};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);

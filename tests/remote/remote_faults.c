@@ -48,7 +48,7 @@
 enum { kLen = 8, kSteps = 24, kEvery = 3, kFaultAt = 7, kHealAt = 13, kVictim = 2, kX0 = 1000 };
 static const char kToken[] = "faults-token";
 static const pw_array_spec_t kSpec = {PW_DTYPE_I32, {1, {kLen}},
-                                      {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+                                      PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
 
 static pid_t g_children[F_WORKERS];
 static pwf_netns_t g_ns;
@@ -160,7 +160,7 @@ static pw_status_t f_slice_build(f_job_t* j, f_slice_t* s) {
       "output i32[8] split(0,all)\n";
   pw_vslice_span_t span = {0};
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {2}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 2);
   span.slice_count = 1;
   span.slices = &s->slice;
   PW_RETURN_IF_ERROR(pw_vslice_create_spanning(j->client, &span, &s->vs));
@@ -368,7 +368,7 @@ static pw_runtime_t* f_runtime(pw_remote_t* remote) {
   for (uint32_t k = 0; k < F_WORKERS; ++k) F_CHECK(pw_remote_backend(remote, by_name[k], &proxies[k]));
   pw_slice_desc_t slices[F_WORKERS];
   for (uint32_t k = 0; k < F_WORKERS; ++k) {
-    slices[k] = (pw_slice_desc_t){NULL, {1, {2}}, k, 0, k};
+    slices[k] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 2), k, 0, k};
   }
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
@@ -387,7 +387,7 @@ static pw_runtime_t* f_runtime(pw_remote_t* remote) {
 static void f_train(f_job_t* j, pw_remote_t* remote) {
   pw_elastic_options_t eo;
   pw_elastic_options_init(&eo);
-  eo.slice_mesh = (pw_mesh_shape_t){1, {2}};
+  eo.slice_mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 2);
   eo.min_slices = 2;
   eo.snapshot_every = kEvery;
   eo.state_count = 1;

@@ -284,7 +284,7 @@ static void tls_launch(pw_remote_t* remote, uint32_t index) {
   TLS_CHECK(pw_remote_backend(remote, index, &proxy));
   pw_transport_t transport;
   TLS_CHECK(pw_remote_transport(remote, &transport));
-  pw_slice_desc_t slice = {NULL, {1, {1}}, 0, 0, 0};
+  pw_slice_desc_t slice = {NULL, PW_MESH_SHAPE_INIT(1, 1), 0, 0, 0};
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
   ro.backends = &proxy;
@@ -296,14 +296,14 @@ static void tls_launch(pw_remote_t* remote, uint32_t index) {
   TLS_CHECK(pw_runtime_create(&ro, &runtime));
   pw_client_t* client = NULL;
   TLS_CHECK(pw_client_create(runtime, NULL, &client));
-  pw_mesh_shape_t mesh = {1, {1}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 1);
   pw_vslice_t vs;
   TLS_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs));
   static const char kAdd[] =
       "kernel add\ninput f32[8] replicated\ninput f32[8] replicated\noutput f32[8] replicated\n";
   pw_executable_t add;
   TLS_CHECK(pw_executable_compile(client, vs, kAdd, strlen(kAdd), NULL, &add));
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, {PW_SHARDING_REPLICATED, 0, 0}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {8}}, PW_SHARDING_REPLICATED_INIT};
   pw_graph_t g;
   TLS_CHECK(pw_graph_create(client, &g));
   uint32_t a, c;

@@ -106,7 +106,7 @@ static pw_status_t round_build(round_t* r, uint32_t from, uint64_t n) {
     PW_RETURN_IF_ERROR(pw_executable_compile(r->client, r->vs[i], text, strlen(text), NULL,
                                              &r->add[i]));
   }
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   PW_RETURN_IF_ERROR(pw_graph_create(r->client, &r->graph));
   pw_graph_t g = r->graph;
   uint32_t x, a, b, t, c;
@@ -127,7 +127,7 @@ static pw_status_t round_build(round_t* r, uint32_t from, uint64_t n) {
 static pw_status_t round_run(round_t* r, uint32_t from, uint64_t n, float* host) {
   PW_RETURN_IF_ERROR(round_build(r, from, n));
   for (uint64_t i = 0; i < n; ++i) host[i] = (float)(i % 97) + 0.5f;
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {n}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   PW_RETURN_IF_ERROR(pw_buffer_from_host(r->client, r->vs[0], &spec, host, n * sizeof(float), &r->in));
   r->has_in = true;
   pw_event_t* done = NULL;
@@ -258,7 +258,7 @@ static pw_status_t make_runtime(void) {
     PW_RETURN_IF_ERROR(pw_remote_backend(g_remote, i, &proxies[info.name[1] - '0']));
   }
   pw_slice_desc_t slices[kWorkers];
-  for (uint32_t k = 0; k < kWorkers; ++k) slices[k] = (pw_slice_desc_t){NULL, {1, {2}}, k, 0, k};
+  for (uint32_t k = 0; k < kWorkers; ++k) slices[k] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 2), k, 0, k};
   pw_transport_t transport;
   PW_RETURN_IF_ERROR(pw_remote_transport(g_remote, &transport));
   pw_runtime_options_t ro = {0};

@@ -289,7 +289,7 @@ Test(failure, a_failed_device_loses_its_slice_and_spares_the_others) {
   pw_client_t* third;
   OK(pw_client_create(e.runtime, NULL, &third));
   pw_vslice_t any;
-  FAILS(pw_vslice_create(third, &(pw_mesh_shape_t){1, {2}}, PW_VSLICE_EXCLUSIVE, &any),
+  FAILS(pw_vslice_create(third, &(pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 2), PW_VSLICE_EXCLUSIVE, &any),
         PW_STATUS_RESOURCE_EXHAUSTED, "unhealthy");
   /* The other client's work on s1 goes on. */
   for (int i = 0; i < 3; ++i) {
@@ -316,7 +316,7 @@ Test(failure, a_failed_device_loses_its_slice_and_spares_the_others) {
   pw_buffer_t xa2 = upload(e.client, a, 5);
   OK(run(e.client, ga, xa2, out));
   cr_assert_float_eq(out[3], 8.0f, 1e-6);
-  OK(pw_vslice_create(third, &(pw_mesh_shape_t){1, {2}}, 0, &any));
+  OK(pw_vslice_create(third, &(pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, 2), 0, &any));
   OK(pw_client_destroy(third));
   OK(pw_runtime_check_health(e.runtime, &changes));
   cr_assert_eq(changes, 0);
@@ -632,7 +632,7 @@ Test(failure, bad_arguments_name_the_culprit) {
   /* health_poll_ns below the minimum. */
   pw_backend_t backend;
   OK(pw_cpu_backend_create(NULL, &backend));
-  pw_slice_desc_t slice = {"s", {1, {2}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"s", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);

@@ -66,7 +66,7 @@ Test(lifecycle, runtime_destroy_refuses_live_clients_and_stays_usable) {
   pw_graph_t g = one_copy(&f, vs, copy);
   pw_buffer_t arg = arg4(&f, vs);
   run_once(&f, g, arg);
-  pw_mesh_shape_t mesh = {1, {4}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 4);
   pw_vslice_t other_vs;
   OK(pw_vslice_create(other, &mesh, 0, &other_vs));
   OK(pw_client_destroy(other));
@@ -302,7 +302,7 @@ Test(lifecycle, destroyed_client_holds_no_device_memory_cpu) {
   o.worker_count = 2;
   o.allocator = pw_test_allocator(&device_memory);
   OK(pw_cpu_backend_create(&o, &f.backend));
-  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {1, {4}}, 0, 4, 0}};
+  pw_slice_desc_t slices[2] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0}, {"b", PW_MESH_SHAPE_INIT(1, 4), 0, 4, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -371,7 +371,7 @@ static void hostile_init(pw_fixture_t* f, pw_double_completion_t completion, boo
   pw_hostile_backend_wrap(inner, &f->backend);
   pw_transport_t transport;
   OK(pw_hostile_transport_create(&transport));
-  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {1, {4}}, 0, 4, 0}};
+  pw_slice_desc_t slices[2] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0}, {"b", PW_MESH_SHAPE_INIT(1, 4), 0, 4, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);

@@ -104,7 +104,7 @@ Test(node_arg, errors_name_the_node) {
   env_t e;
   env_init(&e, PW_FIXTURE_CPU);
   uint32_t param;
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {2}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {2}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   OK(pw_graph_add_parameter(e.f.client, e.g, e.vs, &spec, &param));
   FAILS(pw_graph_set_node_arg(e.f.client, e.g, param, 1), PW_STATUS_INVALID_ARGUMENT,
         "is not a compute node");

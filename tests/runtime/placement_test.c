@@ -33,10 +33,10 @@ static void env_init(env_t* e) {
   OK(backends[1].vtable->device_info(backends[1].self, 0, &info));
   snprintf(e->sim_kind, sizeof(e->sim_kind), "%s", info.kind);
   /* name, mesh, backend, first device, host */
-  pw_slice_desc_t slices[4] = {{"c0", {1, {2}}, 0, 0, 0},
-                               {"c1", {1, {2}}, 0, 2, 1},
-                               {"s0", {1, {2}}, 1, 0, 1},
-                               {"s1", {1, {2}}, 1, 2, 2}};
+  pw_slice_desc_t slices[4] = {{"c0", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0},
+                               {"c1", PW_MESH_SHAPE_INIT(1, 2), 0, 2, 1},
+                               {"s0", PW_MESH_SHAPE_INIT(1, 2), 1, 0, 1},
+                               {"s1", PW_MESH_SHAPE_INIT(1, 2), 1, 2, 2}};
   pw_runtime_options_t ro = {0};
   ro.struct_size = sizeof(ro);
   ro.backends = backends;
@@ -136,7 +136,7 @@ static void run_copy(env_t* e, pw_vslice_t vs, float base) {
   static const char kCopy[] = "kernel copy\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
   pw_executable_t exe;
   OK(pw_executable_compile(e->client, vs, kCopy, strlen(kCopy), NULL, &exe));
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {4}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {4}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   pw_graph_t g;
   OK(pw_graph_create(e->client, &g));
   uint32_t a, c;
@@ -172,7 +172,7 @@ Test(placement, share_own_binds_two_virtual_slices_of_a_client_to_one_slice) {
   run_copy(&e, a, 1);
   run_copy(&e, b, 100);
   /* pw_vslice_create takes the flag too. */
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   OK(pw_vslice_create(e.client, &mesh, PW_VSLICE_SHARE_OWN, &c));
   OK(pw_vslice_release(e.client, c));
   OK(pw_vslice_release(e.client, b));

@@ -51,7 +51,7 @@ Test(runtime, bad_topologies_are_rejected_and_backends_still_freed) {
        "devices 12..19 exceed backend 'double', which has 16 devices"},
       {{{"a", m24, 3, 0, 0}}, 1, PW_DOUBLE_VTABLE_NORMAL, PW_STATUS_INVALID_ARGUMENT,
        "backend index 3 out of range"},
-      {{{"a", {0, {0}}, 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_NORMAL, PW_STATUS_INVALID_ARGUMENT,
+      {{{"a", PW_MESH_SHAPE_INIT(0, 0), 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_NORMAL, PW_STATUS_INVALID_ARGUMENT,
        "slices[0]: mesh rank 0"},
       {{{"a", m24, 0, 0, 0}}, 1, PW_DOUBLE_VTABLE_SHORT, PW_STATUS_INVALID_ARGUMENT,
        "backends[0]: backend 'double-short': vtable struct_size"},

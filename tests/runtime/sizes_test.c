@@ -45,7 +45,7 @@ static void fleet_init(pw_sim_fleet_t* f) {
 }
 
 Test(sizes, spec_check_rejects_byte_sizes_that_wrap) {
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   int64_t a[2] = {WRAPS_DIM0, 2};
   /* 2^61+1 is odd: split along axis 1 so that the sharding is valid. */
   pw_array_spec_t split = spec_make(PW_DTYPE_F64, 2, a, pw_sharding_split(1, PW_MESH_AXIS_ALL));
@@ -209,7 +209,7 @@ Test(sizes, random_shapes_near_the_limits_never_wrap) {
   pw_sim_fleet_t f;
   fleet_init(&f);
   pw_vslice_t vs = f.vslices[0];
-  pw_mesh_shape_t mesh = {1, {4}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 4);
   uint64_t rng = 19;
   gf_cbor_t* doc = malloc(sizeof(gf_cbor_t));
   cr_assert_not_null(doc);

@@ -91,10 +91,10 @@ Test(span, refusals_name_the_culprit_and_leave_the_runtime_usable) {
   dopt.device_count = 4;
   OK(pw_double_backend_create(&dopt, &backends[1]));
   /* cpu: a(4) b(4) c(8); double: d(4). */
-  pw_slice_desc_t slices[4] = {{"a", {1, {4}}, 0, 0, 0},
-                               {"b", {1, {4}}, 0, 4, 0},
-                               {"c", {1, {8}}, 0, 8, 0},
-                               {"d", {1, {4}}, 1, 0, 1}};
+  pw_slice_desc_t slices[4] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0},
+                               {"b", PW_MESH_SHAPE_INIT(1, 4), 0, 4, 0},
+                               {"c", PW_MESH_SHAPE_INIT(1, 8), 0, 8, 0},
+                               {"d", PW_MESH_SHAPE_INIT(1, 4), 1, 0, 1}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);

@@ -216,7 +216,7 @@ static int run_mode(uint32_t stream_depth) {
   pw_status_t st = pw_cpu_backend_create(&o, &s.backend);
   pw_slice_desc_t slices[SLICES];
   for (uint32_t i = 0; i < SLICES; ++i) {
-    slices[i] = (pw_slice_desc_t){NULL, {1, {PER_SLICE}}, 0, i * PER_SLICE, 0};
+    slices[i] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, PER_SLICE), 0, i * PER_SLICE, 0};
   }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));

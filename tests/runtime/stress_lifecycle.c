@@ -55,7 +55,7 @@ typedef struct job_t {
 static pw_status_t job_init(job_t* j, pw_client_t* client, bool short_graph) {
   memset(j, 0, sizeof(*j));
   j->client = client;
-  pw_mesh_shape_t mesh = {1, {4}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 4);
   pw_vslice_t a, b;
   PW_RETURN_IF_ERROR(pw_vslice_create(client, &mesh, 0, &a));
   if (!short_graph) PW_RETURN_IF_ERROR(pw_vslice_create(client, &mesh, 0, &b));
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   pw_hostile_backend_wrap(inner, &backend);
   pw_transport_t transport;
   if (!ok(pw_hostile_transport_create(&transport), "transport")) return 1;
-  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {1, {4}}, 0, 4, 0}};
+  pw_slice_desc_t slices[2] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0}, {"b", PW_MESH_SHAPE_INIT(1, 4), 0, 4, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);

@@ -57,7 +57,7 @@ static void world_init(world_t* w) {
   OK(pw_cpu_backend_create(&o, &backend));
   w->backend = backend;
   OK(pw_inproc_transport_create(NULL, &w->counter.inner));
-  pw_slice_desc_t slices[2] = {{"a", {1, {4}}, 0, 0, 0}, {"b", {2, {2, 4}}, 0, 4, 1}};
+  pw_slice_desc_t slices[2] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0}, {"b", PW_MESH_SHAPE_INIT(2, 2, 4), 0, 4, 1}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -68,7 +68,7 @@ static void world_init(world_t* w) {
   ro.transport = (pw_transport_t){&counting_vtable, &w->counter};
   OK(pw_runtime_create(&ro, &w->rt));
   OK(pw_client_create(w->rt, NULL, &w->client));
-  pw_mesh_shape_t m4 = {1, {4}}, m24 = {2, {2, 4}};
+  pw_mesh_shape_t m4 = PW_MESH_SHAPE_INIT(1, 4), m24 = PW_MESH_SHAPE_INIT(2, 2, 4);
   OK(pw_vslice_create(w->client, &m4, 0, &w->a));
   OK(pw_vslice_create(w->client, &m24, 0, &w->b));
 }
@@ -82,7 +82,7 @@ Test(transfer, reshards_across_slices_with_only_the_needed_copies) {
   world_t w;
   world_init(&w);
   enum { R = 8, C = 8 };
-  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {R, C}}, {PW_SHARDING_SPLIT, 0, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {2, {R, C}}, PW_SHARDING_SPLIT_INIT(0, 0)};
   pw_graph_t g;
   OK(pw_graph_create(w.client, &g));
   uint32_t x, rep, col, back;
@@ -133,7 +133,7 @@ Test(transfer, reshards_across_slices_with_only_the_needed_copies) {
 Test(transfer, unchanged_sharding_copies_each_shard_once_and_errors_propagate) {
   world_t w;
   world_init(&w);
-  pw_array_spec_t xs = {PW_DTYPE_F32, {1, {16}}, {PW_SHARDING_SPLIT, 0, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_F32, {1, {16}}, PW_SHARDING_SPLIT_INIT(0, 0)};
   pw_graph_t g;
   OK(pw_graph_create(w.client, &g));
   uint32_t x, y;
@@ -154,7 +154,7 @@ Test(transfer, unchanged_sharding_copies_each_shard_once_and_errors_propagate) {
   OK(pw_graph_add_transfer(w.client, bad, "odd", pw_value(x, 0), w.b, pw_sharding_split(0, PW_MESH_AXIS_ALL), &y));
   OK(pw_graph_finalize(w.client, bad));
   pw_graph_t bad2;
-  pw_array_spec_t odd = {PW_DTYPE_F32, {1, {12}}, {PW_SHARDING_SPLIT, 0, 0}};
+  pw_array_spec_t odd = {PW_DTYPE_F32, {1, {12}}, PW_SHARDING_SPLIT_INIT(0, 0)};
   OK(pw_graph_create(w.client, &bad2));
   OK(pw_graph_add_parameter(w.client, bad2, w.a, &odd, &x));
   OK(pw_graph_add_transfer(w.client, bad2, "odd", pw_value(x, 0), w.b, pw_sharding_split(0, PW_MESH_AXIS_ALL), &y));
@@ -169,7 +169,7 @@ Test(transfer, unchanged_sharding_copies_each_shard_once_and_errors_propagate) {
                            "kernel all_reduce_sum\ninput f32[4,4] split(0,0)\noutput f32[4] replicated\n",
                            strlen("kernel all_reduce_sum\ninput f32[4,4] split(0,0)\noutput f32[4] replicated\n"),
                            NULL, &fill));
-  pw_array_spec_t s44 = {PW_DTYPE_F32, {2, {4, 4}}, {PW_SHARDING_SPLIT, 0, 0}};
+  pw_array_spec_t s44 = {PW_DTYPE_F32, {2, {4, 4}}, PW_SHARDING_SPLIT_INIT(0, 0)};
   uint32_t p, r, t;
   OK(pw_graph_add_parameter(w.client, chain, w.a, &s44, &p));
   OK(pw_graph_add_compute(w.client, chain, "sum", fill, w.a, &(pw_value_t){p, 0}, 1, &r));
@@ -268,10 +268,10 @@ static void world2_init(world2_t* w, bool strided) {
   OK(pw_cpu_backend_create(&o, &backend));
   OK(pw_inproc_transport_create(NULL, &w->transport.inner));
   w->transport.strided = strided;
-  pw_slice_desc_t slices[4] = {{"a", {1, {4}}, 0, 0, 0},
-                               {"b", {2, {2, 4}}, 0, 4, 1},
-                               {"c", {1, {2}}, 0, 12, 2},
-                               {"d", {1, {2}}, 0, 14, 3}};
+  pw_slice_desc_t slices[4] = {{"a", PW_MESH_SHAPE_INIT(1, 4), 0, 0, 0},
+                               {"b", PW_MESH_SHAPE_INIT(2, 2, 4), 0, 4, 1},
+                               {"c", PW_MESH_SHAPE_INIT(1, 2), 0, 12, 2},
+                               {"d", PW_MESH_SHAPE_INIT(1, 2), 0, 14, 3}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -283,7 +283,7 @@ static void world2_init(world2_t* w, bool strided) {
   ro.transport = (pw_transport_t){strided ? &strided_vtable : &rows_vtable, &w->transport};
   OK(pw_runtime_create(&ro, &w->rt));
   OK(pw_client_create(w->rt, NULL, &w->client));
-  pw_mesh_shape_t m4 = {1, {4}}, m24 = {2, {2, 4}}, m2 = {1, {2}};
+  pw_mesh_shape_t m4 = PW_MESH_SHAPE_INIT(1, 4), m24 = PW_MESH_SHAPE_INIT(2, 2, 4), m2 = PW_MESH_SHAPE_INIT(1, 2);
   OK(pw_vslice_create(w->client, &m4, 0, &w->a));
   OK(pw_vslice_create(w->client, &m24, 0, &w->b));
   OK(pw_vslice_create(w->client, &m2, 0, &w->c));
@@ -303,7 +303,7 @@ Test(transfer, row_heavy_transfer_plans_one_record_per_shard_pair) {
   enum { ROWS = 1 << 22 };
   world2_t w;
   world2_init(&w, true);
-  pw_array_spec_t xs = {PW_DTYPE_U8, {2, {ROWS, 2}}, {PW_SHARDING_SPLIT, 1, 0}};
+  pw_array_spec_t xs = {PW_DTYPE_U8, {2, {ROWS, 2}}, PW_SHARDING_SPLIT_INIT(1, 0)};
   pw_graph_t g;
   OK(pw_graph_create(w.client, &g));
   uint32_t x, y;
@@ -360,7 +360,7 @@ static uint32_t shardings_of(const pw_shape_t* shape, const pw_mesh_shape_t* mes
  * every sharding on slice b and back to a replicated; every output must
  * read back as the input. Returns the rows the transport moved. */
 static unsigned long reshard_everything(world2_t* w, const pw_shape_t* shape) {
-  pw_mesh_shape_t m4 = {1, {4}}, m24 = {2, {2, 4}};
+  pw_mesh_shape_t m4 = PW_MESH_SHAPE_INIT(1, 4), m24 = PW_MESH_SHAPE_INIT(2, 2, 4);
   pw_sharding_t from[32], to[32];
   uint32_t nf = shardings_of(shape, &m4, from), nt = shardings_of(shape, &m24, to);
   int64_t count = pw_shape_element_count(shape);

@@ -104,7 +104,7 @@ static void env_init(env_t* e, uint32_t queue_depth, uint32_t window, bool hide_
     g_v1_vtable.launch_host = NULL; /* (one launch per device, each v1) */
     given.vtable = &g_v1_vtable;
   }
-  pw_slice_desc_t slice = {"shared", {1, {kDevices}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"shared", PW_MESH_SHAPE_INIT(1, kDevices), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -118,7 +118,7 @@ static void env_init(env_t* e, uint32_t queue_depth, uint32_t window, bool hide_
   for (int c = 0; c < kClients; ++c) {
     pw_client_options_t co = {sizeof(co), NULL, 1, 0};
     OK(pw_client_create(e->runtime, &co, &e->clients[c]));
-    pw_mesh_shape_t mesh = {1, {kDevices}};
+    pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, kDevices);
     OK(pw_vslice_create(e->clients[c], &mesh, 0, &e->vs[c]));
     char program[64];
     snprintf(program, sizeof(program), "op client%d\ntime %lluns\n", c,

@@ -80,10 +80,10 @@ static int run(bool gang_order, bool spanning) {
   world_t w;
   memset(&w, 0, sizeof(w));
   w.dbl = pw_double_backend_from(&backend);
-  pw_slice_desc_t slices[2] = {{"ring", {1, {DEVICES}}, 0, 0, 0}, {"", {0, {0}}, 0, 0, 0}};
+  pw_slice_desc_t slices[2] = {{"ring", PW_MESH_SHAPE_INIT(1, DEVICES), 0, 0, 0}, {"", PW_MESH_SHAPE_INIT(0, 0), 0, 0, 0}};
   if (spanning) {
-    slices[0] = (pw_slice_desc_t){"left", {1, {DEVICES / 2}}, 0, 0, 0};
-    slices[1] = (pw_slice_desc_t){"right", {1, {DEVICES / 2}}, 0, DEVICES / 2, 0};
+    slices[0] = (pw_slice_desc_t){"left", PW_MESH_SHAPE_INIT(1, DEVICES / 2), 0, 0, 0};
+    slices[1] = (pw_slice_desc_t){"right", PW_MESH_SHAPE_INIT(1, DEVICES / 2), 0, DEVICES / 2, 0};
   }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
@@ -99,12 +99,12 @@ static int run(bool gang_order, bool spanning) {
   pw_executable_t reduce;
   uint32_t p, r;
   const char* prog = "all_reduce_sum\ninput f32[4] split(0,all)\noutput f32[4] split(0,all)\n";
-  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {DEVICES}}, {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {DEVICES}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
   float data[DEVICES] = {1, 2, 3, 4};
   pw_vslice_span_t span;
   memset(&span, 0, sizeof(span));
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {DEVICES}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, DEVICES);
   span.slice_count = spanning ? 2 : 1;
   if (!ok(pw_client_create(w.runtime, NULL, &w.client), "client") ||
       !ok(pw_vslice_create_spanning(w.client, &span, &vs), "vslice") ||

@@ -160,7 +160,7 @@ Test(host_task, two_clients_on_one_slice_keep_gang_order) {
   pw_vslice_t vs[2];
   pw_array_spec_t spec = spec8();
   for (int k = 0; k < 2; ++k) {
-    pw_mesh_shape_t m = {1, {2}};
+    pw_mesh_shape_t m = PW_MESH_SHAPE_INIT(1, 2);
     OK(pw_vslice_create(clients[k], &m, PW_VSLICE_DEFAULT, &vs[k]));
     pw_executable_t s2;
     OK(pw_executable_compile(clients[k], vs[k], kScale2, strlen(kScale2), NULL, &s2));
@@ -314,7 +314,7 @@ Test(host_task, a_backend_without_host_pointer_is_refused_at_finalize) {
   no_host_vtable.host_pointer = NULL;
   no_host_vtable.name = "nohost";
   backend.vtable = &no_host_vtable;
-  pw_slice_desc_t slices[1] = {{"s", {1, {2}}, 0, 0, 0}};
+  pw_slice_desc_t slices[1] = {{"s", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -326,7 +326,7 @@ Test(host_task, a_backend_without_host_pointer_is_refused_at_finalize) {
   OK(pw_runtime_create(&ro, &rt));
   pw_client_t* client;
   OK(pw_client_create(rt, NULL, &client));
-  pw_mesh_shape_t m = {1, {2}};
+  pw_mesh_shape_t m = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   OK(pw_vslice_create(client, &m, PW_VSLICE_DEFAULT, &vs));
   probe_t probe;
@@ -449,7 +449,7 @@ Test(host_task, graph_files_name_registered_tasks) {
   /* A client that did not register "inc": NOT_FOUND, naming it. */
   pw_client_t* other;
   OK(pw_client_create(f.runtime, NULL, &other));
-  pw_mesh_shape_t m = {1, {2}};
+  pw_mesh_shape_t m = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t ovs;
   OK(pw_vslice_create(other, &m, PW_VSLICE_DEFAULT, &ovs));
   pw_graph_decode_options_t oo = {sizeof(oo), &ovs, 1, NULL, 0};
@@ -678,7 +678,7 @@ Test(host_task, on_a_queued_slice_runs_after_the_queued_ops_before_it_completed)
   OK(pw_cpu_backend_register_kernel(cpu, &def));
   pw_queue_wrapper_options_t qo = {.depth = 4, .ordered = true};
   OK(pw_queue_wrapper_create(&qo, cpu, &queued));
-  pw_slice_desc_t slices[1] = {{"q", {1, {2}}, 0, 0, 0}};
+  pw_slice_desc_t slices[1] = {{"q", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0}};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -690,7 +690,7 @@ Test(host_task, on_a_queued_slice_runs_after_the_queued_ops_before_it_completed)
   OK(pw_runtime_create(&ro, &rt));
   pw_client_t* client;
   OK(pw_client_create(rt, NULL, &client));
-  pw_mesh_shape_t m = {1, {2}};
+  pw_mesh_shape_t m = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   OK(pw_vslice_create(client, &m, PW_VSLICE_DEFAULT, &vs));
   const char* text = "kernel gate\ninput f32[8] split(0,all)\noutput f32[8] split(0,all)\n";

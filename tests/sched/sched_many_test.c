@@ -75,7 +75,7 @@ static void many_init(many_env_t* e, int clients, pw_sched_policy_t policy) {
   def.attrs = attrs;
   def.run = log_client_run;
   OK(pw_cpu_backend_register_kernel(backend, &def));
-  pw_slice_desc_t slice = {"shared", {1, {1}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"shared", PW_MESH_SHAPE_INIT(1, 1), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -88,7 +88,7 @@ static void many_init(many_env_t* e, int clients, pw_sched_policy_t policy) {
   OK(pw_runtime_create(&ro, &e->runtime));
   for (int c = 0; c <= clients; ++c) {
     OK(pw_client_create(e->runtime, NULL, &e->client[c]));
-    pw_mesh_shape_t mesh = {1, {1}};
+    pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 1);
     pw_vslice_t vs;
     OK(pw_vslice_create(e->client[c], &mesh, 0, &vs));
     char program[128];

@@ -90,7 +90,7 @@ static void env_init(sched_env_t* e, pw_sched_policy_t policy, const uint32_t* w
   o.worker_count = 2;
   OK(pw_cpu_backend_create(&o, &e->backend));
   register_spin(e->backend);
-  pw_slice_desc_t slice = {"shared", {1, {2}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"shared", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -105,7 +105,7 @@ static void env_init(sched_env_t* e, pw_sched_policy_t policy, const uint32_t* w
     pw_client_options_t co = {sizeof(co), NULL, c < kClients ? weights[c] : 1,
                               c < kClients && priorities ? priorities[c] : 100};
     OK(pw_client_create(e->runtime, &co, &e->clients[c]));
-    pw_mesh_shape_t mesh = {1, {2}};
+    pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
     OK(pw_vslice_create(e->clients[c], &mesh, 0, &e->vs[c]));
     char program[256];
     snprintf(program, sizeof(program),
@@ -353,7 +353,7 @@ Test(sched, fifo_window_keeps_submission_order_and_bad_policy_is_rejected) {
   pw_double_options_init(&dopts);
   pw_backend_t b;
   OK(pw_double_backend_create(&dopts, &b));
-  pw_slice_desc_t slice = {"s", {1, {8}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"s", PW_MESH_SHAPE_INIT(1, 8), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -400,7 +400,7 @@ Test(sched, ops_enter_the_slice_in_the_order_nodes_were_added) {
   def.attrs = attrs;
   def.run = spin_log_run;
   OK(pw_cpu_backend_register_kernel(backend, &def));
-  pw_slice_desc_t slice = {"s", {1, {2}}, 0, 0, 0};
+  pw_slice_desc_t slice = {"s", PW_MESH_SHAPE_INIT(1, 2), 0, 0, 0};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -412,7 +412,7 @@ Test(sched, ops_enter_the_slice_in_the_order_nodes_were_added) {
   OK(pw_runtime_create(&ro, &rt));
   pw_client_t* c;
   OK(pw_client_create(rt, NULL, &c));
-  pw_mesh_shape_t mesh = {1, {2}};
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
   pw_vslice_t vs;
   OK(pw_vslice_create(c, &mesh, 0, &vs));
   pw_executable_t exe[4];

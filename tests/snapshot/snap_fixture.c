@@ -71,7 +71,7 @@ pw_status_t snap_world_init(snap_world_t* w, uint32_t slices, uint32_t devices) 
   }
   pw_slice_desc_t descs[8];
   for (uint32_t i = 0; i < slices && i < 8; ++i) {
-    descs[i] = (pw_slice_desc_t){NULL, {1, {devices}}, 0, i * devices, i};
+    descs[i] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, devices), 0, i * devices, i};
   }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
@@ -101,7 +101,7 @@ pw_status_t snap_vslice(snap_world_t* w, uint32_t first, uint32_t count, pw_vsli
   pw_vslice_span_t span;
   memset(&span, 0, sizeof(span));
   span.struct_size = sizeof(span);
-  span.mesh = (pw_mesh_shape_t){1, {count * w->devices}};
+  span.mesh = (pw_mesh_shape_t)PW_MESH_SHAPE_INIT(1, count * w->devices);
   span.slice_count = count;
   span.slices = slices;
   return pw_vslice_create_spanning(w->client, &span, out);

@@ -309,7 +309,7 @@ Test(snapshot, bad_input_gets_clear_statuses) {
   pw_client_t* other;
   OK(pw_client_create(w.rt, NULL, &other));
   pw_vslice_t ovs;
-  pw_mesh_shape_t m1 = {1, {1}};
+  pw_mesh_shape_t m1 = PW_MESH_SHAPE_INIT(1, 1);
   OK(pw_vslice_create(other, &m1, 0, &ovs));
   pw_buffer_t ob;
   OK(pw_buffer_from_host(other, ovs, &spec, data, sizeof(data), &ob));

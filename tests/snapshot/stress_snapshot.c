@@ -31,7 +31,7 @@ typedef struct worker_t {
   int index;
 } worker_t;
 
-static const pw_array_spec_t spec = {PW_DTYPE_I32, {1, {ELEMS}}, {PW_SHARDING_SPLIT, 0, 0}};
+static const pw_array_spec_t spec = {PW_DTYPE_I32, {1, {ELEMS}}, PW_SHARDING_SPLIT_INIT(0, 0)};
 
 static void fill_state(int32_t* v, uint64_t step) {
   for (int i = 0; i < ELEMS; ++i) v[i] = (int32_t)(step * 131 + (uint64_t)i);

@@ -202,7 +202,7 @@ Test(cpu_executable, compile_checks_signature_and_mesh) {
   cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
   cr_assert(strstr(pw_status_message(s), "unknown options 'fast'"));
   pw_status_free(s);
-  pw_mesh_shape_t bad_mesh = {0, {0}};
+  pw_mesh_shape_t bad_mesh = PW_MESH_SHAPE_INIT(0, 0);
   s = compile(&f, kMatmul, &bad_mesh, "", &bytes, &size);
   cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
   pw_status_free(s);

@@ -137,7 +137,7 @@ typedef struct job_s {
 } job_t;
 
 static const pw_array_spec_t kSpec = {PW_DTYPE_F32, {1, {kLen}},
-                                      {PW_SHARDING_SPLIT, 0, PW_MESH_AXIS_ALL}};
+                                      PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
 
 /* A random graph over vslices a (its parameter and output) and b. */
 static pw_status_t job_build(job_t* j, uint32_t per) {
@@ -241,7 +241,7 @@ static void run_seed(uint64_t seed) {
   }
   pw_slice_desc_t descs[kMaxSlices];
   for (uint32_t s = 0; s < slices; ++s) {
-    descs[s] = (pw_slice_desc_t){NULL, {1, {per}}, 0, s * per, s};
+    descs[s] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, per), 0, s * per, s};
   }
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
