@@ -68,7 +68,10 @@
 
 PW_EXTERN_C_BEGIN
 
-#define PW_PLUGIN_ABI_VERSION 1u
+/* Bumped whenever a struct a plugin reads or fills changes layout
+ * incompatibly. 2: pw_mesh_shape_t gained axis names and pw_sharding_t the
+ * TILED fields (every array spec, signature and mesh a plugin sees). */
+#define PW_PLUGIN_ABI_VERSION 2u
 #define PW_PLUGIN_ENTRY_SYMBOL "pw_plugin_entry"
 
 /* Put before a plugin's pw_plugin_entry definition: default visibility and

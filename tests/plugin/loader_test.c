@@ -33,14 +33,18 @@ Test(plugin_loader, refuses_a_library_without_the_entry_point) {
 }
 
 Test(plugin_loader, refuses_a_null_factory) {
+  char entry[64];
+  snprintf(entry, sizeof(entry), "pw_plugin_entry(%u) returned NULL", PW_PLUGIN_ABI_VERSION);
   PW_PT_EXPECT(pw_pt_refused(PW_TEST_PLUGIN_NULL_FACTORY), PW_STATUS_INVALID_ARGUMENT,
-               PW_TEST_PLUGIN_NULL_FACTORY, "pw_plugin_entry(1) returned NULL");
+               PW_TEST_PLUGIN_NULL_FACTORY, entry);
 }
 
 Test(plugin_loader, refuses_another_abi_version_naming_both) {
+  char loads[64];
+  snprintf(loads, sizeof(loads), "loads plugin ABI version %u", PW_PLUGIN_ABI_VERSION);
   PW_PT_EXPECT(pw_pt_refused(PW_TEST_PLUGIN_BAD_ABI), PW_STATUS_FAILED_PRECONDITION,
-               PW_TEST_PLUGIN_BAD_ABI, "built for plugin ABI version 999",
-               "loads plugin ABI version 1", PW_VERSION_STRING);
+               PW_TEST_PLUGIN_BAD_ABI, "built for plugin ABI version 999", loads,
+               PW_VERSION_STRING);
 }
 
 Test(plugin_loader, refuses_a_factory_smaller_than_v1) {
