@@ -62,6 +62,13 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_buffer_byte_size(pw_client_t* client,
                                                           pw_buffer_t buffer,
                                                           size_t* out_size);
 
+/* A second handle of |client| on the same buffer (PJRT keeps buffers alive
+ * with shared references the same way): the buffer lives until every
+ * handle is released. Each handle is released once with pw_buffer_release.
+ * NOT_FOUND for an unknown or released handle. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_buffer_retain(pw_client_t* client, pw_buffer_t buffer,
+                                                       pw_buffer_t* out_buffer);
+
 /* Drops the client's handle. Device memory is freed once no submitted work
  * still uses the buffer. Using the handle afterwards is NOT_FOUND. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_buffer_release(pw_client_t* client,

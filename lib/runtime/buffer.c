@@ -126,6 +126,17 @@ pw_status_t pw_buffer_byte_size(pw_client_t* client, pw_buffer_t buffer,
   return NULL;
 }
 
+pw_status_t pw_buffer_retain(pw_client_t* client, pw_buffer_t buffer, pw_buffer_t* out_buffer) {
+  if (client == NULL || out_buffer == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_buffer_retain: client or out_buffer is NULL");
+  }
+  out_buffer->id = 0;
+  pw_object_t* object = NULL;
+  PW_RETURN_IF_ERROR(pw__handle_lookup(client, buffer.id, PW_OBJECT_BUFFER, "buffer", &object));
+  /* The insert takes over the looked-up reference (released on failure). */
+  return pw__handle_insert(client, object, &out_buffer->id);
+}
+
 pw_status_t pw_buffer_release(pw_client_t* client, pw_buffer_t buffer) {
   if (client == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "client is NULL");

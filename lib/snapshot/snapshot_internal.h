@@ -2,7 +2,6 @@
  *
  *   snapshotter.c  create/destroy, take, the copy and persist threads
  *   ring.c         snapshot records, the ring of held ones, the queries
- *   buffer_pin.c   the snapshotter's own reference to a caller's buffer
  *   restore.c      restore onto a vslice
  *   persist.c      the persist thread's work: values, manifest, pruning
  *   load.c         reading the newest intact snapshot back
@@ -108,13 +107,6 @@ pw_status_t pw__snap_find(pw_snapshotter_t* s, uint64_t step, pw_snap_t** out_sn
 pw_snap_t* pw__snap_ring_insert_locked(pw_snapshotter_t* s, pw_snap_t* snap);
 /* True when |step| is held or being taken (|s->mutex| held). */
 bool pw__snap_step_busy_locked(pw_snapshotter_t* s, uint64_t step);
-
-/* ---- pins (buffer_pin.c) ----------------------------------------------------- */
-
-/* A handle of the snapshotter's own to |buffer| of |client| (the same
- * object, one more reference), so the caller may release theirs. The
- * buffer look-up's error when |buffer| is not a live buffer of |client|. */
-pw_status_t pw__snap_pin(pw_client_t* client, pw_buffer_t buffer, pw_buffer_t* out_pin);
 
 /* ---- persistence (persist.c, load.c) ---------------------------------------- */
 

@@ -189,7 +189,7 @@ static pw_status_t pw_snap_take_buffer(pw_snapshotter_t* s, pw_snap_t* snap, uin
                                        pw_buffer_t buffer, const char* name) {
   pw_snap_buffer_t* b = &snap->buffers[i];
   if (name != NULL) snprintf(b->name, sizeof(b->name), "%s", name);
-  PW_RETURN_IF_ERROR(pw__snap_pin(s->client, buffer, &b->pin));
+  PW_RETURN_IF_ERROR(pw_buffer_retain(s->client, buffer, &b->pin));
   PW_RETURN_IF_ERROR(pw_buffer_spec(s->client, b->pin, &b->spec));
   size_t bytes = 0;
   PW_RETURN_IF_ERROR(pw_buffer_byte_size(s->client, b->pin, &bytes));

@@ -414,3 +414,34 @@ Test(handles, runtime_salts_come_back_when_runtimes_go) {
     pw_fixture_deinit(&f);
   }
 }
+
+/* pw_buffer_retain: a second handle keeps the buffer alive after the first
+ * is released; each handle releases once; foreign, stale and released
+ * handles are refused like every other use. */
+Test(handles, a_retained_buffer_outlives_its_first_handle) {
+  world_t w, other;
+  world_init(&w, "eb");
+  world_init(&other, "eb");
+  pw_client_t* c = w.f.client;
+  uint32_t live = pw_client_live_handles(c);
+  pw_buffer_t second;
+  OK(pw_buffer_retain(c, w.buf, &second));
+  cr_assert_neq(second.id, w.buf.id);
+  cr_assert_eq(pw_client_live_handles(c), live + 1);
+  OK(pw_buffer_release(c, w.buf));
+  float back[8] = {0};
+  OK(pw_buffer_to_host(c, second, back, sizeof(back), PW_INFINITE_FUTURE));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(back[i], (float)(i + 1));
+  pw_buffer_t third;
+  FAILS_NAMING(pw_buffer_retain(c, w.buf, &third), PW_STATUS_NOT_FOUND, "buffer handle",
+               w.buf.id);
+  cr_assert_eq(third.id, 0u);
+  FAILS_NAMING(pw_buffer_retain(c, other.buf, &third), PW_STATUS_PERMISSION_DENIED,
+               "another runtime", other.buf.id);
+  FAILS(pw_buffer_retain(c, second, NULL), PW_STATUS_INVALID_ARGUMENT, "out_buffer");
+  OK(pw_buffer_release(c, second));
+  FAILS_NAMING(pw_buffer_release(c, second), PW_STATUS_NOT_FOUND, "buffer handle", second.id);
+  cr_assert_eq(pw_client_live_handles(c), live - 1);
+  world_deinit(&other);
+  world_deinit(&w);
+}
