@@ -234,11 +234,49 @@ typedef struct pw_cpu_backend_options_t {
    * ignored. */
   uint32_t affinity_cpu_count;
   const uint32_t* affinity_cpus;
+  /* -- v4 fields start here -- */
+  /* Bytes of freed device blocks the backend keeps for reuse (see BLOCK
+   * CACHE below). 0 (and a v1-v3 struct): one device's memory
+   * (device_memory_bytes), except in AddressSanitizer builds, where the
+   * default is off so use-after-free stays visible; PW_CPU_BLOCK_CACHE_OFF:
+   * every freed block goes back to the allocator. */
+  uint64_t block_cache_bytes;
 } pw_cpu_backend_options_t;
 
 #define PW_CPU_BACKEND_OPTIONS_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_backend_options_t, host)
 #define PW_CPU_BACKEND_OPTIONS_SIZE_V2 PW_STRUCT_SIZE(pw_cpu_backend_options_t, stream_depth)
 #define PW_CPU_BACKEND_OPTIONS_SIZE_V3 PW_STRUCT_SIZE(pw_cpu_backend_options_t, affinity_cpus)
+#define PW_CPU_BACKEND_OPTIONS_SIZE_V4 PW_STRUCT_SIZE(pw_cpu_backend_options_t, block_cache_bytes)
+
+#define PW_CPU_BLOCK_CACHE_OFF UINT64_MAX
+
+/* BLOCK CACHE
+ * -----------
+ * Device memory is host memory from the allocator, and large blocks freed
+ * to it go back to the kernel: every new one is first-touch memory, which
+ * costs a page fault per page (more than copying the page on small VMs).
+ * Freed blocks of 64 KiB and more are kept instead, up to
+ * block_cache_bytes for the whole backend, and an allocation takes the
+ * smallest kept block that fits with at most a quarter to spare; past the
+ * budget the oldest block is freed. Kept blocks are not device memory in
+ * use: they count toward no device's capacity. A restore after a lost
+ * slice, or a training step's outputs, reuse the pages of what was freed. */
+typedef struct pw_cpu_block_cache_stats_t {
+  size_t struct_size;        /* set by the caller */
+  uint64_t budget_bytes;     /* 0: the cache is off */
+  uint64_t cached_bytes;
+  uint32_t cached_blocks;
+  uint64_t hits;             /* allocations served from the cache */
+  uint64_t misses;           /* allocations of cacheable size that were not */
+  uint64_t evictions;        /* kept blocks freed to make room */
+} pw_cpu_block_cache_stats_t;
+
+#define PW_CPU_BLOCK_CACHE_STATS_SIZE_V1 PW_STRUCT_SIZE(pw_cpu_block_cache_stats_t, evictions)
+
+/* The block cache's counters. INVALID_ARGUMENT for a backend that is not a
+ * CPU backend or a struct_size below V1. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_block_cache_stats(
+    pw_backend_t backend, pw_cpu_block_cache_stats_t* out_stats);
 
 /* WORKER POOL (pool mode)
  * -----------------------

@@ -28,6 +28,26 @@ pw_cpu__backend_t* pw_cpu__from_backend(pw_backend_t backend) {
   return backend.self;
 }
 
+pw_status_t pw_cpu_backend_block_cache_stats(pw_backend_t backend,
+                                             pw_cpu_block_cache_stats_t* out_stats) {
+  if (!pw_cpu_backend_is_cpu(backend) || backend.self == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_cpu_backend_block_cache_stats: not a CPU backend");
+  }
+  if (out_stats == NULL || out_stats->struct_size < PW_CPU_BLOCK_CACHE_STATS_SIZE_V1) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_cpu_backend_block_cache_stats: out_stats is NULL or its "
+                          "struct_size is below v1");
+  }
+  size_t size = out_stats->struct_size;
+  pw_cpu_block_cache_stats_t stats;
+  memset(&stats, 0, sizeof(stats));
+  pw_cpu__cache_stats(backend.self, &stats);
+  stats.struct_size = size < sizeof(stats) ? size : sizeof(stats);
+  memcpy(out_stats, &stats, stats.struct_size);
+  return NULL;
+}
+
 bool pw_cpu_backend_is_cpu(pw_backend_t backend) {
   return backend.vtable == &pw_cpu_vtable && backend.self != NULL;
 }
@@ -154,9 +174,16 @@ static pw_status_t pw_cpu_allocate(void* self, uint32_t device, size_t size,
   }
   size_t total = PW_CPU_MEMORY_HEADER + size;
   void* block = NULL;
-  pw_status_t status = total < size
-      ? pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "size overflows")
-      : pw_allocator_malloc(backend->allocator, total, PW_CPU_MEMORY_ALIGN, &block);
+  size_t got = total;
+  pw_status_t status = NULL;
+  if (total < size) {
+    status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "size overflows");
+  } else {
+    block = pw_cpu__cache_take(backend, total, &got);
+    if (block == NULL) {
+      status = pw_allocator_malloc(backend->allocator, total, PW_CPU_MEMORY_ALIGN, &block);
+    }
+  }
   if (status != NULL) {
     atomic_fetch_sub(&d->used_bytes, (uint64_t)size);
     return pw_status_annotate(status, "cpu device %u: allocating %zu bytes", device,
@@ -168,7 +195,7 @@ static pw_status_t pw_cpu_allocate(void* self, uint32_t device, size_t size,
   memory->magic = PW_CPU__MEMORY_MAGIC;
   memory->device = device;
   memory->size = size;
-  memory->alloc_size = total;
+  memory->alloc_size = got;
   memory->backend = backend;
   memory->data = (unsigned char*)block + PW_CPU_MEMORY_HEADER;
   memory->adopted = false;
@@ -231,7 +258,10 @@ static void pw_cpu_deallocate(void* self, uint32_t device, pw_backend_memory_t m
   }
   atomic_fetch_sub(&backend->live_memories, 1);
   memory->magic = 0;
-  pw_allocator_free(backend->allocator, memory, memory->alloc_size);
+  size_t alloc_size = memory->alloc_size;
+  if (memory->adopted || !pw_cpu__cache_put(backend, memory, alloc_size)) {
+    pw_allocator_free(backend->allocator, memory, alloc_size);
+  }
 }
 
 static pw_status_t pw_cpu_check_range(pw_backend_memory_t memory, size_t offset,
@@ -513,6 +543,7 @@ static pw_status_t pw_cpu_launch(void* self, const pw_backend_launch_t* l) {
  *-------------------------------------------------------------------------*/
 
 static void pw_cpu_free(pw_cpu__backend_t* backend) {
+  pw_cpu__cache_deinit(backend);
   pw_cpu__kernels_free(backend);
   pthread_mutex_destroy(&backend->rendezvous_mutex);
   pthread_mutex_destroy(&backend->kernels_mutex);
@@ -605,10 +636,30 @@ static pw_status_t pw_cpu_read_pool_options(const pw_cpu_backend_options_t* opti
   return NULL;
 }
 
+/* Address-sanitized builds keep no freed blocks by default. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PW_CPU_CACHE_DEFAULT_ON 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PW_CPU_CACHE_DEFAULT_ON 0
+#endif
+#endif
+#ifndef PW_CPU_CACHE_DEFAULT_ON
+#define PW_CPU_CACHE_DEFAULT_ON 1
+#endif
+
+/* block_cache_bytes 0 is the default: one device's memory. */
+static pw_status_t pw_cpu_resolve_cache(pw_cpu_backend_options_t* o) {
+  if (o->block_cache_bytes == 0) {
+    o->block_cache_bytes = PW_CPU_CACHE_DEFAULT_ON ? o->device_memory_bytes : PW_CPU_BLOCK_CACHE_OFF;
+  }
+  return NULL;
+}
+
 static pw_status_t pw_cpu_read_options(const pw_cpu_backend_options_t* options,
                                        pw_cpu_backend_options_t* out) {
   pw_cpu_backend_options_init(out);
-  if (options == NULL) return NULL;
+  if (options == NULL) return pw_cpu_resolve_cache(out);
   if (options->struct_size < PW_CPU_BACKEND_OPTIONS_SIZE_V1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "pw_cpu_backend_create: options struct_size %zu is below "
@@ -640,6 +691,10 @@ static pw_status_t pw_cpu_read_options(const pw_cpu_backend_options_t* options,
                           out->device_count, out->worker_count, PW_CPU_MAX_DEVICES,
                           PW_CPU_MAX_WORKERS);
   }
+  if (PW_STRUCT_HAS_FIELD(options, pw_cpu_backend_options_t, block_cache_bytes)) {
+    out->block_cache_bytes = options->block_cache_bytes;
+  }
+  PW_RETURN_IF_ERROR(pw_cpu_resolve_cache(out));
   return pw_cpu_read_pool_options(options, out);
 }
 
@@ -666,6 +721,8 @@ pw_status_t pw_cpu_backend_create(const pw_cpu_backend_options_t* options,
   atomic_init(&backend->live_executables, 0);
   pthread_mutex_init(&backend->kernels_mutex, NULL);
   pthread_mutex_init(&backend->rendezvous_mutex, NULL);
+  pw_cpu__cache_init(&backend->cache,
+                     o.block_cache_bytes == PW_CPU_BLOCK_CACHE_OFF ? 0 : o.block_cache_bytes);
   void* devices = NULL;
   pw_status_t status = pw_allocator_calloc_array(
       o.allocator, o.device_count, sizeof(pw_cpu__device_t),

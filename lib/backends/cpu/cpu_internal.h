@@ -142,6 +142,26 @@ typedef struct pw_cpu__rendezvous_t pw_cpu__rendezvous_t;
 typedef struct pw_cpu__launch_t pw_cpu__launch_t;
 typedef struct pw_cpu__streams_t pw_cpu__streams_t;
 
+/* The cache of freed device blocks (block_cache.c). */
+#define PW_CPU__CACHE_MIN_BYTES ((size_t)64 << 10)
+#define PW_CPU__CACHE_ENTRIES 256u
+
+typedef struct pw_cpu__cached_block_t {
+  void* block;     /* as the allocator returned it */
+  size_t size;     /* its allocation size */
+  uint64_t stamp;  /* when it was kept (older first out) */
+} pw_cpu__cached_block_t;
+
+typedef struct pw_cpu__block_cache_t {
+  pthread_mutex_t mutex;
+  uint64_t budget; /* 0: off */
+  uint64_t bytes;
+  uint64_t clock;
+  uint64_t hits, misses, evictions;
+  uint32_t count;
+  pw_cpu__cached_block_t entries[PW_CPU__CACHE_ENTRIES];
+} pw_cpu__block_cache_t;
+
 typedef struct pw_cpu__backend_t {
   pw_allocator_t allocator;
   pw_logger_t logger;
@@ -168,7 +188,19 @@ typedef struct pw_cpu__backend_t {
 
   atomic_uint_fast64_t live_memories;
   atomic_uint_fast64_t live_executables;
+
+  pw_cpu__block_cache_t cache;
 } pw_cpu__backend_t;
+
+void pw_cpu__cache_init(pw_cpu__block_cache_t* cache, uint64_t budget);
+/* Frees every kept block and the mutex. */
+void pw_cpu__cache_deinit(pw_cpu__backend_t* backend);
+void pw_cpu__cache_drain(pw_cpu__backend_t* backend);
+/* A kept block of at least |need| bytes (its size in |*out_size|), or NULL. */
+void* pw_cpu__cache_take(pw_cpu__backend_t* backend, size_t need, size_t* out_size);
+/* Keeps |block| of |size| bytes; false when the caller must free it. */
+bool pw_cpu__cache_put(pw_cpu__backend_t* backend, void* block, size_t size);
+void pw_cpu__cache_stats(pw_cpu__backend_t* backend, pw_cpu_block_cache_stats_t* out);
 
 #define PW_CPU__MEMORY_MAGIC 0x4d555043u     /* "CPUM" */
 #define PW_CPU__EXECUTABLE_MAGIC 0x58555043u /* "CPUX" */

@@ -10,10 +10,11 @@
   "devices=N (1-4096, default 8), workers=N (pool threads, 1-256, default 2), "         \
   "memory_mib=N (per device, default 1024), host=N (reported in device_info, "          \
   "default 0), stream_depth=N (0: pool mode, the default; N > 0: streams mode, each "  \
-  "device queueing N launches)"
+  "device queueing N launches), block_cache_mib=N (freed device blocks kept for reuse; "  \
+  "0: off; default one device's memory)"
 
 static const char* const pw_cpu_plugin_keys[] = {"devices", "workers", "memory_mib", "host",
-                                                 "stream_depth", NULL};
+                                                 "stream_depth", "block_cache_mib", NULL};
 
 static pw_status_t pw_cpu_plugin_create(const char* args, pw_backend_t* out_backend) {
   pw_cpu_backend_options_t o;
@@ -33,6 +34,9 @@ static pw_status_t pw_cpu_plugin_create(const char* args, pw_backend_t* out_back
   o.host = (uint32_t)v;
   PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "stream_depth", o.stream_depth, UINT32_MAX, &v));
   o.stream_depth = (uint32_t)v;
+  /* Absent: the default (0); 0 given: off. */
+  PW_RETURN_IF_ERROR(pw_plugin_args_u64(args, "block_cache_mib", UINT64_MAX, 1ull << 30, &v));
+  if (v != UINT64_MAX) o.block_cache_bytes = v == 0 ? PW_CPU_BLOCK_CACHE_OFF : v << 20;
   return pw_cpu_backend_create(&o, out_backend);
 }
 
