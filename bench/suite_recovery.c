@@ -43,6 +43,8 @@
  * pw-bench recovery [--state-mib 64] [--slices 4] [--per-slice 2] [--runs 5]
  *                   [--detect injected|watchdog] [--snapshot-every 4]
  *                   [--fail-at 6] [--workers 2] [--deadline-ms D] [--json]
+ *                   [--block-cache-mib N]  (the CPU backend's block cache:
+ *                   0 off; default the backend's default, one device's memory)
  * stderr: one row per run and the medians; stdout: one JSON summary
  * ("bench":"recovery"; medians, min and max), and with --json one JSON
  * line per run too ("bench":"recovery-run"). */
@@ -104,6 +106,7 @@ typedef struct pw_rec_cfg_s {
   bool watchdog;
   uint32_t snapshot_every, fail_at, workers;
   uint64_t deadline_ns;        /* watchdog only */
+  long long block_cache_mib;   /* -1: the backend's default; 0: off */
 } pw_rec_cfg_t;
 
 /* One run's figures, in ns. */
@@ -230,6 +233,10 @@ static int pw_rec_env_open(const pw_rec_cfg_t* cfg, pw_rec_hang_t* hang, pw_rec_
    * state, the next one, the restored one): the whole state is plenty. */
   uint64_t bytes = cfg->len * sizeof(float);
   o.device_memory_bytes = bytes > (UINT64_C(1) << 30) ? bytes : (UINT64_C(1) << 30);
+  if (cfg->block_cache_mib >= 0) {
+    o.block_cache_bytes =
+        cfg->block_cache_mib == 0 ? PW_CPU_BLOCK_CACHE_OFF : (uint64_t)cfg->block_cache_mib << 20;
+  }
   PW_REC_TRY(pw_cpu_backend_create(&o, &env->backend), "cpu backend");
   pw_cpu_param_spec_t p = {"x", PW_CPU_DTYPE_BIT(PW_DTYPE_F32), 1};
   pw_cpu_kernel_def_t def = {.struct_size = sizeof(def), .name = "bench.inc", .input_count = 1,
@@ -528,6 +535,7 @@ static int pw_rec_options(int argc, char** argv, pw_rec_cfg_t* cfg, long long* m
   long long fail_at = pw_bench_opt_int(argc, argv, "fail-at", 6);
   long long workers = pw_bench_opt_int(argc, argv, "workers", 2);
   *deadline_ms = pw_bench_opt_int(argc, argv, "deadline-ms", 0);
+  long long cache_mib = pw_bench_opt_int(argc, argv, "block-cache-mib", -1);
   const char* detect = pw_bench_opt_value(argc, argv, "detect");
   if (detect == NULL) detect = "injected";
   if (strcmp(detect, "injected") != 0 && strcmp(detect, "watchdog") != 0) {
@@ -536,14 +544,17 @@ static int pw_rec_options(int argc, char** argv, pw_rec_cfg_t* cfg, long long* m
   }
   if (*mib < 1 || *mib > 16384 || slices < 2 || slices > PW_REC_MAX_SLICES || per < 1 ||
       slices * per > 256 || *runs < 1 || *runs > 1000 || every < 1 || fail_at <= every ||
-      fail_at > 1000 || workers < 1 || workers > 64 || *deadline_ms < 0) {
+      fail_at > 1000 || workers < 1 || workers > 64 || *deadline_ms < 0 || cache_mib < -1 ||
+      cache_mib > (1 << 20)) {
     fprintf(stderr, "pw-bench recovery: --state-mib 1..16384, --slices 2..%d, --per-slice >= 1 "
             "(at most 256 devices), --runs 1..1000, --snapshot-every >= 1, --fail-at above "
             "--snapshot-every (a snapshot to restore besides step 0's) up to 1000, "
-            "--workers 1..64, --deadline-ms >= 0\n", PW_REC_MAX_SLICES);
+            "--workers 1..64, --deadline-ms >= 0, --block-cache-mib 0..2^20\n",
+            PW_REC_MAX_SLICES);
     return 2;
   }
   memset(cfg, 0, sizeof(*cfg));
+  cfg->block_cache_mib = cache_mib;
   cfg->slices = (uint32_t)slices;
   cfg->per = (uint32_t)per;
   cfg->watchdog = strcmp(detect, "watchdog") == 0;

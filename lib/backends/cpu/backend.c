@@ -179,10 +179,7 @@ static pw_status_t pw_cpu_allocate(void* self, uint32_t device, size_t size,
   if (total < size) {
     status = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "size overflows");
   } else {
-    block = pw_cpu__cache_take(backend, total, &got);
-    if (block == NULL) {
-      status = pw_allocator_malloc(backend->allocator, total, PW_CPU_MEMORY_ALIGN, &block);
-    }
+    status = pw_cpu__block_alloc(backend, total, PW_CPU_MEMORY_ALIGN, &block, &got);
   }
   if (status != NULL) {
     atomic_fetch_sub(&d->used_bytes, (uint64_t)size);
@@ -259,8 +256,10 @@ static void pw_cpu_deallocate(void* self, uint32_t device, pw_backend_memory_t m
   atomic_fetch_sub(&backend->live_memories, 1);
   memory->magic = 0;
   size_t alloc_size = memory->alloc_size;
-  if (memory->adopted || !pw_cpu__cache_put(backend, memory, alloc_size)) {
+  if (memory->adopted) {
     pw_allocator_free(backend->allocator, memory, alloc_size);
+  } else {
+    pw_cpu__block_free(backend, memory, alloc_size);
   }
 }
 

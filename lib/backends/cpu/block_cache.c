@@ -1,4 +1,5 @@
-/* The CPU backend's cache of freed device blocks.
+/* The CPU backend's device blocks: a cache of freed ones, and huge pages
+ * for large new ones.
  *
  * Device memory is host memory from the allocator. Large blocks come from
  * mmap in glibc and go back to the kernel when freed, so every new one is
@@ -11,8 +12,16 @@
  * quarter to spare. The cache is one per backend (every device's memory is
  * the same host memory), guarded by a mutex: it is touched only for large
  * blocks, whose allocation costs far more. When the budget or the entry
- * table is full the oldest block is freed first. */
+ * table is full the oldest block is freed first.
+ *
+ * The 2 MiB-aligned interior of a new block of PW_CPU__HUGE_MIN_BYTES or
+ * more is advised MADV_HUGEPAGE (Linux; where transparent huge pages are set to
+ * "madvise" or "always"), so first touching it faults once per 2 MiB
+ * instead of once per 4 KiB page: about 4x faster to fill on the VMs this
+ * was measured on. Elsewhere the advice is skipped. */
+#define _DEFAULT_SOURCE
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backends/cpu/cpu_internal.h"
 
@@ -103,4 +112,30 @@ void pw_cpu__cache_stats(pw_cpu__backend_t* backend, pw_cpu_block_cache_stats_t*
   out->misses = cache->misses;
   out->evictions = cache->evictions;
   pthread_mutex_unlock(&cache->mutex);
+}
+
+#define PW_CPU__HUGE_MIN_BYTES ((size_t)4 << 20)
+#define PW_CPU__HUGE_PAGE ((size_t)2 << 20)
+
+pw_status_t pw_cpu__block_alloc(pw_cpu__backend_t* backend, size_t size, size_t align,
+                                void** out_block, size_t* out_size) {
+  *out_size = size;
+  *out_block = pw_cpu__cache_take(backend, size, out_size);
+  if (*out_block != NULL) return NULL;
+  PW_RETURN_IF_ERROR(pw_allocator_malloc(backend->allocator, size, align, out_block));
+#ifdef MADV_HUGEPAGE
+  if (size >= PW_CPU__HUGE_MIN_BYTES) {
+    /* The 2 MiB-aligned interior of the block (allocators align to at most
+     * a page). Advice only: a kernel without THP refuses it, and nothing
+     * changes. */
+    uintptr_t start = ((uintptr_t)*out_block + PW_CPU__HUGE_PAGE - 1) & ~(PW_CPU__HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)*out_block + size) & ~(PW_CPU__HUGE_PAGE - 1);
+    if (end > start) (void)madvise((void*)start, end - start, MADV_HUGEPAGE);
+  }
+#endif
+  return NULL;
+}
+
+void pw_cpu__block_free(pw_cpu__backend_t* backend, void* block, size_t size) {
+  if (!pw_cpu__cache_put(backend, block, size)) pw_allocator_free(backend->allocator, block, size);
 }

@@ -201,6 +201,13 @@ void* pw_cpu__cache_take(pw_cpu__backend_t* backend, size_t need, size_t* out_si
 /* Keeps |block| of |size| bytes; false when the caller must free it. */
 bool pw_cpu__cache_put(pw_cpu__backend_t* backend, void* block, size_t size);
 void pw_cpu__cache_stats(pw_cpu__backend_t* backend, pw_cpu_block_cache_stats_t* out);
+/* A device block of at least |size| bytes aligned to |align| (|*out_size|
+ * its allocation size): a kept one, or a new one from the allocator, with
+ * huge pages advised for large blocks. */
+pw_status_t pw_cpu__block_alloc(pw_cpu__backend_t* backend, size_t size, size_t align,
+                                void** out_block, size_t* out_size);
+/* Keeps |block| in the cache or frees it. */
+void pw_cpu__block_free(pw_cpu__backend_t* backend, void* block, size_t size);
 
 #define PW_CPU__MEMORY_MAGIC 0x4d555043u     /* "CPUM" */
 #define PW_CPU__EXECUTABLE_MAGIC 0x58555043u /* "CPUX" */
