@@ -107,6 +107,11 @@
  *                                attr scale (optional, default 1); aligned
  *   bias_add(x[...,N], b[N]) -> y          b replicated; x's last axis not
  *                                split; y aligned with x
+ *   (PartitionSpec parameters: matmul and reduce_sum follow the general
+ *   rule of docs/backends.md: kept dimensions keep their mesh axes, a
+ *   contracted dimension split over A makes the result unreduced over A;
+ *   the aligned kernels take any equivalent layouts, partial sums only in
+ *   copy, spin, add, sub, scale, axpy and sgd_update.)
  *   matmul(a[2-D], b[2-D]) -> c  float only; attrs transpose_a, transpose_b (0/1,
  *                                default 0). op(a)[M,K] x op(b)[K,N]:
  *                                c[M,N]: K not split; c split(0,X) iff op(a)
@@ -132,6 +137,14 @@
  *   all_reduce_mean(x[G,...]) -> y[...]   float, half; the sum divided by G
  *   all_gather(x) -> y           x split(T,M), y the same global shape
  *                                replicated; any dtype
+ *   With an `over A` line (A: mesh axes), the collectives keep the global
+ *   shape and change the layout over A only (docs/backends.md, "Over named
+ *   axes"): all_reduce_sum/_mean take x unreduced over A to y reduced over
+ *   A; all_gather takes x split over A to y not split over A;
+ *   reduce_scatter(x) -> y (float, half, integer) takes x unreduced over A
+ *   to y reduced and split over A; all_to_all(x) -> y (any dtype) moves
+ *   the axes of A to other dimensions. reduce_scatter and all_to_all need
+ *   `over`. A device meets only the devices that differ from it along A.
  *
  * A collective is keyed by launch->gang_id and, when it reduces over one
  * axis of a multi-axis mesh, by the device's coordinates on the other axes;

@@ -30,6 +30,19 @@ static void afix_init(afix_t* f, uint32_t workers) {
   cr_assert_null(pw_mesh_shape_parse("data=2,model=4", &f->mesh));
 }
 
+/* Streams mode: one FIFO thread per device, collectives block them. */
+static void afix_init_streams(afix_t* f) {
+  pw_test_allocator_init(&f->counting);
+  pw_cpu_backend_options_t options;
+  pw_cpu_backend_options_init(&options);
+  options.allocator = pw_test_allocator(&f->counting);
+  options.device_count = DEVICES;
+  options.stream_depth = 4;
+  cr_assert_null(pw_cpu_backend_create(&options, &f->backend));
+  f->vt = f->backend.vtable;
+  cr_assert_null(pw_mesh_shape_parse("data=2,model=4", &f->mesh));
+}
+
 static void afix_fini(afix_t* f) {
   cpu_destroy(f->backend);
   cr_assert_eq(pw_test_allocator_live(&f->counting), 0, "leak");
@@ -159,9 +172,14 @@ static void expect_refused(afix_t* f, const char* text, const char* fragment) {
 /* Partial sums x_d (block [R, C/|model split|]) summed over the devices
  * that differ only along |axes| (bit 0 data, bit 1 model), in position
  * order. */
-static void check_all_reduce(const char* text, uint32_t axes, size_t n, bool mean) {
+static void check_all_reduce_on(const char* text, uint32_t axes, size_t n, bool mean,
+                                bool streams) {
   afix_t f;
-  afix_init(&f, 2);
+  if (streams) {
+    afix_init_streams(&f);
+  } else {
+    afix_init(&f, 2);
+  }
   uint64_t rng = 11 + axes;
   shards_t x, y;
   shards_alloc(&x, n, &rng);
@@ -189,6 +207,18 @@ static void check_all_reduce(const char* text, uint32_t axes, size_t n, bool mea
   shards_free(&x);
   shards_free(&y);
   afix_fini(&f);
+}
+
+static void check_all_reduce(const char* text, uint32_t axes, size_t n, bool mean) {
+  check_all_reduce_on(text, axes, n, mean, false);
+}
+
+Test(cpu_collective_axes, all_reduce_over_model_in_streams_mode) {
+  check_all_reduce_on("kernel all_reduce_sum\n"
+                      "input f32[6,4] P(data) unreduced(model)\n"
+                      "output f32[6,4] P(data)\n"
+                      "over model\n",
+                      2u, 3 * 4, false, true);
 }
 
 Test(cpu_collective_axes, all_reduce_over_data_only_groups_of_2) {
