@@ -77,8 +77,8 @@ static void block_of(const float* global, const pw_backend_param_t* param,
   }
 }
 
-/* Compiles |text| on the named mesh, loads it, gives device d the f32
- * shards in[i][d], runs every device (launched in reverse order) and
+/* Compiles |text| on the named mesh, loads it, gives device d the shards
+ * in[i][d] (f32 unless the program says otherwise), runs every device (launched in reverse order) and
  * copies device d's output 0 into out[d]. */
 static pw_status_t run_shards(afix_t* f, const char* text, float* const in[][DEVICES],
                               float* const out[DEVICES], pw_executable_signature_t* out_sig) {
@@ -95,14 +95,14 @@ static pw_status_t run_shards(afix_t* f, const char* text, float* const in[][DEV
   for (uint32_t d = 0; d < DEVICES && status == NULL; ++d) {
     devices[d] = d;
     for (uint32_t i = 0; i < sig.input_count && status == NULL; ++i) {
-      size_t bytes = shard_elements(&sig.inputs[i], &sig.mesh) * sizeof(float);
+      size_t bytes = shard_elements(&sig.inputs[i], &sig.mesh) * pw_dtype_size(sig.inputs[i].dtype);
       status = f->vt->allocate(f->backend.self, d, bytes, &in_mem[d][i]);
       if (status == NULL) {
         status = f->vt->copy_to_device(f->backend.self, d, in_mem[d][i], 0, in[i][d], bytes);
       }
     }
     if (status == NULL) {
-      size_t bytes = shard_elements(&sig.outputs[0], &sig.mesh) * sizeof(float);
+      size_t bytes = shard_elements(&sig.outputs[0], &sig.mesh) * pw_dtype_size(sig.outputs[0].dtype);
       status = f->vt->allocate(f->backend.self, d, bytes, &out_mem[d]);
     }
   }
@@ -120,7 +120,7 @@ static pw_status_t run_shards(afix_t* f, const char* text, float* const in[][DEV
   cr_assert(cpu_waiter_wait(&waiter, 20000), "the collective did not finish");
   if (status == NULL) status = cpu_waiter_take_error(&waiter);
   for (uint32_t d = 0; d < DEVICES && status == NULL; ++d) {
-    size_t bytes = shard_elements(&sig.outputs[0], &sig.mesh) * sizeof(float);
+    size_t bytes = shard_elements(&sig.outputs[0], &sig.mesh) * pw_dtype_size(sig.outputs[0].dtype);
     status = f->vt->copy_to_host(f->backend.self, d, out_mem[d], 0, out[d], bytes);
   }
   cpu_waiter_destroy(&waiter);
@@ -254,6 +254,93 @@ Test(cpu_collective_axes, all_reduce_over_both_axes_and_the_mean) {
                    "output f32[2,2] P() unreduced(data)\n"
                    "over model\n",
                    2u, 4, false);
+}
+
+Test(cpu_collective_axes, integer_and_half_sums_over_an_axis) {
+  afix_t f;
+  afix_init(&f, 2);
+  /* i32 over model wraps: device (r, c) holds {INT32_MAX - c, r}. */
+  int32_t xi[DEVICES][2], yi[DEVICES][2];
+  float* in_i[1][DEVICES];
+  float* out_i[DEVICES];
+  for (uint32_t d = 0; d < DEVICES; ++d) {
+    xi[d][0] = INT32_MAX - (int32_t)coord(d, 1);
+    xi[d][1] = (int32_t)coord(d, 0);
+    in_i[0][d] = (float*)xi[d];
+    out_i[d] = (float*)yi[d];
+  }
+  pw_status_t s = run_shards(&f,
+                             "kernel all_reduce_sum\ninput i32[2] P() unreduced(model)\n"
+                             "output i32[2] P()\nover model\n",
+                             in_i, out_i, NULL);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  for (uint32_t d = 0; d < DEVICES; ++d) {
+    uint32_t want = 0;
+    for (uint32_t c = 0; c < 4; ++c) want += (uint32_t)INT32_MAX - c;
+    cr_assert_eq(yi[d][0], (int32_t)want, "device %u wraps", d);
+    cr_assert_eq(yi[d][1], (int32_t)(4 * coord(d, 0)), "device %u stays in its row", d);
+  }
+  /* bf16 over data: summed in f32, rounded once. */
+  uint16_t xb[DEVICES][3], yb[DEVICES][3];
+  float* in_b[1][DEVICES];
+  float* out_b[DEVICES];
+  for (uint32_t d = 0; d < DEVICES; ++d) {
+    for (int e = 0; e < 3; ++e) xb[d][e] = pw_f32_to_bf16(1.0f + 0.0078125f * (float)(d + e));
+    in_b[0][d] = (float*)xb[d];
+    out_b[d] = (float*)yb[d];
+  }
+  s = run_shards(&f,
+                 "kernel all_reduce_mean\ninput bf16[3] P() unreduced(data)\n"
+                 "output bf16[3] P()\nover data\n",
+                 in_b, out_b, NULL);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  for (uint32_t d = 0; d < DEVICES; ++d) {
+    uint32_t c = coord(d, 1);
+    for (int e = 0; e < 3; ++e) {
+      float sum = pw_bf16_to_f32(xb[c][e]) + pw_bf16_to_f32(xb[c + 4][e]);
+      cr_assert_eq(yb[d][e], pw_f32_to_bf16(sum / 2.0f), "device %u element %d", d, e);
+    }
+  }
+  afix_fini(&f);
+}
+
+Test(cpu_collective_axes, reduce_sum_of_a_split_axis_gives_partial_sums) {
+  afix_t f;
+  afix_init(&f, 2);
+  uint64_t rng = 21;
+  float x[4 * 8];
+  cpu_random_fill(&rng, x, 32);
+  const char* text =
+      "kernel reduce_sum\ninput f32[4,8] P(data, model)\noutput f32[4] P(data) unreduced(model)\n"
+      "attr axis 1\n";
+  pw_backend_executable_t exe = NULL;
+  pw_executable_signature_t sig;
+  pw_status_t s = cpu_load_text(f.backend, text, &f.mesh, &exe, &sig);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  f.vt->unload(f.backend.self, exe);
+  shards_t sx, sy;
+  shards_alloc(&sx, 4, NULL);
+  shards_alloc(&sy, 2, NULL);
+  for (uint32_t d = 0; d < DEVICES; ++d) block_of(x, &sig.inputs[0], &sig.mesh, d, sx.p[d]);
+  float* const in[1][DEVICES] = {
+      {sx.p[0], sx.p[1], sx.p[2], sx.p[3], sx.p[4], sx.p[5], sx.p[6], sx.p[7]}};
+  s = run_shards(&f, text, in, sy.p, NULL);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  for (uint32_t d = 0; d < DEVICES; ++d) {
+    uint32_t r = coord(d, 0), c = coord(d, 1);
+    for (uint32_t i = 0; i < 2; ++i) {
+      uint32_t row = 2 * r + i;
+      float want = x[row * 8 + 2 * c] + x[row * 8 + 2 * c + 1];
+      cr_assert_eq(sy.p[d][i], want, "device %u row %u: its columns' partial sum", d, row);
+    }
+  }
+  expect_refused(&f,
+                 "kernel reduce_sum\ninput f32[4,8] P(data, model)\noutput f32[4] P(data)\n"
+                 "attr axis 1\n",
+                 "P(data) unreduced(model)");
+  shards_free(&sx);
+  shards_free(&sy);
+  afix_fini(&f);
 }
 
 /*---------------------------------------------------------------------------

@@ -174,3 +174,73 @@ Test(sim_axes, bad_axes_are_named) {
   expect_refused("op a\ninput f32[4] P()\noutput f32[4] P()\nover data\n", "not one");
   expect_refused("op a\ninput f32[3] P(model)\noutput f32[4] P()\n", "divisible");
 }
+
+static void put(unsigned char* b, size_t* n, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) b[(*n)++] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t fnv1a64(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+Test(sim_axes, version_2_bytes_carry_tiles_and_version_1_still_loads) {
+  pw_sim_trace_t trace;
+  pw_sim_trace_init(&trace);
+  pw_backend_t b = axes_backend(&trace);
+  pw_backend_executable_t e = NULL;
+  pw_executable_signature_t sig;
+  pw_status_t s = axes_load(b,
+                            "op g\nkind all_gather\ninput f32[8] P((data, model))\n"
+                            "output f32[8] P(data)\nover model\n",
+                            &e, &sig);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  pw_sharding_t want = pw_sharding_tiled(2, (pw_sharding_tile_t[]){{0, 0}, {0, 1}}, 0);
+  cr_assert(pw_sharding_equal(&sig.inputs[0].sharding, &want));
+  b.vtable->unload(b.self, e);
+
+  /* Version 1: op "c", kind copy, f32[8] split(0,1) in and out, 2x4 mesh. */
+  unsigned char v1[512];
+  size_t n = 24;
+  put(v1, &n, 2, 4);
+  put(v1, &n, 2, 4);
+  put(v1, &n, 4, 4);
+  put(v1, &n, 0, 4);
+  put(v1, &n, 0, 4);
+  put(v1, &n, 1, 4);
+  v1[n++] = 'c';
+  put(v1, &n, 1, 4); /* kind copy */
+  put(v1, &n, 0, 8);
+  put(v1, &n, 0, 8);
+  put(v1, &n, 0, 8);
+  put(v1, &n, 0, 8);
+  put(v1, &n, 0, 4);
+  put(v1, &n, 1, 4);
+  put(v1, &n, 1, 4);
+  for (int p = 0; p < 2; ++p) {
+    put(v1, &n, PW_DTYPE_F32, 4);
+    put(v1, &n, 1, 4);
+    put(v1, &n, 8, 8);
+    for (int i = 1; i < PW_MAX_RANK; ++i) put(v1, &n, 0, 8);
+    put(v1, &n, PW_SHARDING_SPLIT, 4);
+    put(v1, &n, 0, 4);
+    put(v1, &n, 1, 4);
+  }
+  size_t end = n;
+  memcpy(v1, "PWSIMEXE", 8);
+  n = 8;
+  put(v1, &n, 1, 4);
+  put(v1, &n, end - 24, 4);
+  put(v1, &n, fnv1a64(v1 + 24, end - 24), 8);
+  sig.struct_size = sizeof(sig);
+  s = b.vtable->load(b.self, v1, end, &e, &sig);
+  cr_assert_null(s, "%s", pw_status_message(s));
+  cr_assert_eq(sig.inputs[0].sharding.kind, PW_SHARDING_SPLIT);
+  cr_assert_eq(sig.inputs[0].sharding.mesh_axis, 1u);
+  b.vtable->unload(b.self, e);
+  b.vtable->destroy(b.self);
+}
