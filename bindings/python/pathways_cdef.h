@@ -951,6 +951,7 @@ typedef struct pw_cpu_program_t {
   pw_backend_param_t inputs[16];
   pw_backend_param_t outputs[16];
   pw_cpu_attr_t attrs[16];
+  uint32_t over_axes;
 } pw_cpu_program_t;
 
 pw_status_t pw_cpu_program_init(pw_cpu_program_t* program, const char* kernel);

@@ -25,6 +25,8 @@
  *   input  DTYPE[DIMS] SHARDING    one input, in the global (logical) view
  *   output DTYPE[DIMS] SHARDING    one output, likewise
  *   attr   NAME VALUE              one attribute (each NAME at most once)
+ *   over   AXIS[, AXIS...]         collectives: the mesh axes they run over
+ *                                  (at most once; names or indices)
  *
  *   DTYPE     a dtype's short or numpy name (pathways/types.h): f32,
  *             f64, bf16, f16, i8 .. i64, u8 .. u64, bool, f8e4m3fn,
@@ -35,6 +37,15 @@
  *             split(T,M)   tensor axis T split in equal blocks over mesh
  *                          axis M; M is a number or `all` (every device of
  *                          the mesh, row-major: PW_MESH_AXIS_ALL). No spaces.
+ *             P(E0, E1, ...) [unreduced(AXES)]   a PartitionSpec (the rest of
+ *                          the line; spaces allowed): entry k is None, a mesh
+ *                          axis or (A, B) (axes splitting dimension k, major
+ *                          first); missing entries are None; unreduced lists
+ *                          the mesh axes holding partial sums
+ *                          (pw_sharding_parse). Axes are the compile mesh's
+ *                          names ("P(data, None)") or indices ("P(0, None)");
+ *                          pw_cpu_program_parse, without a mesh, takes
+ *                          indices only.
  *   NAME      [A-Za-z_][A-Za-z0-9_.]*, kernel names below PW_CPU_NAME_MAX
  *             bytes, attribute names below PW_CPU_ATTR_NAME_MAX.
  *   VALUE     a number: decimal (1, -0.5, 1e-3, .25), C99 hex float
@@ -96,6 +107,11 @@
  *                                attr scale (optional, default 1); aligned
  *   bias_add(x[...,N], b[N]) -> y          b replicated; x's last axis not
  *                                split; y aligned with x
+ *   (PartitionSpec parameters: matmul and reduce_sum follow the general
+ *   rule of docs/backends.md: kept dimensions keep their mesh axes, a
+ *   contracted dimension split over A makes the result unreduced over A;
+ *   the aligned kernels take any equivalent layouts, partial sums only in
+ *   copy, spin, add, sub, scale, axpy and sgd_update.)
  *   matmul(a[2-D], b[2-D]) -> c  float only; attrs transpose_a, transpose_b (0/1,
  *                                default 0). op(a)[M,K] x op(b)[K,N]:
  *                                c[M,N]: K not split; c split(0,X) iff op(a)
@@ -121,6 +137,14 @@
  *   all_reduce_mean(x[G,...]) -> y[...]   float, half; the sum divided by G
  *   all_gather(x) -> y           x split(T,M), y the same global shape
  *                                replicated; any dtype
+ *   With an `over A` line (A: mesh axes), the collectives keep the global
+ *   shape and change the layout over A only (docs/backends.md, "Over named
+ *   axes"): all_reduce_sum/_mean take x unreduced over A to y reduced over
+ *   A; all_gather takes x split over A to y not split over A;
+ *   reduce_scatter(x) -> y (float, half, integer) takes x unreduced over A
+ *   to y reduced and split over A; all_to_all(x) -> y (any dtype) moves
+ *   the axes of A to other dimensions. reduce_scatter and all_to_all need
+ *   `over`. A device meets only the devices that differ from it along A.
  *
  * A collective is keyed by launch->gang_id and, when it reduces over one
  * axis of a multi-axis mesh, by the device's coordinates on the other axes;
@@ -355,7 +379,7 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_set_health(
 #define PW_CPU_ATTR_TEXT_MAX 64  /* string attribute value, NUL included */
 #define PW_CPU_MAX_ATTRS 16
 /* A buffer this large always holds a formatted program. */
-#define PW_CPU_PROGRAM_TEXT_MAX 10240
+#define PW_CPU_PROGRAM_TEXT_MAX 16384
 
 typedef enum pw_cpu_attr_kind_e {
   PW_CPU_ATTR_NUMBER = 1,
@@ -379,6 +403,10 @@ typedef struct pw_cpu_program_t {
   pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
   pw_cpu_attr_t attrs[PW_CPU_MAX_ATTRS];
+  /* Collectives: the mesh axes the collective runs over (bit a for mesh
+   * axis a; the `over` directive). 0: none given (the collectives' original
+   * forms, whose group follows from input 0's split). */
+  uint32_t over_axes;
 } pw_cpu_program_t;
 
 /* Zeroes |program| and sets its kernel name. INVALID_ARGUMENT if |kernel|
@@ -419,6 +447,18 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_format(
  * line and token. Thread-safe. */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_parse(
     const char* text, size_t size, pw_cpu_program_t* out_program);
+
+/* pw_cpu_program_format and pw_cpu_program_parse over |mesh| (NULL: as
+ * the functions above): PartitionSpecs and `over` lines write and read
+ * mesh axes by the names |mesh| gives them (indices on an unnamed mesh,
+ * and indices are accepted on a named one too). Compile parses with its
+ * mesh, so format_named(p, mesh) compiles on that mesh. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_format_named(
+    const pw_cpu_program_t* program, const pw_mesh_shape_t* mesh, char* buffer,
+    size_t capacity, size_t* out_length);
+PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_parse_named(
+    const char* text, size_t size, const pw_mesh_shape_t* mesh,
+    pw_cpu_program_t* out_program);
 
 /* The attribute |name| of |program|, or NULL. Valid while |program| is. */
 PW_API const pw_cpu_attr_t* pw_cpu_program_find_attr(

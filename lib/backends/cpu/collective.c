@@ -1,4 +1,6 @@
-/* In-slice collectives: all_reduce_sum, all_reduce_mean, all_gather.
+/* In-slice collectives: all_reduce_sum, all_reduce_mean, all_gather, and
+ * (over named mesh axes only, collective_axes.c) reduce_scatter and
+ * all_to_all.
  *
  * A collective is an asynchronous rendezvous. Each device's launch arrives
  * on a pool thread, links itself into its group's record (keyed by gang id
@@ -27,19 +29,67 @@
  * Group geometry
  *-------------------------------------------------------------------------*/
 
-/* Mesh-index step between consecutive positions along |axis|. */
+/* Mesh-index step between consecutive coordinates along |axis|. */
 static uint32_t pw_cpu_axis_stride(const pw_mesh_shape_t* mesh, uint32_t axis) {
-  if (axis == PW_MESH_AXIS_ALL) return 1;
   uint32_t stride = 1;
   for (uint32_t i = mesh->rank; i-- > axis + 1;) stride *= mesh->dims[i];
   return stride;
+}
+
+uint32_t pw_cpu__collective_axes(const pw_cpu_program_t* program, const pw_mesh_shape_t* mesh) {
+  if (program->over_axes != 0) return program->over_axes;
+  if (program->input_count == 0 || program->inputs[0].sharding.kind != PW_SHARDING_SPLIT) {
+    return 0;
+  }
+  uint32_t axis = program->inputs[0].sharding.mesh_axis;
+  if (axis == PW_MESH_AXIS_ALL) return mesh->rank >= 32 ? 0 : (1u << mesh->rank) - 1u;
+  return axis < mesh->rank ? 1u << axis : 0;
+}
+
+/* A group spans the devices that differ from each other only along the
+ * mesh axes in |axes|. Its positions number them by their coordinates
+ * along those axes, mixed radix in mesh order (the last axis varies
+ * fastest), so one axis gives the coordinate and every axis the row-major
+ * mesh index. */
+static uint32_t pw_cpu_group_size(const pw_mesh_shape_t* mesh, uint32_t axes) {
+  uint32_t size = 1;
+  for (uint32_t a = 0; a < mesh->rank; ++a) {
+    if (axes >> a & 1u) size *= mesh->dims[a];
+  }
+  return size;
+}
+
+static uint32_t pw_cpu_group_position(const pw_mesh_shape_t* mesh, uint32_t axes,
+                                      uint32_t mesh_index) {
+  uint32_t position = 0;
+  for (uint32_t a = 0; a < mesh->rank; ++a) {
+    if (axes >> a & 1u) {
+      position = position * mesh->dims[a] + pw_mesh_coordinate(mesh, mesh_index, a);
+    }
+  }
+  return position;
+}
+
+/* The mesh index of |position| in the group whose position 0 is |key|. */
+static uint32_t pw_cpu_group_mesh_index(const pw_mesh_shape_t* mesh, uint32_t axes,
+                                        uint32_t key, uint32_t position) {
+  uint32_t index = key;
+  for (uint32_t a = mesh->rank; a-- > 0;) {
+    if (axes >> a & 1u) {
+      index += (position % mesh->dims[a]) * pw_cpu_axis_stride(mesh, a);
+      position /= mesh->dims[a];
+    }
+  }
+  return index;
 }
 
 /* The device at |position| of |launch|'s group. */
 static uint32_t pw_cpu_group_device(const pw_cpu__rendezvous_t* record,
                                     const pw_cpu__launch_t* launch,
                                     uint32_t position) {
-  return launch->group_devices[record->group_key + position * record->stride];
+  const pw_mesh_shape_t* mesh = &record->executable->mesh;
+  return launch->group_devices[pw_cpu_group_mesh_index(mesh, record->axes, record->group_key,
+                                                       position)];
 }
 
 /*---------------------------------------------------------------------------
@@ -245,16 +295,22 @@ static bool pw_cpu_gang_refused_locked(const pw_cpu__backend_t* backend, uint64_
 void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
   pw_cpu__backend_t* backend = launch->backend;
   pw_backend_executable_t exe = launch->executable;
-  uint32_t axis = exe->group_axis;
+  uint32_t axes = exe->group_axes;
   /* The group geometry, computed without the lock. */
   pw_cpu__rendezvous_t geometry;
   memset(&geometry, 0, sizeof(geometry));
   geometry.gang_id = launch->gang_id;
-  geometry.expected = pw_cpu__mesh_axis_size(&exe->mesh, axis);
-  geometry.stride = pw_cpu_axis_stride(&exe->mesh, axis);
+  geometry.expected = pw_cpu_group_size(&exe->mesh, axes);
+  geometry.axes = axes;
   geometry.executable = exe;
-  launch->position = pw_mesh_coordinate(&exe->mesh, launch->mesh_index, axis);
-  geometry.group_key = launch->mesh_index - launch->position * geometry.stride;
+  launch->position = pw_cpu_group_position(&exe->mesh, axes, launch->mesh_index);
+  geometry.group_key = launch->mesh_index;
+  for (uint32_t a = 0; a < exe->mesh.rank; ++a) {
+    if (axes >> a & 1u) {
+      geometry.group_key -= pw_mesh_coordinate(&exe->mesh, launch->mesh_index, a) *
+                            pw_cpu_axis_stride(&exe->mesh, a);
+    }
+  }
   pw_status_t unhealthy = pw_cpu_group_health(&geometry, launch);
   pw_cpu__rendezvous_t* spare = launch->spare;
   launch->spare = NULL;
@@ -328,11 +384,15 @@ void pw_cpu__collective_arrive(pw_cpu__launch_t* launch) {
   if (spare != NULL) pw_allocator_free(backend->allocator, spare, sizeof(*spare));
   if (finished != NULL && finished->failure == NULL) {
     /* Every member is here and the record unlinked: this thread owns it. */
-    switch (exe->kernel->collective) {
-      case PW_CPU__ALL_REDUCE_SUM: pw_cpu_all_reduce(finished, false); break;
-      case PW_CPU__ALL_REDUCE_MEAN: pw_cpu_all_reduce(finished, true); break;
-      case PW_CPU__ALL_GATHER: pw_cpu_all_gather(finished); break;
-      case PW_CPU__NOT_COLLECTIVE: break;
+    if (exe->program.over_axes != 0) {
+      pw_cpu__collective_redistribute(finished);
+    } else {
+      switch (exe->kernel->collective) {
+        case PW_CPU__ALL_REDUCE_SUM: pw_cpu_all_reduce(finished, false); break;
+        case PW_CPU__ALL_REDUCE_MEAN: pw_cpu_all_reduce(finished, true); break;
+        case PW_CPU__ALL_GATHER: pw_cpu_all_gather(finished); break;
+        default: break; /* the other kinds need 'over' */
+      }
     }
     pw_cpu__launch_t* m = finished->members;
     finished->members = NULL;
@@ -422,10 +482,27 @@ void pw_cpu__collective_shutdown(pw_cpu__backend_t* backend) {
  * Signatures
  *-------------------------------------------------------------------------*/
 
-/* all_reduce_*(x[G,...] split(0,M)) -> y[...] replicated */
+/* A form over named axes needs 'over'; UNIMPLEMENTED-free: a clear
+ * INVALID_ARGUMENT. */
+static pw_status_t pw_cpu_need_over(const pw_cpu_program_t* program, const char* form) {
+  return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                        "%s: name the mesh axes it runs over with an 'over AXES' line "
+                        "(e.g. 'over data')",
+                        form);
+}
+
+/* all_reduce_*(x[G,...] split(0,M)) -> y[...] replicated, or the 'over'
+ * form (collective_axes.c). */
 static pw_status_t pw_cpu_check_all_reduce(void* user, const pw_cpu_program_t* program,
                                            const pw_mesh_shape_t* mesh) {
+  if (program->over_axes != 0) {
+    return pw_cpu__check_collective_axes(
+        program, mesh, user != NULL ? PW_CPU__ALL_REDUCE_MEAN : PW_CPU__ALL_REDUCE_SUM);
+  }
   const pw_backend_param_t* x = &program->inputs[0];
+  if (x->sharding.kind == PW_SHARDING_TILED) {
+    return pw_cpu_need_over(program, "input 0 is a PartitionSpec");
+  }
   const pw_backend_param_t* y = &program->outputs[0];
   if (x->shape.rank < 1 || x->sharding.kind != PW_SHARDING_SPLIT ||
       x->sharding.tensor_axis != 0) {
@@ -458,7 +535,13 @@ static pw_status_t pw_cpu_check_all_reduce(void* user, const pw_cpu_program_t* p
 /* all_gather(x split(T,M)) -> y (same shape) replicated */
 static pw_status_t pw_cpu_check_all_gather(void* user, const pw_cpu_program_t* program,
                                            const pw_mesh_shape_t* mesh) {
+  if (program->over_axes != 0) {
+    return pw_cpu__check_collective_axes(program, mesh, PW_CPU__ALL_GATHER);
+  }
   const pw_backend_param_t* x = &program->inputs[0];
+  if (x->sharding.kind == PW_SHARDING_TILED) {
+    return pw_cpu_need_over(program, "input 0 is a PartitionSpec");
+  }
   const pw_backend_param_t* y = &program->outputs[0];
   if (x->sharding.kind != PW_SHARDING_SPLIT) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "input 0 must be split");
@@ -471,6 +554,18 @@ static pw_status_t pw_cpu_check_all_gather(void* user, const pw_cpu_program_t* p
   return NULL;
 }
 
+static pw_status_t pw_cpu_check_reduce_scatter(void* user, const pw_cpu_program_t* program,
+                                               const pw_mesh_shape_t* mesh) {
+  if (program->over_axes == 0) return pw_cpu_need_over(program, "reduce_scatter");
+  return pw_cpu__check_collective_axes(program, mesh, PW_CPU__REDUCE_SCATTER);
+}
+
+static pw_status_t pw_cpu_check_all_to_all(void* user, const pw_cpu_program_t* program,
+                                           const pw_mesh_shape_t* mesh) {
+  if (program->over_axes == 0) return pw_cpu_need_over(program, "all_to_all");
+  return pw_cpu__check_collective_axes(program, mesh, PW_CPU__ALL_TO_ALL);
+}
+
 static const pw_cpu_param_spec_t pw_cpu_reduce_numeric[] = {
     {"x", PW_CPU_DTYPES_FLOAT | PW_CPU_DTYPES_HALF | PW_CPU_DTYPES_INTEGER, -1}};
 static const pw_cpu_param_spec_t pw_cpu_reduce_float[] = {
@@ -478,19 +573,26 @@ static const pw_cpu_param_spec_t pw_cpu_reduce_float[] = {
 static const pw_cpu_param_spec_t pw_cpu_any_x[] = {{"x", PW_CPU_DTYPES_ANY, -1}};
 static const pw_cpu_param_spec_t pw_cpu_any_y[] = {{"y", PW_CPU_DTYPES_ANY, -1}};
 
-#define PW_CPU_COLLECTIVE(NAME, INPUTS, CHECK, KIND)                             \
+/* Non-NULL user marks the mean. */
+static const char pw_cpu_mean_tag[] = "mean";
+
+#define PW_CPU_COLLECTIVE(NAME, INPUTS, CHECK, USER, KIND)                       \
   {{.struct_size = sizeof(pw_cpu_kernel_def_t), .name = NAME, .input_count = 1, \
     .inputs = INPUTS, .output_count = 1, .outputs = pw_cpu_any_y,               \
-    .flags = PW_CPU_KERNEL_SAME_DTYPE, .check = CHECK},                         \
+    .flags = PW_CPU_KERNEL_SAME_DTYPE, .check = CHECK, .user = USER},           \
    KIND}
 
 const pw_cpu__builtin_t pw_cpu__collective_kernels[] = {
-    PW_CPU_COLLECTIVE("all_reduce_sum", pw_cpu_reduce_numeric, pw_cpu_check_all_reduce,
+    PW_CPU_COLLECTIVE("all_reduce_sum", pw_cpu_reduce_numeric, pw_cpu_check_all_reduce, NULL,
                       PW_CPU__ALL_REDUCE_SUM),
     PW_CPU_COLLECTIVE("all_reduce_mean", pw_cpu_reduce_float, pw_cpu_check_all_reduce,
-                      PW_CPU__ALL_REDUCE_MEAN),
-    PW_CPU_COLLECTIVE("all_gather", pw_cpu_any_x, pw_cpu_check_all_gather,
+                      (void*)pw_cpu_mean_tag, PW_CPU__ALL_REDUCE_MEAN),
+    PW_CPU_COLLECTIVE("all_gather", pw_cpu_any_x, pw_cpu_check_all_gather, NULL,
                       PW_CPU__ALL_GATHER),
+    PW_CPU_COLLECTIVE("reduce_scatter", pw_cpu_reduce_numeric, pw_cpu_check_reduce_scatter,
+                      NULL, PW_CPU__REDUCE_SCATTER),
+    PW_CPU_COLLECTIVE("all_to_all", pw_cpu_any_x, pw_cpu_check_all_to_all, NULL,
+                      PW_CPU__ALL_TO_ALL),
 };
 const size_t pw_cpu__collective_kernel_count =
     sizeof(pw_cpu__collective_kernels) / sizeof(pw_cpu__collective_kernels[0]);

@@ -89,6 +89,8 @@ typedef enum pw_cpu__collective_e {
   PW_CPU__ALL_REDUCE_SUM = 1,
   PW_CPU__ALL_REDUCE_MEAN = 2,
   PW_CPU__ALL_GATHER = 3,
+  PW_CPU__REDUCE_SCATTER = 4, /* over named axes only */
+  PW_CPU__ALL_TO_ALL = 5,     /* over named axes only */
 } pw_cpu__collective_t;
 
 #define PW_CPU__PARAM_NAME_MAX 32
@@ -230,7 +232,7 @@ struct pw_backend_executable_s {
   pw_cpu__backend_t* backend;
   const pw_cpu__kernel_t* kernel;
   pw_mesh_shape_t mesh;
-  uint32_t group_axis; /* collectives: the mesh axis they run over */
+  uint32_t group_axes; /* collectives: the mesh axes they run over (mask) */
   pw_cpu_program_t program;
   pw_shape_t input_shards[PW_BACKEND_MAX_PARAMS];
   pw_shape_t output_shards[PW_BACKEND_MAX_PARAMS];
@@ -248,7 +250,7 @@ struct pw_cpu__rendezvous_t {
   uint32_t group_key;          /* mesh index of the group's position 0 */
   uint32_t expected;           /* group size */
   uint32_t arrived;
-  uint32_t stride;             /* mesh-index step between positions */
+  uint32_t axes;               /* mesh axes the group spans (mask) */
   pw_backend_executable_t executable; /* the first member's; a reference */
   pw_status_t failure;         /* set once the group has failed */
   pw_cpu__launch_t* members;   /* waiting members, sorted by position */
@@ -281,6 +283,9 @@ struct pw_cpu__launch_t {
   pw_cpu__launch_t* complete_next; /* a batch of dones to call */
   pw_status_t complete_status;
   pw_cpu__rendezvous_t* spare;     /* collectives: record if first there */
+  /* Collectives over named axes: where input 0's block starts (global
+   * indices; set by the member that computes, collective_axes.c). */
+  int64_t block_offsets[PW_MAX_RANK];
   uint32_t* group_devices; /* group_size entries, trailing the struct */
 };
 
@@ -336,10 +341,13 @@ typedef struct pw_cpu__lines_t {
   uint32_t inputs[PW_BACKEND_MAX_PARAMS];
   uint32_t outputs[PW_BACKEND_MAX_PARAMS];
   uint32_t attrs[PW_CPU_MAX_ATTRS];
+  uint32_t over;
 } pw_cpu__lines_t;
 
-/* pw_cpu_program_parse that also reports each directive's line. */
+/* pw_cpu_program_parse_named (|mesh| NULL: indices only) that also reports
+ * each directive's line. */
 pw_status_t pw_cpu__program_parse(const char* text, size_t size,
+                                  const pw_mesh_shape_t* mesh,
                                   pw_cpu_program_t* out_program,
                                   pw_cpu__lines_t* out_lines);
 
@@ -352,9 +360,11 @@ bool pw_cpu__is_name(const char* text, size_t length);
 /* True if |text| is a string attribute WORD that does not read as a number. */
 bool pw_cpu__is_word(const char* text, size_t length);
 
-/* Writes the program-text form of |sharding| ("split(0,all)"). */
-void pw_cpu__sharding_text(const pw_sharding_t* sharding, char* buffer,
-                           size_t capacity);
+/* Writes the program-text form of |sharding| ("split(0,all)", "P(data,
+ * None)"): axes by |mesh|'s names, or indices when |mesh| is NULL or
+ * unnamed. */
+void pw_cpu__sharding_text(const pw_sharding_t* sharding, const pw_mesh_shape_t* mesh,
+                           char* buffer, size_t capacity);
 /* Writes "input 1 'rhs' f32[16,4] split(0,all)"-style text. */
 void pw_cpu__param_text(const char* role, uint32_t index, const char* name,
                         const pw_backend_param_t* param, char* buffer,
@@ -393,6 +403,19 @@ void pw_cpu__unload(void* self, pw_backend_executable_t executable);
  * Collectives (collective.c)
  *-------------------------------------------------------------------------*/
 
+/* The mesh axes (mask) collective |program| runs over: its `over` axes, or
+ * (original forms) input 0's split axis, every axis for split(T,all). */
+uint32_t pw_cpu__collective_axes(const pw_cpu_program_t* program, const pw_mesh_shape_t* mesh);
+
+/* The signature check of the `over AXES` forms (collective_axes.c):
+ * INVALID_ARGUMENT naming the axis or parameter that does not fit. */
+pw_status_t pw_cpu__check_collective_axes(const pw_cpu_program_t* program,
+                                          const pw_mesh_shape_t* mesh,
+                                          pw_cpu__collective_t kind);
+/* Computes a finished group of an `over AXES` collective: writes every
+ * member's output (collective_axes.c). */
+void pw_cpu__collective_redistribute(pw_cpu__rendezvous_t* record);
+
 /* Runs on a pool thread: |launch| arrives at its gang's rendezvous. It
  * either waits there (returning at once) or completes the whole group. */
 void pw_cpu__collective_arrive(pw_cpu__launch_t* launch);
@@ -423,8 +446,13 @@ static inline size_t pw_cpu__elements(const pw_shape_t* shape) {
 uint32_t pw_cpu__mesh_axis_size(const pw_mesh_shape_t* mesh, uint32_t axis);
 
 /* Checks shared by the kernel check hooks: every parameter has the global
- * shape and sharding of input 0 (or output 0 when there are no inputs). */
-pw_status_t pw_cpu__check_aligned(const pw_cpu_program_t* program);
+ * shape of input 0 (or output 0 when there are no inputs) and lays it out
+ * alike (pw_sharding_equivalent over |mesh|: any sharding kinds), so each
+ * device applies the kernel to its shards. Partial sums (unreduced axes) are refused
+ * unless |linear| (the kernel is linear in every input and has one, or
+ * adds its inputs), naming the parameter. */
+pw_status_t pw_cpu__check_layouts(const pw_cpu_program_t* program, const pw_mesh_shape_t* mesh,
+                                  bool linear);
 /* An attribute that must be an integer in [lo, hi]; |fallback| if absent. */
 pw_status_t pw_cpu__int_attr(const pw_cpu_program_t* program, const char* name,
                              int64_t lo, int64_t hi, int64_t fallback,

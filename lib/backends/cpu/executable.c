@@ -1,9 +1,9 @@
 /* compile, load, unload: program text -> executable bytes -> executable.
  *
- * Executable bytes, format version 1 (all integers little-endian):
+ * Executable bytes, format version 2 (all integers little-endian):
  *
  *   0   8  magic "PWCPUEXE"
- *   8   4  format version (1)
+ *   8   4  format version (2; load also reads 1)
  *   12  4  payload size in bytes
  *   16  8  FNV-1a 64 of the payload
  *   24  .. payload:
@@ -12,9 +12,13 @@
  *        u32   input count, output count, attribute count
  *        param x (inputs + outputs):   u32 dtype, u32 rank, i64 x rank dims,
  *                                      u32 sharding kind, u32 tensor axis,
- *                                      u32 mesh axis
+ *                                      u32 mesh axis, then (version 2)
+ *                                      u32 tile count, u8 tensor axis + u8
+ *                                      mesh axis x tile count, u32 unreduced
+ *                                      axes mask
  *        attr x count:                 str name, u32 kind, then u64 IEEE-754
  *                                      bits (number) or str (string)
+ *        u32   over axes mask          (version 2; version 1 has none: 0)
  *
  * The encoding is a function of the parsed program and the mesh only, so
  * the same program gives the same bytes (whitespace and comments do not
@@ -28,7 +32,9 @@
 #include "pathways/struct_size.h"
 
 #define PW_CPU_MAGIC "PWCPUEXE"
-#define PW_CPU_FORMAT_VERSION 1u
+#define PW_CPU_FORMAT_VERSION 2u
+/* The oldest version load still reads (no tiles, no over axes). */
+#define PW_CPU_FORMAT_VERSION_MIN 1u
 #define PW_CPU_HEADER_SIZE 24u
 /* Larger than any encoded program (see the layout above). */
 #define PW_CPU_ENCODED_MAX 8192u
@@ -71,10 +77,19 @@ static void pw_cpu_put_param(pw_cpu_out_t* out, const pw_backend_param_t* param)
   for (uint32_t i = 0; i < param->shape.rank; ++i) {
     pw_cpu_put(out, (uint64_t)param->shape.dims[i], 8);
   }
-  bool split = param->sharding.kind == PW_SHARDING_SPLIT;
-  pw_cpu_put(out, (uint32_t)param->sharding.kind, 4);
-  pw_cpu_put(out, split ? param->sharding.tensor_axis : 0, 4);
-  pw_cpu_put(out, split ? param->sharding.mesh_axis : 0, 4);
+  const pw_sharding_t* sharding = &param->sharding;
+  bool split = sharding->kind == PW_SHARDING_SPLIT;
+  bool tiled = sharding->kind == PW_SHARDING_TILED;
+  pw_cpu_put(out, (uint32_t)sharding->kind, 4);
+  pw_cpu_put(out, split ? sharding->tensor_axis : 0, 4);
+  pw_cpu_put(out, split ? sharding->mesh_axis : 0, 4);
+  uint32_t tiles = tiled ? sharding->tile_count : 0;
+  pw_cpu_put(out, tiles, 4);
+  for (uint32_t i = 0; i < tiles && i < PW_MAX_MESH_RANK; ++i) {
+    pw_cpu_put(out, sharding->tiles[i].tensor_axis, 1);
+    pw_cpu_put(out, sharding->tiles[i].mesh_axis, 1);
+  }
+  pw_cpu_put(out, tiled ? sharding->unreduced_axes : 0, 4);
 }
 
 /* Encodes into |out| (header included). */
@@ -105,6 +120,7 @@ static void pw_cpu_encode(const pw_cpu_program_t* program,
       pw_cpu_put_str(out, attr->text);
     }
   }
+  pw_cpu_put(out, program->over_axes, 4);
   size_t payload = out->n - PW_CPU_HEADER_SIZE;
   if (out->n <= out->capacity) {
     memcpy(out->p, PW_CPU_MAGIC, 8);
@@ -155,7 +171,7 @@ static void pw_cpu_get_str(pw_cpu_in_t* in, char* buffer, size_t capacity,
   in->pos += (size_t)length;
 }
 
-static void pw_cpu_get_param(pw_cpu_in_t* in, pw_backend_param_t* param) {
+static void pw_cpu_get_param(pw_cpu_in_t* in, uint32_t version, pw_backend_param_t* param) {
   memset(param, 0, sizeof(*param));
   param->dtype = (pw_dtype_t)pw_cpu_get(in, 4, "parameter dtype");
   uint64_t rank = pw_cpu_get(in, 4, "parameter rank");
@@ -170,6 +186,23 @@ static void pw_cpu_get_param(pw_cpu_in_t* in, pw_backend_param_t* param) {
   param->sharding.kind = (pw_sharding_kind_t)pw_cpu_get(in, 4, "sharding kind");
   param->sharding.tensor_axis = (uint32_t)pw_cpu_get(in, 4, "sharding tensor axis");
   param->sharding.mesh_axis = (uint32_t)pw_cpu_get(in, 4, "sharding mesh axis");
+  if (version < 2) return;
+  uint64_t tiles = pw_cpu_get(in, 4, "sharding tile count");
+  if (tiles > PW_MAX_MESH_RANK) {
+    if (in->error == NULL) in->error = "sharding tile count";
+    return;
+  }
+  param->sharding.tile_count = (uint32_t)tiles;
+  for (uint32_t i = 0; i < param->sharding.tile_count; ++i) {
+    param->sharding.tiles[i].tensor_axis = (uint8_t)pw_cpu_get(in, 1, "sharding tile");
+    param->sharding.tiles[i].mesh_axis = (uint8_t)pw_cpu_get(in, 1, "sharding tile");
+  }
+  param->sharding.unreduced_axes = (uint32_t)pw_cpu_get(in, 4, "sharding unreduced axes");
+  bool tiled = param->sharding.kind == PW_SHARDING_TILED;
+  if (in->error == NULL && !tiled &&
+      (param->sharding.tile_count != 0 || param->sharding.unreduced_axes != 0)) {
+    in->error = "tiles on a sharding that is not TILED";
+  }
 }
 
 static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
@@ -190,11 +223,12 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
   uint64_t version = pw_cpu_get(&header, 4, "version");
   uint64_t payload = pw_cpu_get(&header, 4, "payload size");
   uint64_t checksum = pw_cpu_get(&header, 8, "checksum");
-  if (version != PW_CPU_FORMAT_VERSION) {
+  if (version < PW_CPU_FORMAT_VERSION_MIN || version > PW_CPU_FORMAT_VERSION) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu executable format version %llu is not supported "
-                          "(this backend reads version %u)",
-                          (unsigned long long)version, PW_CPU_FORMAT_VERSION);
+                          "(this backend reads versions %u to %u)",
+                          (unsigned long long)version, PW_CPU_FORMAT_VERSION_MIN,
+                          PW_CPU_FORMAT_VERSION);
   }
   if (payload != size - PW_CPU_HEADER_SIZE) {
     return pw_status_make(PW_STATUS_DATA_LOSS,
@@ -235,10 +269,10 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
     program->attr_count = (uint32_t)attrs;
   }
   for (uint32_t i = 0; i < program->input_count && in.error == NULL; ++i) {
-    pw_cpu_get_param(&in, &program->inputs[i]);
+    pw_cpu_get_param(&in, (uint32_t)version, &program->inputs[i]);
   }
   for (uint32_t i = 0; i < program->output_count && in.error == NULL; ++i) {
-    pw_cpu_get_param(&in, &program->outputs[i]);
+    pw_cpu_get_param(&in, (uint32_t)version, &program->outputs[i]);
   }
   for (uint32_t i = 0; i < program->attr_count && in.error == NULL; ++i) {
     pw_cpu_attr_t* attr = &program->attrs[i];
@@ -253,6 +287,7 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
       in.error = "attribute kind";
     }
   }
+  if (version >= 2) program->over_axes = (uint32_t)pw_cpu_get(&in, 4, "over axes");
   if (in.error == NULL && in.pos != in.n) in.error = "trailing payload bytes";
   if (in.error != NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -292,7 +327,7 @@ pw_status_t pw_cpu__compile(void* self, const void* program, size_t program_size
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "cpu compile");
   pw_cpu_program_t parsed;
   pw_cpu__lines_t lines;
-  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_parse(program, program_size, &parsed, &lines),
+  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_parse(program, program_size, mesh, &parsed, &lines),
                          "cpu compile");
   const pw_cpu__kernel_t* kernel = pw_cpu__kernel_find(backend, parsed.kernel);
   if (kernel == NULL) {
@@ -353,7 +388,7 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   exe->kernel = kernel;
   exe->mesh = mesh;
   exe->program = program;
-  exe->group_axis = program.input_count ? program.inputs[0].sharding.mesh_axis : 0;
+  exe->group_axes = pw_cpu__collective_axes(&program, &mesh);
   /* pw_cpu__program_validate checked every spec's size: these cannot fail. */
   pw_status_t status = NULL;
   for (uint32_t i = 0; status == NULL && i < program.input_count; ++i) {

@@ -3,8 +3,12 @@
  * logistic_loss_grad, bias_add.
  *
  * Elementwise kernels need no communication: every parameter has the same
- * global shape and sharding ("aligned"), so each device applies the
- * function to its own block. f32 kernels compute in float (expf, log1pf
+ * global shape and lays it out alike over the mesh ("aligned": any
+ * sharding kind, compared by pw_sharding_equivalent), so each device
+ * applies the function to its own block. Partial sums (unreduced axes) are
+ * taken only by the kernels linear in their inputs (copy, spin, add, sub,
+ * scale, axpy, sgd_update), where the sum of the results is the result of
+ * the sums. f32 kernels compute in float (expf, log1pf
  * through <tgmath.h>), f64 in double, f16 and bf16 in float rounded back
  * once per element; add, sub and mul also take every integer dtype
  * (wrapping, cpu_dtypes.h) and c64. */
@@ -159,7 +163,7 @@ static pw_status_t pw_cpu_check_spin(void* user, const pw_cpu_program_t* program
                           "from 0 to 10e9",
                           ns);
   }
-  return pw_cpu__check_aligned(program);
+  return pw_cpu__check_layouts(program, mesh, true);
 }
 
 static pw_status_t pw_cpu_run_fill(const pw_cpu_kernel_call_t* call) {
@@ -196,6 +200,7 @@ static pw_status_t pw_cpu_run_fill(const pw_cpu_kernel_call_t* call) {
  * doubles that convert exactly, |v| <= 2^53), bool 0 or 1. */
 static pw_status_t pw_cpu_check_fill(void* user, const pw_cpu_program_t* program,
                                      const pw_mesh_shape_t* mesh) {
+  PW_RETURN_IF_ERROR(pw_cpu__check_layouts(program, mesh, false));
   const int64_t exact = INT64_C(1) << 53;
   int64_t lo = 0;
   int64_t hi = 0;
@@ -253,17 +258,27 @@ static pw_status_t pw_cpu_check_bias_add(void* user, const pw_cpu_program_t* pro
                           "input 1 (the bias) must be a vector as long as the last "
                           "dimension of input 0");
   }
-  if (b->sharding.kind != PW_SHARDING_REPLICATED) {
+  pw_sharding_t bn;
+  pw_sharding_t xn;
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_normalize(&b->sharding, &b->shape, mesh, &bn), "input 1");
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_normalize(&x->sharding, &x->shape, mesh, &xn), "input 0");
+  if (bn.tile_count != 0 || bn.unreduced_axes != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "input 1 (the bias) must be replicated");
   }
-  if (x->sharding.kind == PW_SHARDING_SPLIT &&
-      x->sharding.tensor_axis == x->shape.rank - 1) {
+  for (uint32_t i = 0; i < xn.tile_count; ++i) {
+    if (xn.tiles[i].tensor_axis == x->shape.rank - 1) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "input 0 must not be split along its last axis");
+    }
+  }
+  if (xn.unreduced_axes != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "input 0 must not be split along its last axis");
+                          "input 0 holds partial sums (unreduced); bias_add needs "
+                          "them reduced (all_reduce_sum first)");
   }
   if (!pw_shape_equal(&x->shape, &y->shape) ||
-      !pw_sharding_equal(&x->sharding, &y->sharding)) {
+      !pw_sharding_equivalent(&x->sharding, &y->sharding, &x->shape, mesh)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "output 0 must have the shape and sharding of input 0");
   }
@@ -273,7 +288,13 @@ static pw_status_t pw_cpu_check_bias_add(void* user, const pw_cpu_program_t* pro
 static pw_status_t pw_cpu_check_aligned_hook(void* user,
                                              const pw_cpu_program_t* program,
                                              const pw_mesh_shape_t* mesh) {
-  return pw_cpu__check_aligned(program);
+  return pw_cpu__check_layouts(program, mesh, false);
+}
+
+static pw_status_t pw_cpu_check_linear_hook(void* user,
+                                            const pw_cpu_program_t* program,
+                                            const pw_mesh_shape_t* mesh) {
+  return pw_cpu__check_layouts(program, mesh, true);
 }
 
 /*---------------------------------------------------------------------------
@@ -318,23 +339,26 @@ static const pw_cpu_attr_spec_t pw_cpu_value[] = {{"value", PW_CPU_ATTR_NUMBER, 
 #define PW_CPU_EW_KERNEL(NAME, INS, NIN, ATTRS, NATTR) \
   PW_CPU_KERNEL(#NAME, INS, NIN, pw_cpu_y, ATTRS, NATTR, \
                 pw_cpu_check_aligned_hook, pw_cpu_run_##NAME)
+#define PW_CPU_EW_LINEAR(NAME, INS, NIN, ATTRS, NATTR) \
+  PW_CPU_KERNEL(#NAME, INS, NIN, pw_cpu_y, ATTRS, NATTR, \
+                pw_cpu_check_linear_hook, pw_cpu_run_##NAME)
 
 const pw_cpu__builtin_t pw_cpu__elementwise_kernels[] = {
     PW_CPU_KERNEL("copy", pw_cpu_any_x, 1, pw_cpu_any_y, NULL, 0,
-                  pw_cpu_check_aligned_hook, pw_cpu_run_copy),
+                  pw_cpu_check_linear_hook, pw_cpu_run_copy),
     PW_CPU_KERNEL("spin", pw_cpu_any_x, 1, pw_cpu_any_y, pw_cpu_ns, 1, pw_cpu_check_spin,
                   pw_cpu_run_spin),
     PW_CPU_KERNEL("fill", NULL, 0, pw_cpu_any_y, pw_cpu_value, 1, pw_cpu_check_fill,
                   pw_cpu_run_fill),
     PW_CPU_KERNEL("add", pw_cpu_arith_ab, 2, pw_cpu_arith_y, NULL, 0,
-                  pw_cpu_check_aligned_hook, pw_cpu_run_add),
+                  pw_cpu_check_linear_hook, pw_cpu_run_add),
     PW_CPU_KERNEL("sub", pw_cpu_arith_ab, 2, pw_cpu_arith_y, NULL, 0,
-                  pw_cpu_check_aligned_hook, pw_cpu_run_sub),
+                  pw_cpu_check_linear_hook, pw_cpu_run_sub),
     PW_CPU_KERNEL("mul", pw_cpu_arith_ab, 2, pw_cpu_arith_y, NULL, 0,
                   pw_cpu_check_aligned_hook, pw_cpu_run_mul),
-    PW_CPU_EW_KERNEL(scale, pw_cpu_x, 1, pw_cpu_alpha, 1),
-    PW_CPU_EW_KERNEL(axpy, pw_cpu_xy, 2, pw_cpu_alpha, 1),
-    PW_CPU_EW_KERNEL(sgd_update, pw_cpu_wg, 2, pw_cpu_lr, 1),
+    PW_CPU_EW_LINEAR(scale, pw_cpu_x, 1, pw_cpu_alpha, 1),
+    PW_CPU_EW_LINEAR(axpy, pw_cpu_xy, 2, pw_cpu_alpha, 1),
+    PW_CPU_EW_LINEAR(sgd_update, pw_cpu_wg, 2, pw_cpu_lr, 1),
     PW_CPU_EW_KERNEL(relu, pw_cpu_x, 1, NULL, 0),
     PW_CPU_EW_KERNEL(relu_grad, pw_cpu_xdy, 2, NULL, 0),
     PW_CPU_EW_KERNEL(sigmoid, pw_cpu_x, 1, NULL, 0),

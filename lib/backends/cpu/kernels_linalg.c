@@ -5,7 +5,13 @@
  * the global one. When the contracted or reduced axis is split, the output
  * gains a leading dimension G (the size of that mesh axis) split over the
  * same axis: each device writes its partial result there, and a following
- * all_reduce_sum adds the partials (data-parallel gradients). Sums run in
+ * all_reduce_sum adds the partials (data-parallel gradients). With
+ * PartitionSpec (TILED) shardings the general rule applies instead: the
+ * local result of the local blocks is the device's block of the result iff
+ * the result's non-contracted (kept) dimensions are split over the axes
+ * that split them in the inputs, and a contracted (reduced) dimension split
+ * over axes A makes the result unreduced over A (partial sums, for
+ * all_reduce_sum ... over A). Sums run in
  * index order, in the parameters' dtype; integer sums wrap, f16/bf16 sums
  * run in f32 and round once (cpu_dtypes.h). matmul is f32/f64 only. */
 #include <string.h>
@@ -62,6 +68,71 @@ static int pw_cpu_split_axis(const pw_backend_param_t* p, uint32_t* out_mesh_axi
   return (int)p->sharding.tensor_axis;
 }
 
+/* The mesh axes splitting dimension |dim| of |s| (normalized), in order. */
+static uint32_t pw_cpu_dim_axes(const pw_sharding_t* s, uint32_t dim, uint8_t* out_axes) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->tile_count; ++i) {
+    if (s->tiles[i].tensor_axis == dim) out_axes[n++] = s->tiles[i].mesh_axis;
+  }
+  return n;
+}
+
+static uint32_t pw_cpu_axes_mask(const pw_sharding_t* s) {
+  uint32_t mask = s->unreduced_axes;
+  for (uint32_t i = 0; i < s->tile_count; ++i) mask |= 1u << s->tiles[i].mesh_axis;
+  return mask;
+}
+
+/* Rank-2 matmul under the general rule (see the file comment): writes the
+ * one sharding of c for which local products are c's blocks, or fails
+ * naming the mesh axis the inputs disagree on. */
+static pw_status_t pw_cpu_matmul_layout(const pw_backend_param_t* a, int a_m, int a_k,
+                                        const pw_backend_param_t* b, int b_k, int b_n,
+                                        const pw_mesh_shape_t* mesh, pw_sharding_t* out) {
+  pw_sharding_t an;
+  pw_sharding_t bn;
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_normalize(&a->sharding, &a->shape, mesh, &an), "input 0");
+  PW_RETURN_IF_ERROR_CTX(pw_sharding_normalize(&b->sharding, &b->shape, mesh, &bn), "input 1");
+  uint8_t am[PW_MAX_MESH_RANK], ak[PW_MAX_MESH_RANK], bk[PW_MAX_MESH_RANK], bnn[PW_MAX_MESH_RANK];
+  uint32_t n_am = pw_cpu_dim_axes(&an, (uint32_t)a_m, am);
+  uint32_t n_ak = pw_cpu_dim_axes(&an, (uint32_t)a_k, ak);
+  uint32_t n_bk = pw_cpu_dim_axes(&bn, (uint32_t)b_k, bk);
+  uint32_t n_bn = pw_cpu_dim_axes(&bn, (uint32_t)b_n, bnn);
+  if (n_ak != n_bk || memcmp(ak, bk, n_ak) != 0) {
+    char at[160], bt[160];
+    pw_cpu__sharding_text(&a->sharding, mesh, at, sizeof(at));
+    pw_cpu__sharding_text(&b->sharding, mesh, bt, sizeof(bt));
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "the contracted dimension must be split over the same mesh "
+                          "axes, in the same order, in both inputs (input 0 is %s, "
+                          "input 1 is %s)",
+                          at, bt);
+  }
+  uint32_t k_mask = 0;
+  for (uint32_t i = 0; i < n_ak; ++i) k_mask |= 1u << ak[i];
+  uint32_t shared = pw_cpu_axes_mask(&an) & pw_cpu_axes_mask(&bn) & ~k_mask;
+  if (shared != 0) {
+    uint32_t axis = (uint32_t)__builtin_ctz(shared);
+    char name[PW_MESH_AXIS_NAME_MAX + 8];
+    pw_mesh_axis_format(mesh, axis, name, sizeof(name));
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "mesh axis '%s' splits or partially sums both inputs other "
+                          "than along the contracted dimension: the local products "
+                          "would not be blocks of the result",
+                          name);
+  }
+  pw_sharding_tile_t tiles[PW_MAX_MESH_RANK];
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < n_am; ++i) tiles[count++] = (pw_sharding_tile_t){0, am[i]};
+  for (uint32_t i = 0; i < n_bn; ++i) tiles[count++] = (pw_sharding_tile_t){1, bnn[i]};
+  *out = pw_sharding_tiled(count, tiles, k_mask | an.unreduced_axes | bn.unreduced_axes);
+  return NULL;
+}
+
+static bool pw_cpu_is_tiled(const pw_backend_param_t* p) {
+  return p->sharding.kind == PW_SHARDING_TILED;
+}
+
 static pw_status_t pw_cpu_check_matmul(void* user, const pw_cpu_program_t* program,
                                        const pw_mesh_shape_t* mesh) {
   int64_t ta = 0;
@@ -99,6 +170,11 @@ static pw_status_t pw_cpu_check_matmul(void* user, const pw_cpu_program_t* progr
     int64_t dims[3] = {(int64_t)pw_cpu__mesh_axis_size(mesh, a_mesh), m, n};
     want_shape = pw_shape_make(3, dims);
     want_sharding = pw_sharding_split(0, a_mesh);
+  } else if (c->shape.rank == 2 &&
+             (pw_cpu_is_tiled(a) || pw_cpu_is_tiled(b) || pw_cpu_is_tiled(c))) {
+    int64_t dims[2] = {m, n};
+    want_shape = pw_shape_make(2, dims);
+    PW_RETURN_IF_ERROR(pw_cpu_matmul_layout(a, a_m, a_k, b, b_k, b_n, mesh, &want_sharding));
   } else if (c->shape.rank == 2) {
     if (k_split_a || k_split_b) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -122,11 +198,11 @@ static pw_status_t pw_cpu_check_matmul(void* user, const pw_cpu_program_t* progr
                           c->shape.rank);
   }
   if (!pw_shape_equal(&c->shape, &want_shape) ||
-      !pw_sharding_equal(&c->sharding, &want_sharding)) {
+      !pw_sharding_equivalent(&c->sharding, &want_sharding, &want_shape, mesh)) {
     char shape[128];
-    char sharding[64];
+    char sharding[160];
     pw_shape_format(c->dtype, &want_shape, shape, sizeof(shape));
-    pw_cpu__sharding_text(&want_sharding, sharding, sizeof(sharding));
+    pw_cpu__sharding_text(&want_sharding, mesh, sharding, sizeof(sharding));
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "output 0 must be %s %s for these inputs", shape,
                           sharding);
@@ -230,7 +306,26 @@ static pw_status_t pw_cpu_check_reduce(void* user, const pw_cpu_program_t* progr
   }
   pw_shape_t want_shape = rest;
   pw_sharding_t want_sharding = pw_sharding_replicated();
-  if (x->sharding.kind == PW_SHARDING_SPLIT) {
+  if (x->sharding.kind == PW_SHARDING_TILED) {
+    /* The general rule: kept dimensions keep their axes, the reduced one's
+     * axes become unreduced (partial sums, one per block). */
+    pw_sharding_t xn;
+    PW_RETURN_IF_ERROR_CTX(pw_sharding_normalize(&x->sharding, &x->shape, mesh, &xn),
+                           "input 0");
+    pw_sharding_tile_t tiles[PW_MAX_MESH_RANK];
+    uint32_t count = 0;
+    uint32_t unreduced = xn.unreduced_axes;
+    for (uint32_t i = 0; i < xn.tile_count; ++i) {
+      uint32_t t = xn.tiles[i].tensor_axis;
+      if (t == (uint32_t)axis) {
+        unreduced |= 1u << xn.tiles[i].mesh_axis;
+      } else {
+        tiles[count++] = (pw_sharding_tile_t){(uint8_t)(t > (uint32_t)axis ? t - 1 : t),
+                                              xn.tiles[i].mesh_axis};
+      }
+    }
+    want_sharding = pw_sharding_tiled(count, tiles, unreduced);
+  } else if (x->sharding.kind == PW_SHARDING_SPLIT) {
     uint32_t t = x->sharding.tensor_axis;
     if (t == (uint32_t)axis) {
       /* Partials: [G, rest...] split(0,X). */
@@ -248,11 +343,11 @@ static pw_status_t pw_cpu_check_reduce(void* user, const pw_cpu_program_t* progr
     }
   }
   if (!pw_shape_equal(&y->shape, &want_shape) ||
-      !pw_sharding_equal(&y->sharding, &want_sharding)) {
+      !pw_sharding_equivalent(&y->sharding, &want_sharding, &want_shape, mesh)) {
     char shape[256];
-    char sharding[64];
+    char sharding[160];
     pw_shape_format(y->dtype, &want_shape, shape, sizeof(shape));
-    pw_cpu__sharding_text(&want_sharding, sharding, sizeof(sharding));
+    pw_cpu__sharding_text(&want_sharding, mesh, sharding, sizeof(sharding));
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "output 0 must be %s %s when reducing axis %lld of "
                           "input 0",

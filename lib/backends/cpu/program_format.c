@@ -13,10 +13,16 @@
  * Text pieces shared with messages
  *-------------------------------------------------------------------------*/
 
-void pw_cpu__sharding_text(const pw_sharding_t* sharding, char* buffer,
-                           size_t capacity) {
+void pw_cpu__sharding_text(const pw_sharding_t* sharding, const pw_mesh_shape_t* mesh,
+                           char* buffer, size_t capacity) {
   if (sharding->kind == PW_SHARDING_REPLICATED) {
     snprintf(buffer, capacity, "replicated");
+  } else if (sharding->kind == PW_SHARDING_TILED) {
+    if (mesh != NULL) {
+      pw_sharding_format_named(sharding, mesh, buffer, capacity);
+    } else {
+      pw_sharding_format(sharding, buffer, capacity);
+    }
   } else if (sharding->mesh_axis == PW_MESH_AXIS_ALL) {
     snprintf(buffer, capacity, "split(%u,all)", sharding->tensor_axis);
   } else {
@@ -29,9 +35,9 @@ void pw_cpu__param_text(const char* role, uint32_t index, const char* name,
                         const pw_backend_param_t* param, char* buffer,
                         size_t capacity) {
   char shape[256];
-  char sharding[64];
+  char sharding[128];
   pw_shape_format(param->dtype, &param->shape, shape, sizeof(shape));
-  pw_cpu__sharding_text(&param->sharding, sharding, sizeof(sharding));
+  pw_cpu__sharding_text(&param->sharding, NULL, sharding, sizeof(sharding));
   if (name != NULL && name[0] != '\0') {
     snprintf(buffer, capacity, "%s %u '%s' %s %s", role, index, name, shape,
              sharding);
@@ -97,10 +103,24 @@ static pw_status_t pw_cpu_check_param(const char* role, uint32_t index,
   }
   PW_RETURN_IF_ERROR_CTX(pw_shape_check(shape), "cpu program: %s %u", role, index);
   if (sharding->kind != PW_SHARDING_REPLICATED &&
-      sharding->kind != PW_SHARDING_SPLIT) {
+      sharding->kind != PW_SHARDING_SPLIT && sharding->kind != PW_SHARDING_TILED) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu program: %s %u has unknown sharding kind %d",
                           role, index, (int)sharding->kind);
+  }
+  if (sharding->kind == PW_SHARDING_TILED) {
+    bool ok = sharding->tile_count <= PW_MAX_MESH_RANK &&
+              sharding->unreduced_axes < (1u << PW_MAX_MESH_RANK);
+    for (uint32_t i = 0; ok && i < sharding->tile_count; ++i) {
+      ok = sharding->tiles[i].tensor_axis < shape->rank &&
+           sharding->tiles[i].mesh_axis < PW_MAX_MESH_RANK;
+    }
+    if (!ok) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "cpu program: %s %u has a TILED sharding with a tile or "
+                            "unreduced axis out of range (%u tiles, rank %u)",
+                            role, index, sharding->tile_count, shape->rank);
+    }
   }
   return NULL;
 }
@@ -153,6 +173,11 @@ pw_status_t pw_cpu__program_check(const pw_cpu_program_t* program) {
   for (uint32_t i = 0; i < program->output_count; ++i) {
     const pw_backend_param_t* p = &program->outputs[i];
     PW_RETURN_IF_ERROR(pw_cpu_check_param("output", i, p->dtype, &p->shape, &p->sharding));
+  }
+  if (program->over_axes >= (1u << PW_MAX_MESH_RANK)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "cpu program: 'over' names a mesh axis beyond %d (mask 0x%x)",
+                          PW_MAX_MESH_RANK - 1, program->over_axes);
   }
   for (uint32_t i = 0; i < program->attr_count; ++i) {
     PW_RETURN_IF_ERROR(pw_cpu_check_attr(&program->attrs[i], i));
@@ -209,6 +234,18 @@ static pw_status_t pw_cpu_program_add(pw_cpu_program_t* program, bool input,
   param->shape = pw_shape_make(shape->rank, shape->dims);
   param->sharding = sharding;
   if (sharding.kind == PW_SHARDING_REPLICATED) param->sharding = pw_sharding_replicated();
+  if (sharding.kind == PW_SHARDING_TILED) {
+    /* Tiles by tensor dimension (stable: the order within one dimension is
+     * its split order), as the text writes and reads them back. */
+    pw_sharding_tile_t tiles[PW_MAX_MESH_RANK];
+    uint32_t tile_count = 0;
+    for (uint32_t dim = 0; dim < shape->rank; ++dim) {
+      for (uint32_t i = 0; i < sharding.tile_count; ++i) {
+        if (sharding.tiles[i].tensor_axis == dim) tiles[tile_count++] = sharding.tiles[i];
+      }
+    }
+    param->sharding = pw_sharding_tiled(tile_count, tiles, sharding.unreduced_axes);
+  }
   ++*count;
   return NULL;
 }
@@ -325,8 +362,33 @@ static void pw_cpu_write(pw_cpu_writer_t* w, const char* text) {
   w->length += n;
 }
 
+/* Writes "over data, model" for |mask|. */
+static void pw_cpu_write_over(pw_cpu_writer_t* w, uint32_t mask, const pw_mesh_shape_t* mesh) {
+  pw_cpu_write(w, "over ");
+  bool first = true;
+  for (uint32_t a = 0; a < PW_MAX_MESH_RANK; ++a) {
+    if (!(mask >> a & 1u)) continue;
+    char name[PW_MESH_AXIS_NAME_MAX + 8];
+    if (mesh != NULL && a < mesh->rank) {
+      pw_mesh_axis_format(mesh, a, name, sizeof(name));
+    } else {
+      snprintf(name, sizeof(name), "%u", a);
+    }
+    if (!first) pw_cpu_write(w, ", ");
+    pw_cpu_write(w, name);
+    first = false;
+  }
+  pw_cpu_write(w, "\n");
+}
+
 pw_status_t pw_cpu_program_format(const pw_cpu_program_t* program, char* buffer,
                                   size_t capacity, size_t* out_length) {
+  return pw_cpu_program_format_named(program, NULL, buffer, capacity, out_length);
+}
+
+pw_status_t pw_cpu_program_format_named(const pw_cpu_program_t* program,
+                                        const pw_mesh_shape_t* mesh, char* buffer,
+                                        size_t capacity, size_t* out_length) {
   if (out_length != NULL) *out_length = 0;
   if (program == NULL || out_length == NULL || (buffer == NULL && capacity != 0)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -334,6 +396,7 @@ pw_status_t pw_cpu_program_format(const pw_cpu_program_t* program, char* buffer,
   }
   if (capacity > 0) buffer[0] = '\0';
   PW_RETURN_IF_ERROR(pw_cpu__program_check(program));
+  if (mesh != NULL) PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "pw_cpu_program_format");
   pw_cpu_writer_t w = {buffer, capacity, 0};
   pw_cpu_write(&w, "kernel ");
   pw_cpu_write(&w, program->kernel);
@@ -343,9 +406,9 @@ pw_status_t pw_cpu_program_format(const pw_cpu_program_t* program, char* buffer,
     const pw_backend_param_t* params = pass == 0 ? program->inputs : program->outputs;
     for (uint32_t i = 0; i < count; ++i) {
       char shape[256];
-      char sharding[64];
+      char sharding[160];
       pw_shape_format(params[i].dtype, &params[i].shape, shape, sizeof(shape));
-      pw_cpu__sharding_text(&params[i].sharding, sharding, sizeof(sharding));
+      pw_cpu__sharding_text(&params[i].sharding, mesh, sharding, sizeof(sharding));
       pw_cpu_write(&w, pass == 0 ? "input " : "output ");
       pw_cpu_write(&w, shape);
       pw_cpu_write(&w, " ");
@@ -367,6 +430,7 @@ pw_status_t pw_cpu_program_format(const pw_cpu_program_t* program, char* buffer,
     pw_cpu_write(&w, value);
     pw_cpu_write(&w, "\n");
   }
+  if (program->over_axes != 0) pw_cpu_write_over(&w, program->over_axes, mesh);
   if (capacity > 0) {
     buffer[w.length < capacity ? w.length : capacity - 1] = '\0';
   }

@@ -299,7 +299,11 @@ static pw_status_t pw_cpu_parse_type(uint32_t line, pw_cpu_token_t token,
 }
 
 /* replicated | split(T,M) */
+static pw_status_t pw_cpu_find_axis(const pw_mesh_shape_t* mesh, const char* text,
+                                    size_t length, uint32_t* out_axis);
+
 static pw_status_t pw_cpu_parse_sharding(uint32_t line, pw_cpu_token_t token,
+                                         const pw_mesh_shape_t* mesh,
                                          pw_sharding_t* out_sharding) {
   if (pw_cpu_token_is(token, "replicated")) {
     *out_sharding = pw_sharding_replicated();
@@ -309,7 +313,7 @@ static pw_status_t pw_cpu_parse_sharding(uint32_t line, pw_cpu_token_t token,
   size_t prefix_length = sizeof(prefix) - 1;
   if (token.length <= prefix_length + 1 ||
       memcmp(token.text, prefix, prefix_length) != 0) {
-    return pw_cpu_syntax(line, "unknown sharding '%.*s%s' (expected replicated or split(T,M))",
+    return pw_cpu_syntax(line, "unknown sharding '%.*s%s' (expected replicated, split(T,M) or P(...))",
                          PW_CPU_QUOTE(token));
   }
   const char* p = token.text + prefix_length;
@@ -323,24 +327,134 @@ static pw_status_t pw_cpu_parse_sharding(uint32_t line, pw_cpu_token_t token,
     pw_cpu_token_t m = {comma + 1, (size_t)(end - comma - 1)};
     if (pw_cpu_token_is(m, "all")) {
       mesh_axis = PW_MESH_AXIS_ALL;
-    } else {
-      ok = pw_cpu_parse_uint(m.text, m.length, UINT32_MAX - 1, &mesh_axis);
+    } else if (!pw_cpu_parse_uint(m.text, m.length, UINT32_MAX - 1, &mesh_axis)) {
+      /* A mesh axis name (with a mesh). */
+      uint32_t axis = 0;
+      pw_status_t status = mesh != NULL ? pw_cpu_find_axis(mesh, m.text, m.length, &axis)
+                                        : pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                                         "no mesh to name axes");
+      ok = status == NULL;
+      mesh_axis = axis;
+      pw_status_free(status);
     }
   }
   if (!ok) {
-    return pw_cpu_syntax(line, "bad sharding '%.*s%s' (expected split(T,M), M a number or 'all')",
+    return pw_cpu_syntax(line, "bad sharding '%.*s%s' (expected split(T,M), M a mesh axis (number or name) or 'all')",
                          PW_CPU_QUOTE(token));
   }
   *out_sharding = pw_sharding_split((uint32_t)tensor_axis, (uint32_t)mesh_axis);
   return NULL;
 }
 
+/* A mesh of PW_MAX_MESH_RANK unnamed axes: what axis indices resolve
+ * against when there is no mesh (syntax only; compile checks the range). */
+static pw_mesh_shape_t pw_cpu_index_mesh(void) {
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(PW_MAX_MESH_RANK, 1, 1, 1, 1);
+  return mesh;
+}
+
+/* Resolves one mesh axis: a name of |mesh|, or an index (also on a named
+ * mesh). The error names the mesh's axes. */
+static pw_status_t pw_cpu_find_axis(const pw_mesh_shape_t* mesh, const char* text,
+                                    size_t length, uint32_t* out_axis) {
+  pw_status_t status = pw_mesh_axis_find(mesh, text, length, out_axis);
+  if (status == NULL || mesh->axis_names[0][0] == '\0') return status;
+  pw_mesh_shape_t unnamed = *mesh;
+  memset(unnamed.axis_names, 0, sizeof(unnamed.axis_names));
+  pw_status_t by_index = pw_mesh_axis_find(&unnamed, text, length, out_axis);
+  if (by_index == NULL) {
+    pw_status_free(status);
+    return NULL;
+  }
+  pw_status_free(by_index);
+  return status;
+}
+
+/* P(...) [unreduced(...)]: the rest of the line, through pw_sharding_parse
+ * (names of |mesh|, else indices). */
+static pw_status_t pw_cpu_parse_spec(uint32_t line, const char* text, size_t length,
+                                     uint32_t rank, const pw_mesh_shape_t* mesh,
+                                     pw_sharding_t* out_sharding) {
+  pw_mesh_shape_t index_mesh = pw_cpu_index_mesh();
+  const pw_mesh_shape_t* first = mesh != NULL ? mesh : &index_mesh;
+  pw_status_t status = pw_sharding_parse(text, length, rank, first, out_sharding);
+  if (status != NULL && mesh != NULL && mesh->axis_names[0][0] != '\0') {
+    pw_mesh_shape_t unnamed = *mesh;
+    memset(unnamed.axis_names, 0, sizeof(unnamed.axis_names));
+    pw_status_t by_index = pw_sharding_parse(text, length, rank, &unnamed, out_sharding);
+    if (by_index == NULL) {
+      pw_status_free(status);
+      status = NULL;
+    } else {
+      pw_status_free(by_index);
+    }
+  }
+  if (status != NULL) {
+    pw_status_t syntax = pw_cpu_syntax(line, "%s", pw_status_message(status));
+    pw_status_free(status);
+    return syntax;
+  }
+  /* Unused fields zeroed: programs compare and encode field by field. */
+  pw_sharding_t clean = pw_sharding_tiled(out_sharding->tile_count, out_sharding->tiles,
+                                          out_sharding->unreduced_axes);
+  *out_sharding = clean;
+  return NULL;
+}
+
+/* over AXIS[, AXIS...] (the rest of the line). */
+static pw_status_t pw_cpu_parse_over(uint32_t line, const char* text, size_t length,
+                                     const pw_mesh_shape_t* mesh, pw_cpu_program_t* program,
+                                     pw_cpu__lines_t* lines) {
+  if (program->over_axes != 0) {
+    return pw_cpu_syntax(line, "second 'over' line (the first is on line %u)", lines->over);
+  }
+  pw_mesh_shape_t index_mesh = pw_cpu_index_mesh();
+  if (mesh == NULL) mesh = &index_mesh;
+  uint32_t mask = 0;
+  size_t i = 0;
+  for (;;) {
+    while (i < length && (text[i] == ' ' || text[i] == '\t')) ++i;
+    size_t start = i;
+    while (i < length && text[i] != ',' && text[i] != ' ' && text[i] != '\t') ++i;
+    pw_cpu_token_t axis_token = {text + start, i - start};
+    if (axis_token.length == 0) {
+      return pw_cpu_syntax(line, "'over' needs mesh axes, e.g. 'over data' or 'over data, model'");
+    }
+    uint32_t axis = 0;
+    pw_status_t status = pw_cpu_find_axis(mesh, axis_token.text, axis_token.length, &axis);
+    if (status != NULL) {
+      pw_status_t syntax = pw_cpu_syntax(line, "over: %s", pw_status_message(status));
+      pw_status_free(status);
+      return syntax;
+    }
+    if (mask >> axis & 1u) {
+      return pw_cpu_syntax(line, "over: mesh axis '%.*s%s' is listed twice",
+                           PW_CPU_QUOTE(axis_token));
+    }
+    mask |= 1u << axis;
+    while (i < length && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (i == length) break;
+    if (text[i] != ',') {
+      pw_cpu_token_t rest = {text + i, length - i};
+      return pw_cpu_syntax(line, "over: expected ',' between mesh axes, got '%.*s%s'",
+                           PW_CPU_QUOTE(rest));
+    }
+    ++i;
+  }
+  program->over_axes = mask;
+  lines->over = line;
+  return NULL;
+}
+
 static pw_status_t pw_cpu_parse_param(uint32_t line, const pw_cpu_token_t* tokens,
-                                      uint32_t count, bool input,
+                                      uint32_t count, const char* line_end,
+                                      const pw_mesh_shape_t* mesh, bool input,
                                       pw_cpu_program_t* program,
                                       pw_cpu__lines_t* lines) {
   const char* role = input ? "input" : "output";
-  if (count != 3) {
+  bool spec = count >= 3 && tokens[2].length >= 2 && tokens[2].text[0] == 'P' &&
+              tokens[2].text[1] == '(';
+  if (count != 3 && !spec) {
     if (count > 3) {
       return pw_cpu_syntax(line, "unexpected token '%.*s%s' after the sharding",
                            PW_CPU_QUOTE(tokens[3]));
@@ -355,7 +469,17 @@ static pw_status_t pw_cpu_parse_param(uint32_t line, const pw_cpu_token_t* token
   pw_backend_param_t param;
   memset(&param, 0, sizeof(param));
   PW_RETURN_IF_ERROR(pw_cpu_parse_type(line, tokens[1], &param.dtype, &param.shape));
-  PW_RETURN_IF_ERROR(pw_cpu_parse_sharding(line, tokens[2], &param.sharding));
+  if (spec) {
+    size_t length = (size_t)(line_end - tokens[2].text);
+    while (length > 0 && (tokens[2].text[length - 1] == ' ' ||
+                          tokens[2].text[length - 1] == '\t')) {
+      --length;
+    }
+    PW_RETURN_IF_ERROR(pw_cpu_parse_spec(line, tokens[2].text, length, param.shape.rank,
+                                         mesh, &param.sharding));
+  } else {
+    PW_RETURN_IF_ERROR(pw_cpu_parse_sharding(line, tokens[2], mesh, &param.sharding));
+  }
   if (input) {
     lines->inputs[*n] = line;
     program->inputs[*n] = param;
@@ -477,6 +601,7 @@ static pw_status_t pw_cpu_tokenize(uint32_t line, const char* s, size_t n,
 }
 
 pw_status_t pw_cpu__program_parse(const char* text, size_t size,
+                                  const pw_mesh_shape_t* mesh,
                                   pw_cpu_program_t* out_program,
                                   pw_cpu__lines_t* out_lines) {
   if (out_program == NULL || (text == NULL && size != 0)) {
@@ -506,8 +631,9 @@ pw_status_t pw_cpu__program_parse(const char* text, size_t size,
     bool is_input = pw_cpu_token_is(directive, "input");
     bool is_output = pw_cpu_token_is(directive, "output");
     bool is_attr = pw_cpu_token_is(directive, "attr");
-    if (!is_kernel && !is_input && !is_output && !is_attr) {
-      return pw_cpu_syntax(line, "unknown directive '%.*s%s' (expected kernel, input, output or attr)",
+    bool is_over = pw_cpu_token_is(directive, "over");
+    if (!is_kernel && !is_input && !is_output && !is_attr && !is_over) {
+      return pw_cpu_syntax(line, "unknown directive '%.*s%s' (expected kernel, input, output, attr or over)",
                            PW_CPU_QUOTE(directive));
     }
     if (!is_kernel && program.kernel[0] == '\0') {
@@ -518,9 +644,13 @@ pw_status_t pw_cpu__program_parse(const char* text, size_t size,
       PW_RETURN_IF_ERROR(pw_cpu_parse_kernel(line, tokens, count, &program, &lines));
     } else if (is_attr) {
       PW_RETURN_IF_ERROR(pw_cpu_parse_attr(line, tokens, count, &program, &lines));
+    } else if (is_over) {
+      const char* rest = directive.text + directive.length;
+      PW_RETURN_IF_ERROR(pw_cpu_parse_over(line, rest, (size_t)(start + length - rest), mesh,
+                                           &program, &lines));
     } else {
-      PW_RETURN_IF_ERROR(
-          pw_cpu_parse_param(line, tokens, count, is_input, &program, &lines));
+      PW_RETURN_IF_ERROR(pw_cpu_parse_param(line, tokens, count, start + length, mesh,
+                                            is_input, &program, &lines));
     }
   }
   if (program.kernel[0] == '\0') {
@@ -535,5 +665,18 @@ pw_status_t pw_cpu__program_parse(const char* text, size_t size,
 
 pw_status_t pw_cpu_program_parse(const char* text, size_t size,
                                  pw_cpu_program_t* out_program) {
-  return pw_cpu__program_parse(text, size, out_program, NULL);
+  return pw_cpu__program_parse(text, size, NULL, out_program, NULL);
+}
+
+pw_status_t pw_cpu_program_parse_named(const char* text, size_t size,
+                                       const pw_mesh_shape_t* mesh,
+                                       pw_cpu_program_t* out_program) {
+  if (mesh != NULL) {
+    pw_status_t status = pw_mesh_shape_check(mesh);
+    if (status != NULL) {
+      if (out_program != NULL) memset(out_program, 0, sizeof(*out_program));
+      return pw_status_annotate(status, "cpu program");
+    }
+  }
+  return pw_cpu__program_parse(text, size, mesh, out_program, NULL);
 }

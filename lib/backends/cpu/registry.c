@@ -350,6 +350,21 @@ pw_status_t pw_cpu__program_validate(const pw_cpu__kernel_t* kernel,
                             spec->kind == PW_CPU_ATTR_NUMBER ? "number" : "word");
     }
   }
+  if (program->over_axes != 0) {
+    pw_cpu_line_prefix(lines, lines ? lines->over : 0, where, sizeof(where));
+    if (kernel->collective == PW_CPU__NOT_COLLECTIVE) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "%skernel '%s' is not a collective: 'over' names the mesh "
+                            "axes of a collective",
+                            where, kernel->name);
+    }
+    if (program->over_axes >> mesh->rank != 0) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "%sover: mesh axis %u is beyond the %u axes of the mesh",
+                            where, 31u - (uint32_t)__builtin_clz(program->over_axes),
+                            mesh->rank);
+    }
+  }
   pw_cpu_line_prefix(lines, lines ? lines->kernel : 0, where, sizeof(where));
   for (uint32_t j = 0; j < kernel->attr_count; ++j) {
     if (kernel->attrs[j].required &&
@@ -372,24 +387,38 @@ pw_status_t pw_cpu__program_validate(const pw_cpu__kernel_t* kernel,
  * Helpers for check hooks
  *-------------------------------------------------------------------------*/
 
-pw_status_t pw_cpu__check_aligned(const pw_cpu_program_t* program) {
+pw_status_t pw_cpu__check_layouts(const pw_cpu_program_t* program, const pw_mesh_shape_t* mesh,
+                                  bool linear) {
   const pw_backend_param_t* first =
       program->input_count ? &program->inputs[0] : &program->outputs[0];
   for (int pass = 0; pass < 2; ++pass) {
     uint32_t count = pass == 0 ? program->input_count : program->output_count;
     const pw_backend_param_t* params = pass == 0 ? program->inputs : program->outputs;
     for (uint32_t i = 0; i < count; ++i) {
+      const char* role = pass == 0 ? "input" : "output";
       if (!pw_shape_equal(&params[i].shape, &first->shape) ||
-          !pw_sharding_equal(&params[i].sharding, &first->sharding)) {
+          !pw_sharding_equivalent(&params[i].sharding, &first->sharding, &first->shape,
+                                  mesh)) {
         char what[400];
         char want[400];
-        pw_cpu__param_text(pass == 0 ? "input" : "output", i, NULL, &params[i],
-                           what, sizeof(what));
+        pw_cpu__param_text(role, i, NULL, &params[i], what, sizeof(what));
         pw_cpu__param_text(program->input_count ? "input" : "output", 0, NULL,
                            first, want, sizeof(want));
         return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                               "%s must have the shape and sharding of %s",
                               what, want);
+      }
+      pw_sharding_t normal;
+      PW_RETURN_IF_ERROR_CTX(
+          pw_sharding_normalize(&params[i].sharding, &params[i].shape, mesh, &normal),
+          "%s %u", role, i);
+      if (normal.unreduced_axes != 0 && !linear) {
+        char text[160];
+        pw_cpu__sharding_text(&params[i].sharding, mesh, text, sizeof(text));
+        return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "%s %u is %s: it holds partial sums, and this kernel is "
+                              "not linear; all_reduce_sum it first",
+                              role, i, text);
       }
     }
   }

@@ -154,8 +154,62 @@ static void pw_sim_add_element(pw_dtype_t dtype, unsigned char* acc, const unsig
 /* The data effect of all_reduce_sum: output 0 of every member = sum of
  * input 0 over the group, in mesh order (wrapping for integers; f16 and
  * bf16 summed in f32 and rounded once). */
+/* True if mesh positions |a| and |b| differ only along |axes|. */
+static bool pw_sim_same_group(const pw_mesh_shape_t* mesh, uint32_t axes, uint32_t a, uint32_t b) {
+  for (uint32_t k = 0; k < mesh->rank; ++k) {
+    if (!(axes >> k & 1u) && pw_mesh_coordinate(mesh, a, k) != pw_mesh_coordinate(mesh, b, k)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* over named axes: each group (the parts that differ only along the over
+ * axes) sums on its own, in mesh order. */
+static void pw_sim_all_reduce_groups(pw_sim__group_t* g, pw_backend_executable_t e) {
+  const pw_mesh_shape_t* mesh = &e->mesh;
+  uint32_t axes = e->program.over_axes;
+  size_t bytes = e->input_bytes[0];
+  pw_dtype_t dtype = e->program.inputs[0].dtype;
+  size_t width = pw_dtype_size(dtype);
+  for (uint32_t m = 0; m < g->expected; ++m) {
+    unsigned char* out = g->parts[m]->output0->data;
+    if (dtype == PW_DTYPE_F16 || dtype == PW_DTYPE_BF16) {
+      for (size_t at = 0; at < bytes; at += 2) {
+        float sum = 0.0f;
+        for (uint32_t o = 0; o < g->expected; ++o) {
+          if (!pw_sim_same_group(mesh, axes, o, m)) continue;
+          uint16_t bits;
+          memcpy(&bits, (const unsigned char*)g->parts[o]->input0->data + at, 2);
+          sum += dtype == PW_DTYPE_BF16 ? pw_bf16_to_f32(bits) : pw_f16_to_f32(bits);
+        }
+        uint16_t value = dtype == PW_DTYPE_BF16 ? pw_f32_to_bf16(sum) : pw_f32_to_f16(sum);
+        memcpy(out + at, &value, 2);
+      }
+      continue;
+    }
+    bool first = true;
+    for (uint32_t o = 0; o < g->expected; ++o) {
+      if (!pw_sim_same_group(mesh, axes, o, m)) continue;
+      const unsigned char* in = g->parts[o]->input0->data;
+      if (first) {
+        memcpy(out, in, bytes);
+      } else {
+        for (size_t at = 0; at < bytes; at += width) pw_sim_add_element(dtype, out + at, in + at, width);
+      }
+      first = false;
+    }
+  }
+}
+
 void pw_sim__all_reduce(pw_sim__group_t* g) {
   pw_backend_executable_t e = g->parts[0]->executable;
+  if (e->program.over_axes != 0) {
+    if (e->input_bytes[0] != 0 && g->parts[0]->output0->data != NULL) {
+      pw_sim_all_reduce_groups(g, e);
+    }
+    return;
+  }
   size_t bytes = e->input_bytes[0];
   pw_dtype_t dtype = e->program.inputs[0].dtype;
   size_t width = pw_dtype_size(dtype);

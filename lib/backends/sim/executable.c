@@ -2,13 +2,16 @@
  * executable with its cost), unload.
  *
  * EXECUTABLE BYTES, little-endian:
- *   "PWSIMEXE" | u32 version (1) | u32 payload size | u64 FNV-1a-64 of the
+ *   "PWSIMEXE" | u32 version (2; 1 still loads) | u32 payload size | u64 FNV-1a-64 of the
  *   payload | payload:
  *     u32 mesh rank | 4 x u32 mesh dims | u32 name length | name bytes |
  *     u32 kind | u64 time_ns | f64 flops | f64 bytes | f64 collective_bytes |
  *     u32 has_collective_bytes | u32 input count | u32 output count |
  *     per parameter: u32 dtype | u32 rank | 8 x i64 dims |
- *                    u32 sharding kind | u32 tensor axis | u32 mesh axis
+ *                    u32 sharding kind | u32 tensor axis | u32 mesh axis |
+ *                    (version 2) u32 tile count | 4 x (u8 tensor axis, u8
+ *                    mesh axis) | u32 unreduced axes
+ *     (version 2) u32 over axes
  * Doubles are stored as their IEEE-754 bits, so compile is deterministic
  * and a load reproduces the program exactly. */
 #include <math.h>
@@ -19,7 +22,8 @@
 #include "pathways/struct_size.h"
 
 #define PW_SIM_MAGIC "PWSIMEXE"
-#define PW_SIM_FORMAT_VERSION 1u
+#define PW_SIM_FORMAT_VERSION 2u
+#define PW_SIM_FORMAT_VERSION_MIN 1u
 #define PW_SIM_HEADER_SIZE 24u
 #define PW_SIM_PARAM_SIZE (4u + 4u + 8u * PW_MAX_RANK + 12u)
 
@@ -81,7 +85,16 @@ static void pw_sim_write_payload(pw_sim_writer_t* w, const pw_sim__program_t* p,
     pw_sim_put(w, (uint32_t)q->sharding.kind, 4);
     pw_sim_put(w, q->sharding.tensor_axis, 4);
     pw_sim_put(w, q->sharding.mesh_axis, 4);
+    bool tiled = q->sharding.kind == PW_SHARDING_TILED;
+    pw_sim_put(w, tiled ? q->sharding.tile_count : 0, 4);
+    for (uint32_t i = 0; i < PW_MAX_MESH_RANK; ++i) {
+      bool used = tiled && i < q->sharding.tile_count;
+      pw_sim_put(w, used ? q->sharding.tiles[i].tensor_axis : 0, 1);
+      pw_sim_put(w, used ? q->sharding.tiles[i].mesh_axis : 0, 1);
+    }
+    pw_sim_put(w, tiled ? q->sharding.unreduced_axes : 0, 4);
   }
+  pw_sim_put(w, p->over_axes, 4);
 }
 
 pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size,
@@ -98,7 +111,7 @@ pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim compile: mesh is NULL");
   }
   pw_sim__program_t p;
-  PW_RETURN_IF_ERROR(pw_sim__program_parse(program, program_size, &p));
+  PW_RETURN_IF_ERROR(pw_sim__program_parse(program, program_size, mesh, &p));
   PW_RETURN_IF_ERROR(pw_sim__program_check(&p, mesh));
   pw_sim_writer_t measure = {NULL, 0};
   pw_sim_write_payload(&measure, &p, mesh);
@@ -151,8 +164,8 @@ static bool pw_sim_good_number(double v) { return v >= 0 && v <= 1e30; }
 
 /* Decodes a checksummed payload. Values a compile cannot have written are
  * DATA_LOSS; semantic checks follow in load. */
-static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, pw_sim__program_t* p,
-                                       pw_mesh_shape_t* mesh) {
+static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, uint64_t version,
+                                       pw_sim__program_t* p, pw_mesh_shape_t* mesh) {
   memset(p, 0, sizeof(*p));
   memset(mesh, 0, sizeof(*mesh));
   mesh->rank = (uint32_t)pw_sim_get(r, 4);
@@ -196,6 +209,23 @@ static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, pw_sim__program_t* p,
     q->sharding.kind = (pw_sharding_kind_t)pw_sim_get(r, 4);
     q->sharding.tensor_axis = (uint32_t)pw_sim_get(r, 4);
     q->sharding.mesh_axis = (uint32_t)pw_sim_get(r, 4);
+    if (version < 2) continue;
+    uint64_t tiles = pw_sim_get(r, 4);
+    for (uint32_t i = 0; i < PW_MAX_MESH_RANK; ++i) {
+      q->sharding.tiles[i].tensor_axis = (uint8_t)pw_sim_get(r, 1);
+      q->sharding.tiles[i].mesh_axis = (uint8_t)pw_sim_get(r, 1);
+    }
+    q->sharding.unreduced_axes = (uint32_t)pw_sim_get(r, 4);
+    bool tiled = q->sharding.kind == PW_SHARDING_TILED;
+    if (tiles > PW_MAX_MESH_RANK || (!tiled && (tiles != 0 || q->sharding.unreduced_axes != 0))) {
+      return pw_status_make(PW_STATUS_DATA_LOSS,
+                            "sim executable '%s': parameter %u has corrupt tiles", p->name, k);
+    }
+    q->sharding.tile_count = (uint32_t)tiles;
+  }
+  if (version >= 2) p->over_axes = (uint32_t)pw_sim_get(r, 4);
+  if (p->over_axes >= (1u << PW_MAX_MESH_RANK)) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': corrupt over axes", p->name);
   }
   if (r->short_read || r->at != r->size) {
     return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': payload size mismatch",
@@ -204,11 +234,22 @@ static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, pw_sim__program_t* p,
   return NULL;
 }
 
+/* Bytes per device the ring moves: collective_bytes, else input 0's shard
+ * (all_gather: output 0's, the gathered shard). */
 static double pw_sim_payload(const pw_backend_executable_t e) {
   const pw_sim__program_t* p = &e->program;
-  return p->has_collective_bytes ? p->collective_bytes
-         : p->input_count > 0    ? (double)e->input_bytes[0]
-                                 : 0;
+  if (p->has_collective_bytes) return p->collective_bytes;
+  if (p->kind == PW_SIM__ALL_GATHER && p->output_count > 0) return (double)e->output_bytes[0];
+  return p->input_count > 0 ? (double)e->input_bytes[0] : 0;
+}
+
+/* The ring's passes over the payload: an all-reduce is a reduce-scatter
+ * then an all-gather (2); the others are one of them (1). */
+static double pw_sim_ring_passes(pw_sim__kind_t kind) {
+  return kind == PW_SIM__ALL_GATHER || kind == PW_SIM__REDUCE_SCATTER ||
+                 kind == PW_SIM__ALL_TO_ALL
+             ? 1.0
+             : 2.0;
 }
 
 static uint64_t pw_sim_round_ns(double ns) {
@@ -216,11 +257,13 @@ static uint64_t pw_sim_round_ns(double ns) {
   return ns < PW_SIM__MAX_NS ? (uint64_t)ns : (uint64_t)PW_SIM__MAX_NS;
 }
 
-/* One ring all-reduce phase over |n| members of |payload| bytes each. */
-static double pw_sim_ring_ns(uint32_t n, double payload, uint64_t latency_ns, double rate) {
+/* One ring phase over |n| members of |payload| bytes each, |passes|
+ * times around (2: all-reduce). */
+static double pw_sim_ring_ns(uint32_t n, double passes, double payload, uint64_t latency_ns,
+                             double rate) {
   if (n <= 1) return 0;
   double ns = (double)latency_ns;
-  if (rate > 0) ns += 2.0 * (double)(n - 1) / (double)n * payload / rate * 1e9;
+  if (rate > 0) ns += passes * (double)(n - 1) / (double)n * payload / rate * 1e9;
   return ns;
 }
 
@@ -233,7 +276,8 @@ static uint64_t pw_sim_cost(const pw_sim__backend_t* b, pw_backend_executable_t 
                (double)b->launch_overhead_ns;
   double ns = e->base_ns;
   if (pw_sim__is_collective(p->kind)) {
-    ns += pw_sim_ring_ns(e->group_size, pw_sim_payload(e), b->ici_latency_ns, b->ici_bytes_per_s);
+    ns += pw_sim_ring_ns(e->ring_size, pw_sim_ring_passes(p->kind), pw_sim_payload(e),
+                         b->ici_latency_ns, b->ici_bytes_per_s);
   }
   return pw_sim_round_ns(ns);
 }
@@ -252,6 +296,9 @@ pw_status_t pw_sim__collective_cost(const pw_sim__backend_t* b, pw_backend_execu
     if (slice > high) high = slice;
   }
   if (low == high) return NULL; /* one slice: the cost fixed at load */
+  /* Over named axes: a ring within each group, priced at load (which
+   * axes cross slices is the mesh's business, not the sim's). */
+  if (e->program.over_axes != 0) return NULL;
   /* s = slices the gang touches, m = most of its members on one slice. */
   size_t range = (size_t)high - low + 1;
   void* memory = NULL;
@@ -268,8 +315,10 @@ pw_status_t pw_sim__collective_cost(const pw_sim__backend_t* b, pw_backend_execu
   }
   pw_allocator_free(b->allocator, counts, range * sizeof(uint32_t));
   double payload = pw_sim_payload(e);
-  double ns = e->base_ns + pw_sim_ring_ns(most, payload, b->ici_latency_ns, b->ici_bytes_per_s) +
-              pw_sim_ring_ns(slices, payload / (double)most, b->dcn_latency_ns,
+  double passes = pw_sim_ring_passes(e->program.kind);
+  double ns = e->base_ns +
+              pw_sim_ring_ns(most, passes, payload, b->ici_latency_ns, b->ici_bytes_per_s) +
+              pw_sim_ring_ns(slices, passes, payload / (double)most, b->dcn_latency_ns,
                              b->dcn_bytes_per_s);
   *out_cost = pw_sim_round_ns(ns);
   return NULL;
@@ -300,10 +349,11 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   uint64_t version = pw_sim_get(&h, 4);
   uint64_t payload = pw_sim_get(&h, 4);
   uint64_t checksum = pw_sim_get(&h, 8);
-  if (version != PW_SIM_FORMAT_VERSION) {
+  if (version < PW_SIM_FORMAT_VERSION_MIN || version > PW_SIM_FORMAT_VERSION) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "sim load: format version %llu, this backend reads %u",
-                          (unsigned long long)version, PW_SIM_FORMAT_VERSION);
+                          "sim load: format version %llu, this backend reads %u to %u",
+                          (unsigned long long)version, PW_SIM_FORMAT_VERSION_MIN,
+                          PW_SIM_FORMAT_VERSION);
   }
   if (payload != size - PW_SIM_HEADER_SIZE) {
     return pw_status_make(PW_STATUS_DATA_LOSS,
@@ -316,7 +366,7 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   pw_sim__program_t p;
   pw_mesh_shape_t mesh;
   pw_sim_reader_t r = {in + PW_SIM_HEADER_SIZE, (size_t)payload, 0, false};
-  PW_RETURN_IF_ERROR(pw_sim_read_payload(&r, &p, &mesh));
+  PW_RETURN_IF_ERROR(pw_sim_read_payload(&r, version, &p, &mesh));
   PW_RETURN_IF_ERROR_CTX(pw_sim__program_check(&p, &mesh), "sim load");
 
   void* memory = NULL;
@@ -330,6 +380,7 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   e->program = p;
   e->mesh = mesh;
   e->group_size = pw_mesh_shape_device_count(&mesh);
+  e->ring_size = pw_sim__group_size_over(&mesh, p.over_axes);
   /* pw_sim__program_check checked every spec: these cannot fail. */
   pw_status_t status = NULL;
   for (uint32_t i = 0; status == NULL && i < p.input_count; ++i) {

@@ -8,7 +8,8 @@
 #include "backends/sim/sim_internal.h"
 
 static const char* const pw_sim_kind_names[PW_SIM__KIND_COUNT] = {
-    "compute", "copy", "collective", "all_reduce_sum"};
+    "compute", "copy", "collective", "all_reduce_sum", "all_gather", "reduce_scatter",
+    "all_to_all"};
 
 const char* pw_sim__kind_name(pw_sim__kind_t kind) {
   return (unsigned)kind < PW_SIM__KIND_COUNT ? pw_sim_kind_names[kind] : "?";
@@ -198,6 +199,89 @@ static pw_status_t pw_sim_parse_sharding(unsigned line, pw_sim_token_t t, pw_sha
   return NULL;
 }
 
+/* A mesh of PW_MAX_MESH_RANK unnamed axes: what indices resolve against
+ * without a mesh. */
+static pw_mesh_shape_t pw_sim_index_mesh(void) {
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(PW_MAX_MESH_RANK, 1, 1, 1, 1);
+  return mesh;
+}
+
+/* "P(data, None) unreduced(model)": [begin, end) of the line, parsed over
+ * |mesh|'s names (or indices). */
+static pw_status_t pw_sim_parse_spec(unsigned line, const char* begin, const char* end,
+                                     uint32_t rank, const pw_mesh_shape_t* mesh,
+                                     pw_sharding_t* out) {
+  while (end > begin && (end[-1] == ' ' || end[-1] == '\t')) --end;
+  pw_mesh_shape_t index_mesh = pw_sim_index_mesh();
+  pw_mesh_shape_t unnamed = mesh != NULL ? *mesh : index_mesh;
+  memset(unnamed.axis_names, 0, sizeof(unnamed.axis_names));
+  pw_status_t status =
+      pw_sharding_parse(begin, (size_t)(end - begin), rank, mesh ? mesh : &index_mesh, out);
+  if (status != NULL && mesh != NULL && mesh->axis_names[0][0] != '\0') {
+    pw_status_t by_index = pw_sharding_parse(begin, (size_t)(end - begin), rank, &unnamed, out);
+    if (by_index == NULL) {
+      pw_status_free(status);
+      status = NULL;
+    } else {
+      pw_status_free(by_index);
+    }
+  }
+  if (status != NULL) {
+    pw_status_t error = pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim program line %u: %s",
+                                       line, pw_status_message(status));
+    pw_status_free(status);
+    return error;
+  }
+  *out = pw_sharding_tiled(out->tile_count, out->tiles, out->unreduced_axes);
+  return NULL;
+}
+
+/* over AXIS[, AXIS...]: [begin, end) after the directive. */
+static pw_status_t pw_sim_parse_over(unsigned line, const char* begin, const char* end,
+                                     const pw_mesh_shape_t* mesh, uint32_t* out_axes) {
+  pw_mesh_shape_t index_mesh = pw_sim_index_mesh();
+  uint32_t mask = 0;
+  const char* q = begin;
+  for (;;) {
+    while (q < end && (*q == ' ' || *q == '\t')) ++q;
+    const char* word = q;
+    while (q < end && *q != ',' && *q != ' ' && *q != '\t') ++q;
+    pw_sim_token_t t = {word, (size_t)(q - word)};
+    if (t.length == 0) return pw_sim_line_error(line, "over needs mesh axes, got", t);
+    uint32_t axis = 0;
+    pw_status_t status = pw_mesh_axis_find(mesh ? mesh : &index_mesh, word, t.length, &axis);
+    if (status != NULL && mesh != NULL && mesh->axis_names[0][0] != '\0') {
+      pw_mesh_shape_t unnamed = *mesh;
+      memset(unnamed.axis_names, 0, sizeof(unnamed.axis_names));
+      pw_status_t by_index = pw_mesh_axis_find(&unnamed, word, t.length, &axis);
+      if (by_index == NULL) {
+        pw_status_free(status);
+        status = NULL;
+      } else {
+        pw_status_free(by_index);
+      }
+    }
+    if (status != NULL) {
+      pw_status_t error = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                         "sim program line %u: over: %s", line,
+                                         pw_status_message(status));
+      pw_status_free(status);
+      return error;
+    }
+    if (mask >> axis & 1u) return pw_sim_line_error(line, "over lists a mesh axis twice:", t);
+    mask |= 1u << axis;
+    while (q < end && (*q == ' ' || *q == '\t')) ++q;
+    if (q == end) break;
+    if (*q != ',') {
+      pw_sim_token_t rest = {q, (size_t)(end - q)};
+      return pw_sim_line_error(line, "over: expected ',' between mesh axes, got", rest);
+    }
+    ++q;
+  }
+  *out_axes = mask;
+  return NULL;
+}
+
 /* Splits a line into tokens; returns the count, or PW_SIM_MAX_TOKENS + 1
  * when there are more. */
 static size_t pw_sim_tokenize(const char* line, size_t length, pw_sim_token_t* tokens) {
@@ -222,14 +306,26 @@ enum {
   PW_SIM_SEEN_FLOPS = 4,
   PW_SIM_SEEN_BYTES = 8,
   PW_SIM_SEEN_COLLECTIVE_BYTES = 16,
+  PW_SIM_SEEN_OVER = 32,
 };
 
-/* One directive (tokens[0]) with its arguments. */
+/* One directive (tokens[0]) with its arguments; |end| ends the line. */
 static pw_status_t pw_sim_directive(unsigned line, const pw_sim_token_t* tokens, size_t count,
+                                    const char* end, const pw_mesh_shape_t* mesh,
                                     unsigned* seen, pw_sim__program_t* p) {
   pw_sim_token_t d = tokens[0];
-  size_t want = pw_sim_token_is(d, "input") || pw_sim_token_is(d, "output") ? 3 : 2;
+  bool is_param = pw_sim_token_is(d, "input") || pw_sim_token_is(d, "output");
+  size_t want = is_param ? 3 : 2;
   if (pw_sim_token_is(d, "op")) return pw_sim_line_error(line, "a second", d);
+  if (pw_sim_token_is(d, "over")) {
+    if (*seen & PW_SIM_SEEN_OVER) return pw_sim_line_error(line, "repeated directive", d);
+    *seen |= PW_SIM_SEEN_OVER;
+    return pw_sim_parse_over(line, d.begin + d.length, end, mesh, &p->over_axes);
+  }
+  /* A PartitionSpec takes the rest of the line (it may hold spaces). */
+  bool spec = is_param && count >= 3 && tokens[2].length >= 2 && tokens[2].begin[0] == 'P' &&
+              tokens[2].begin[1] == '(';
+  if (spec) count = 3;
   static const struct {
     const char* name;
     unsigned bit;
@@ -260,7 +356,8 @@ static pw_status_t pw_sim_directive(unsigned line, const pw_sim_token_t* tokens,
           return NULL;
         }
       }
-      return pw_sim_line_error(line, "unknown kind (compute, copy, collective, all_reduce_sum)",
+      return pw_sim_line_error(line, "unknown kind (compute, copy, collective, all_reduce_sum, "
+                               "all_gather, reduce_scatter, all_to_all)",
                                tokens[1]);
     case PW_SIM_SEEN_TIME: return pw_sim_parse_duration(line, tokens[1], &p->time_ns);
     case PW_SIM_SEEN_FLOPS: return pw_sim_parse_number(line, tokens[1], &p->flops);
@@ -278,7 +375,12 @@ static pw_status_t pw_sim_directive(unsigned line, const pw_sim_token_t* tokens,
   pw_backend_param_t* param = input ? &p->inputs[*n] : &p->outputs[*n];
   memset(param, 0, sizeof(*param));
   PW_RETURN_IF_ERROR(pw_sim_parse_array(line, tokens[1], param));
-  PW_RETURN_IF_ERROR(pw_sim_parse_sharding(line, tokens[2], &param->sharding));
+  if (spec) {
+    PW_RETURN_IF_ERROR(pw_sim_parse_spec(line, tokens[2].begin, end, param->shape.rank, mesh,
+                                         &param->sharding));
+  } else {
+    PW_RETURN_IF_ERROR(pw_sim_parse_sharding(line, tokens[2], &param->sharding));
+  }
   ++*n;
   return NULL;
 }
@@ -298,6 +400,12 @@ static bool pw_sim_summable(pw_dtype_t dtype) {
 
 /* Per-kind parameter rules that need no mesh. */
 static pw_status_t pw_sim_kind_rules(const pw_sim__program_t* p) {
+  if (p->over_axes != 0 && !pw_sim__is_collective(p->kind)) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim program '%s': 'over' names the mesh axes of a collective; kind "
+                          "%s is not one",
+                          p->name, pw_sim__kind_name(p->kind));
+  }
   if (p->kind != PW_SIM__COPY && p->kind != PW_SIM__ALL_REDUCE_SUM) return NULL;
   if (p->input_count != 1 || p->output_count != 1) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -321,7 +429,8 @@ static pw_status_t pw_sim_kind_rules(const pw_sim__program_t* p) {
   return NULL;
 }
 
-pw_status_t pw_sim__program_parse(const char* text, size_t size, pw_sim__program_t* out) {
+pw_status_t pw_sim__program_parse(const char* text, size_t size, const pw_mesh_shape_t* mesh,
+                                  pw_sim__program_t* out) {
   memset(out, 0, sizeof(*out));
   if (text == NULL && size != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim program: NULL text of %zu bytes",
@@ -350,7 +459,14 @@ pw_status_t pw_sim__program_parse(const char* text, size_t size, pw_sim__program
     pw_sim_token_t tokens[PW_SIM_MAX_TOKENS];
     size_t count = pw_sim_tokenize(begin, length, tokens);
     if (count == 0 || tokens[0].begin[0] == '#') continue;
-    if (count > PW_SIM_MAX_TOKENS) return pw_sim_line_error(line, "too many tokens after", tokens[0]);
+    bool rest_of_line = pw_sim_token_is(tokens[0], "over") ||
+                        ((pw_sim_token_is(tokens[0], "input") ||
+                          pw_sim_token_is(tokens[0], "output")) &&
+                         count >= 3 && tokens[2].length >= 2 && tokens[2].begin[0] == 'P' &&
+                         tokens[2].begin[1] == '(');
+    if (count > PW_SIM_MAX_TOKENS && !rest_of_line) {
+      return pw_sim_line_error(line, "too many tokens after", tokens[0]);
+    }
     if (!have_op) {
       if (!pw_sim_token_is(tokens[0], "op")) {
         return pw_sim_line_error(line, "the first directive must be 'op NAME', not", tokens[0]);
@@ -365,7 +481,7 @@ pw_status_t pw_sim__program_parse(const char* text, size_t size, pw_sim__program
       have_op = true;
       continue;
     }
-    PW_RETURN_IF_ERROR(pw_sim_directive(line, tokens, count, &seen, out));
+    PW_RETURN_IF_ERROR(pw_sim_directive(line, tokens, count, begin + length, mesh, &seen, out));
   }
   if (!have_op) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -392,6 +508,11 @@ pw_status_t pw_sim__program_check(const pw_sim__program_t* p, const pw_mesh_shap
     }
   }
   PW_RETURN_IF_ERROR(pw_sim_kind_rules(p));
+  if (p->over_axes >> mesh->rank != 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "sim program '%s': 'over' names mesh axis %u; the mesh has %u axes",
+                          p->name, 31u - (uint32_t)__builtin_clz(p->over_axes), mesh->rank);
+  }
   if (p->kind == PW_SIM__COPY || p->kind == PW_SIM__ALL_REDUCE_SUM) {
     size_t in = pw_sim_shard_bytes(&p->inputs[0], mesh);
     size_t out = pw_sim_shard_bytes(&p->outputs[0], mesh);
@@ -403,4 +524,13 @@ pw_status_t pw_sim__program_check(const pw_sim__program_t* p, const pw_mesh_shap
     }
   }
   return NULL;
+}
+
+uint32_t pw_sim__group_size_over(const pw_mesh_shape_t* mesh, uint32_t axes) {
+  if (axes == 0) return pw_mesh_shape_device_count(mesh);
+  uint32_t size = 1;
+  for (uint32_t a = 0; a < mesh->rank; ++a) {
+    if (axes >> a & 1u) size *= mesh->dims[a];
+  }
+  return size;
 }

@@ -47,9 +47,13 @@ typedef enum pw_sim__kind_e {
   PW_SIM__COPY = 1,
   PW_SIM__COLLECTIVE = 2,
   PW_SIM__ALL_REDUCE_SUM = 3,
+  /* Rendezvous without a data effect, priced as their ring algorithms. */
+  PW_SIM__ALL_GATHER = 4,
+  PW_SIM__REDUCE_SCATTER = 5,
+  PW_SIM__ALL_TO_ALL = 6,
 } pw_sim__kind_t;
 
-#define PW_SIM__KIND_COUNT 4
+#define PW_SIM__KIND_COUNT 7
 #define PW_SIM__NAME_MAX 64
 /* Largest virtual duration a program may declare (about 31 years). */
 #define PW_SIM__MAX_NS 1e18
@@ -67,18 +71,25 @@ typedef struct pw_sim__program_t {
   uint32_t output_count;
   pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* Collectives: the mesh axes they run over (bit a for axis a; the `over`
+   * directive); 0: every device of the mesh. */
+  uint32_t over_axes;
 } pw_sim__program_t;
 
 static inline bool pw_sim__is_collective(pw_sim__kind_t kind) {
-  return kind == PW_SIM__COLLECTIVE || kind == PW_SIM__ALL_REDUCE_SUM;
+  return kind == PW_SIM__COLLECTIVE || kind == PW_SIM__ALL_REDUCE_SUM ||
+         kind == PW_SIM__ALL_GATHER || kind == PW_SIM__REDUCE_SCATTER ||
+         kind == PW_SIM__ALL_TO_ALL;
 }
 
 const char* pw_sim__kind_name(pw_sim__kind_t kind);
 
 /* Parses program text (syntax and the per-kind parameter rules; shardings
  * are checked against a mesh by pw_sim__program_check). */
-pw_status_t pw_sim__program_parse(const char* text, size_t size,
+pw_status_t pw_sim__program_parse(const char* text, size_t size, const pw_mesh_shape_t* mesh,
                                   pw_sim__program_t* out_program);
+/* Devices in one group of a collective over |axes| (0: the whole mesh). */
+uint32_t pw_sim__group_size_over(const pw_mesh_shape_t* mesh, uint32_t axes);
 /* Checks |program|'s parameters against |mesh| and its kind's rules. */
 pw_status_t pw_sim__program_check(const pw_sim__program_t* program,
                                   const pw_mesh_shape_t* mesh);
@@ -283,6 +294,7 @@ struct pw_backend_executable_s {
   pw_sim__program_t program;
   pw_mesh_shape_t mesh;
   uint32_t group_size;  /* devices of the mesh */
+  uint32_t ring_size;   /* devices of one group (over its axes): the ring */
   uint64_t cost_ns;     /* on one slice (a gang over several: collective_cost) */
   double base_ns;       /* the cost without the collective term, unrounded */
   size_t input_bytes[PW_BACKEND_MAX_PARAMS];  /* per-device shard sizes */
