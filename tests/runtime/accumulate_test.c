@@ -8,6 +8,9 @@
 #include "pathways/backends/sim.h"
 #include "plugin/backend_call.h"
 #include "runtime/checks.h"
+#include "support/test_allocators.h"
+
+TestSuite(accumulate, .fini = pw_test_check_leaks);
 
 typedef struct two_t {
   pw_backend_t backend;

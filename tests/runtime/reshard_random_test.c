@@ -8,6 +8,7 @@
  * accumulate). A failure prints the case's seed; tests/runtime/
  * reshard_seeds.c reruns seeds from the command line. */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "core/runtime.h"
 #include "graph/graph_obj.h"
 #include "pathways/backends/cpu.h"
+#include "pathways/transports/inproc.h"
 #include "plugin/backend_call.h"
 #include "runtime/checks.h"
 #include "runtime/fixture.h"
@@ -34,7 +36,38 @@ typedef struct world_t {
 
 static const uint32_t world_counts[4] = {2, 4, 6, 8};
 
-static void world_init(world_t* w) {
+/* The bundled inproc transport with copy only (no copy_strided): the
+ * dispatcher then issues one copy per row. */
+static void rows_destroy(void* self) {
+  pw_transport_t* inner = self;
+  inner->vtable->destroy(inner->self);
+}
+
+static atomic_ulong rows_copies;
+/* Records and rows of the plans run_case ran. */
+static uint64_t planned_records, planned_rows;
+
+static pw_status_t rows_copy(void* self, const pw_transport_copy_t* copy) {
+  pw_transport_t* inner = self;
+  atomic_fetch_add(&rows_copies, 1);
+  return inner->vtable->copy(inner->self, copy);
+}
+
+static const pw_transport_vtable_t rows_vtable = {
+    .struct_size = PW_TRANSPORT_VTABLE_SIZE_V1,
+    .name = "rows",
+    .version = 1,
+    .destroy = rows_destroy,
+    .copy = rows_copy,
+};
+
+static pw_transport_t rows_inner;
+
+static void world_init_with(world_t* w, bool rows);
+
+static void world_init(world_t* w) { world_init_with(w, false); }
+
+static void world_init_with(world_t* w, bool rows) {
   memset(w, 0, sizeof(*w));
   pw_cpu_backend_options_t o;
   pw_cpu_backend_options_init(&o);
@@ -63,6 +96,10 @@ static void world_init(world_t* w) {
   ro.slices = slices;
   ro.slice_count = 8;
   ro.worker_count = 1;
+  if (rows) {
+    OK(pw_inproc_transport_create(NULL, &rows_inner));
+    ro.transport = (pw_transport_t){&rows_vtable, &rows_inner};
+  }
   OK(pw_runtime_create(&ro, &w->rt));
   OK(pw_client_create(w->rt, NULL, &w->client));
 }
@@ -167,6 +204,12 @@ static void run_case(world_t* w, const reshard_case_t* c) {
   bool planned = reshard_plan_check(c, op->copies, op->copy_count, op->copy_start, op->reduce,
                                     why, sizeof(why));
   cr_assert(planned, "%s: plan: %s", text, why);
+  for (uint32_t r = 0; r < op->copy_count; ++r) {
+    uint64_t rows = 1;
+    for (uint32_t k = 0; k < op->copies[r].stride_count; ++k) rows *= op->copies[r].strides[k].count;
+    planned_rows += rows;
+  }
+  planned_records += op->copy_count;
   /* Each destination device's raw shard. */
   size_t total = 0, shard = 0;
   OK(pw_array_spec_byte_sizes(&c->dst, &c->dst_mesh, &total, &shard));
@@ -376,4 +419,21 @@ Test(reshard_random, the_plan_check_catches_wrong_plans) {
   cr_assert_not(reshard_plan_check(&c, copies, n, start, reduce, why, sizeof(why)));
   pw_allocator_free(a, copies, n * sizeof(pw_plan_copy_t));
   pw_allocator_free(a, start, (nd + 1) * sizeof(uint32_t));
+}
+
+Test(reshard_random, unreduced_sources_with_one_copy_per_row) {
+  /* A transport without copy_strided: the rows into scratch slots are
+   * issued one by one, at the slot's offsets. */
+  world_t w;
+  world_init_with(&w, true);
+  planned_records = planned_rows = 0;
+  for (uint64_t seed = 2001; seed <= 2100; ++seed) {
+    reshard_case_t c;
+    reshard_case_make(seed, true, &c);
+    run_case(&w, &c);
+  }
+  /* One copy per row, and some records had several rows. */
+  cr_assert_eq(atomic_load(&rows_copies), planned_rows);
+  cr_assert_gt(planned_rows, planned_records);
+  world_deinit(&w);
 }
