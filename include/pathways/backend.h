@@ -379,6 +379,25 @@ typedef struct pw_backend_vtable_t {
    * beyond struct_size. */
   pw_status_t (*adopt_host)(void* self, uint32_t device, void* host, size_t size,
                             pw_backend_memory_t* out_memory);
+
+  /* -- v6 methods start here -- */
+
+  /* Optional: dst[i] += src[i] for i < |count| elements of |dtype|, |dst|
+   * at byte |dst_offset| and |src| at byte |src_offset| of two memories of
+   * |device| (never overlapping), synchronously: the sum is in |dst| when
+   * it returns. The runtime uses it to reduce partial sums in a transfer
+   * whose source sharding is unreduced over mesh axes its destination is
+   * not (docs/architecture.md, "Resharding"). Integers wrap modulo 2^bits;
+   * narrow floats may be summed in f32 and rounded once. A dtype the
+   * backend cannot add is UNIMPLEMENTED naming it. A call with |count| 0
+   * and NULL memories touches nothing and only answers whether |dtype| is
+   * supported: graph validation asks it so, and a transfer that needs a
+   * reduction on a backend without accumulate (NULL, or beyond
+   * struct_size) or without the dtype is refused there, naming the
+   * backend. Out of range offsets/counts are OUT_OF_RANGE. */
+  pw_status_t (*accumulate)(void* self, uint32_t device, pw_dtype_t dtype,
+                            pw_backend_memory_t dst, size_t dst_offset, pw_backend_memory_t src,
+                            size_t src_offset, size_t count);
 } pw_backend_vtable_t;
 
 #define PW_BACKEND_VTABLE_SIZE_V1 PW_STRUCT_SIZE(pw_backend_vtable_t, host_pointer)
@@ -386,6 +405,7 @@ typedef struct pw_backend_vtable_t {
 #define PW_BACKEND_VTABLE_SIZE_V3 PW_STRUCT_SIZE(pw_backend_vtable_t, queue_info)
 #define PW_BACKEND_VTABLE_SIZE_V4 PW_STRUCT_SIZE(pw_backend_vtable_t, launch_host)
 #define PW_BACKEND_VTABLE_SIZE_V5 PW_STRUCT_SIZE(pw_backend_vtable_t, adopt_host)
+#define PW_BACKEND_VTABLE_SIZE_V6 PW_STRUCT_SIZE(pw_backend_vtable_t, accumulate)
 
 /* A backend instance. The runtime takes ownership when it is handed one
  * (and calls vtable->destroy(self) when done with it). */

@@ -67,7 +67,13 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_compute(
  * Lowering computes the shard-to-shard copies actually needed (each
  * destination device receives exactly the runs of source shards that
  * intersect its own shard) and the runtime's transport moves them when
- * the node runs, in the destination slice's gang order. */
+ * the node runs, in the destination slice's gang order. |sharding| may be
+ * any kind (TILED included). From an input unreduced over some mesh axes
+ * to a |sharding| reduced over them (or, on the same mesh, unreduced over
+ * a subset), each output element is the sum of the partial sums: this
+ * needs the destination backend's accumulate (v6), checked at
+ * validation; a transfer cannot make partial sums (a reduced input to an
+ * unreduced |sharding| is refused). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_graph_add_transfer(
     pw_client_t* client, pw_graph_t graph, const char* name, pw_value_t input,
     pw_vslice_t vslice, pw_sharding_t sharding, uint32_t* out_node);

@@ -73,6 +73,7 @@ typedef struct pw_graph_copy_memo_s {
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;
+  uint32_t reduce;
 } pw_graph_copy_memo_t;
 
 /* Names that are not an executable's own or a literal are copied into

@@ -208,7 +208,8 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
     pw_allocator_t copies = {&arena, pw_plan_arena_alloc, pw_plan_arena_free};
     memo->src = NULL; /* invalid until the copies are made */
     PW_RETURN_IF_ERROR(pw__reshard_plan(copies, in, &src_vslice->mesh, t->spec, &n->vslice->mesh,
-                                        &memo->copies, &memo->copy_count, &memo->copy_start));
+                                        &memo->copies, &memo->copy_count, &memo->copy_start,
+                                        &memo->reduce));
     memo->src = in;
     memo->dst = t->spec;
     memo->src_mesh = src_vslice->mesh;
@@ -217,6 +218,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
   op->copies = memo->copies;
   op->copy_count = memo->copy_count;
   op->copy_start = memo->copy_start;
+  op->reduce = memo->reduce;
   return NULL;
 }
 

@@ -40,11 +40,24 @@ typedef enum pw_plan_op_kind_e {
  * (same dtype and shape) over |dst_mesh|: |*out_copies| sorted by
  * destination index, |*out_start| (dst device count + 1 entries) indexing
  * them by destination. Both allocated from |allocator| (copies may be NULL
- * when there are none). lib/graph/reshard.c. */
+ * when there are none). |*out_reduce|: the source partial sums added into
+ * each destination element (1: none added); when above 1, a record whose
+ * dst_offset is k shard sizes or more (k < reduce) writes scratch slot k,
+ * which the transfer adds into the shard (pw_plan_op_t.reduce).
+ * lib/graph/reshard.c. */
 pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* src,
                              const pw_mesh_shape_t* src_mesh, const pw_array_spec_t* dst,
                              const pw_mesh_shape_t* dst_mesh, pw_plan_copy_t** out_copies,
-                             uint32_t* out_count, uint32_t** out_start);
+                             uint32_t* out_count, uint32_t** out_start, uint32_t* out_reduce);
+
+/* Whether a transfer from |src| to |dst| may move their partial sums
+ * (the destination keeps or reduces the source's unreduced axes, never
+ * gains any): INVALID_ARGUMENT naming both shardings, or NULL with
+ * |*out_reduce| the partial sums added into each destination element. */
+pw_status_t pw__reshard_check_partials(const pw_array_spec_t* src,
+                                       const pw_mesh_shape_t* src_mesh,
+                                       const pw_array_spec_t* dst,
+                                       const pw_mesh_shape_t* dst_mesh, uint32_t* out_reduce);
 
 typedef struct pw_plan_op_s {
   pw_plan_op_kind_t kind;
@@ -74,6 +87,12 @@ typedef struct pw_plan_op_s {
   pw_plan_copy_t* copies;
   uint32_t copy_count;
   uint32_t* copy_start;            /* per destination mesh index, + 1 */
+  /* Source partial sums added into each destination element (1: a plain
+   * copy). Above 1, each destination device gets reduce - 1 scratch
+   * shards (one allocation of (reduce - 1) x shard bytes): the records
+   * whose dst_offset is past the shard write them, and once every copy
+   * is done the backend's accumulate adds each into the shard. */
+  uint32_t reduce;
   /* PW_PLAN_HOST only (executable is NULL): the task (the graph holds
    * it) and the outputs' specs (the graph's). */
   struct pw_host_task_obj_s* host_task;

@@ -21,9 +21,20 @@
  *
  * Among the replicas of a source value the copy reads from replica
  * (destination index mod replica count), spreading reads over them.
- * Partial sums move only between shardings unreduced over the same axes of
- * the same mesh (each destination reads its own partial sum); a transfer
- * that would have to add them up is refused (UNIMPLEMENTED). */
+ *
+ * Partial sums (a source unreduced over mesh axes A): a destination
+ * unreduced over the same axes on the same mesh reads its own partial
+ * sum. One reduced over some of them (all of them, on any mesh; or a
+ * subset B of A on the same mesh) adds up the R = |A partials| / |B
+ * partials| source partial sums that agree with it along B: for each
+ * source block it intersects, the first of them is copied into the
+ * destination shard and the k-th (k = 1 .. R - 1) into scratch slot k,
+ * a block of one shard's size at k shard sizes past the shard (the
+ * record's dst_offset says it), and the dispatcher adds the slots into
+ * the shard with the backend's accumulate once the copies are done
+ * (lib/sched/transfer.c). Each destination byte is written once per
+ * partial sum it adds. A destination cannot gain unreduced axes: a
+ * reduced source has no partial sums to hand out (refused). */
 #include <string.h>
 
 #include "graph/plan.h"
@@ -113,25 +124,58 @@ static pw_status_t pw_reshard_sources(pw_allocator_t allocator, const pw_array_s
   return NULL;
 }
 
-/* Partial sums move only between shardings that keep them alike. */
-static pw_status_t pw_reshard_check_partials(const pw_array_spec_t* src,
-                                             const pw_mesh_shape_t* src_mesh,
-                                             const pw_array_spec_t* dst,
-                                             const pw_mesh_shape_t* dst_mesh) {
+static uint32_t pw_reshard_unreduced(const pw_sharding_t* s) {
+  return s->kind == PW_SHARDING_TILED ? s->unreduced_axes : 0;
+}
+
+/* Partial sums: the destination may keep some of the source's unreduced
+ * axes (on the same mesh, where an axis is the same axis) and reduce the
+ * others; it cannot gain any (a reduced value has no partial sums to
+ * hand out). |*out_reduce|: how many source partial sums add up to each
+ * destination element (1: none are added). */
+pw_status_t pw__reshard_check_partials(const pw_array_spec_t* src,
+                                       const pw_mesh_shape_t* src_mesh,
+                                       const pw_array_spec_t* dst,
+                                       const pw_mesh_shape_t* dst_mesh, uint32_t* out_reduce) {
+  *out_reduce = 1;
   uint32_t ps = pw_sharding_partial_count(&src->sharding, src_mesh);
   uint32_t pd = pw_sharding_partial_count(&dst->sharding, dst_mesh);
   if (ps <= 1 && pd <= 1) return NULL;
-  uint32_t su = src->sharding.kind == PW_SHARDING_TILED ? src->sharding.unreduced_axes : 0;
-  uint32_t du = dst->sharding.kind == PW_SHARDING_TILED ? dst->sharding.unreduced_axes : 0;
-  bool same = su == du && pw_mesh_shape_equal(src_mesh, dst_mesh);
-  if (same) return NULL;
+  uint32_t su = pw_reshard_unreduced(&src->sharding);
+  uint32_t du = pw_reshard_unreduced(&dst->sharding);
+  bool same_mesh = pw_mesh_shape_equal(src_mesh, dst_mesh);
+  if (pd <= 1 || (same_mesh && (du & ~su) == 0)) {
+    *out_reduce = ps / (pd ? pd : 1);
+    return NULL;
+  }
   char a[128], b[128];
   pw_sharding_format_named(&src->sharding, src_mesh, a, sizeof(a));
   pw_sharding_format_named(&dst->sharding, dst_mesh, b, sizeof(b));
-  return pw_status_make(PW_STATUS_UNIMPLEMENTED,
-                        "resharding %s -> %s changes which axes hold partial sums: reduce with "
-                        "a collective first",
-                        a, b);
+  if (ps <= 1) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "resharding %s -> %s: the source is reduced and the destination holds "
+                          "partial sums; a transfer does not split a value into partial sums "
+                          "(a computation makes them)",
+                          a, b);
+  }
+  return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                        "resharding %s -> %s: the destination holds partial sums over axes the "
+                        "source does not%s; a transfer may keep or reduce the source's "
+                        "unreduced axes, not add others",
+                        a, b, same_mesh ? "" : " (or over another mesh)");
+}
+
+/* Whether device |j| of |dst_mesh| (holding partial |du| coordinates)
+ * adds up the partial sum that source device |i| holds: they agree along
+ * every axis the destination keeps unreduced (the same mesh then). */
+static bool pw_reshard_partial_matches(const pw_mesh_shape_t* mesh, uint32_t du, uint32_t i,
+                                       uint32_t j) {
+  for (uint32_t a = 0; du != 0 && a < mesh->rank; ++a) {
+    if ((du >> a & 1u) && pw_mesh_coordinate(mesh, i, a) != pw_mesh_coordinate(mesh, j, a)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /* Copy records one transfer may have (88 bytes each): 2^22 is e.g. 2,048
@@ -269,15 +313,21 @@ static pw_status_t pw_reshard_region(pw_copy_list_t* list, uint32_t rank, size_t
 pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* src,
                              const pw_mesh_shape_t* src_mesh, const pw_array_spec_t* dst,
                              const pw_mesh_shape_t* dst_mesh, pw_plan_copy_t** out_copies,
-                             uint32_t* out_count, uint32_t** out_start) {
+                             uint32_t* out_count, uint32_t** out_start, uint32_t* out_reduce) {
   *out_copies = NULL;
   *out_count = 0;
   *out_start = NULL;
-  PW_RETURN_IF_ERROR(pw_reshard_check_partials(src, src_mesh, dst, dst_mesh));
+  *out_reduce = 1;
+  uint32_t reduce = 1;
+  PW_RETURN_IF_ERROR(pw__reshard_check_partials(src, src_mesh, dst, dst_mesh, &reduce));
   uint32_t rank = src->shape.rank;
   size_t elem = pw_dtype_size(src->dtype);
   uint32_t dst_devices = pw_mesh_shape_device_count(dst_mesh);
   uint32_t partials = pw_sharding_partial_count(&src->sharding, src_mesh);
+  uint32_t du = pw_reshard_unreduced(&dst->sharding);
+  size_t dst_shard_bytes = elem;
+  pw_shape_t dshape = pw_sharding_shard_shape(&dst->sharding, &dst->shape, dst_mesh);
+  for (uint32_t m = 0; m < rank; ++m) dst_shard_bytes *= (size_t)dshape.dims[m];
   pw_reshard_sources_t sources;
   PW_RETURN_IF_ERROR(pw_reshard_sources(allocator, src, src_mesh, &sources));
   pw_copy_list_t list;
@@ -291,13 +341,20 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
   for (uint32_t j = 0; status == NULL && j < dst_devices; ++j) {
     start[j] = list.count;
     pw_box_t dbox = pw_reshard_box(dst, dst_mesh, j);
-    /* With partial sums (kept alike, pw_reshard_check_partials) a device
-     * reads the sources of its own partial sum only. */
-    uint32_t partial = pw_sharding_partial_index(&dst->sharding, dst_mesh, j);
+    /* The partial sums of one block that j adds up, in order: the first
+     * lands in the shard, the k-th in scratch slot k (at k shard sizes,
+     * pw_plan_op_t.reduce). */
+    uint32_t block = UINT32_MAX, slot = 0;
     for (uint32_t v = 0; status == NULL && v < sources.count; ++v) {
-      if (partials > 1 && v % partials != partial) continue;
       const uint32_t* replicas = &sources.devices[sources.first[v]];
       uint32_t replica_count = sources.first[v + 1] - sources.first[v];
+      if (partials > 1 && !pw_reshard_partial_matches(dst_mesh, du, replicas[0], j)) continue;
+      if (v / partials != block) {
+        block = v / partials;
+        slot = 0;
+      } else {
+        ++slot;
+      }
       pw_box_t sbox = pw_reshard_box(src, src_mesh, replicas[0]);
       pw_box_t region;
       bool empty = false;
@@ -309,7 +366,11 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
       if (empty) continue;
       /* Among the replicas of the value, read from replica j mod count. */
       uint32_t i = replicas[j % replica_count];
+      uint32_t first = list.count;
       status = pw_reshard_region(&list, rank, elem, &region, &sbox, &dbox, i, j);
+      for (uint32_t c = first; status == NULL && slot > 0 && c < list.count; ++c) {
+        list.items[c].dst_offset += slot * dst_shard_bytes;
+      }
     }
   }
   pw_reshard_sources_free(allocator, &sources);
@@ -334,5 +395,6 @@ pw_status_t pw__reshard_plan(pw_allocator_t allocator, const pw_array_spec_t* sr
   *out_copies = exact;
   *out_count = list.count;
   *out_start = start;
+  *out_reduce = reduce;
   return NULL;
 }

@@ -136,6 +136,29 @@ static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id,
   return NULL;
 }
 
+/* A transfer that adds up partial sums needs the destination backend's
+ * accumulate (v6) for its dtype: asked once here, with the count-0 probe,
+ * so a backend without it is refused before anything runs. */
+static pw_status_t pw_graph_check_accumulate(const pw_graph_node_t* n, uint32_t id,
+                                             pw_dtype_t dtype, uint32_t reduce) {
+  const pw_backend_t* backend = n->vslice->slice->backend;
+  const char* name = n->name ? n->name : "";
+  if (!PW__BACKEND_HAS(backend, accumulate)) {
+    return pw_status_make(PW_STATUS_UNIMPLEMENTED,
+                          "transfer node %u (\"%s\") adds up %u partial sums on slice '%s', and "
+                          "its backend '%s' has no accumulate method (v6)",
+                          id, name, reduce, n->vslice->slice->name, pw__backend_name(backend));
+  }
+  pw_status_t status = pw__backend_accumulate(backend, n->vslice->slice->group_devices[0], dtype,
+                                              NULL, 0, NULL, 0, 0);
+  if (status == NULL) return NULL;
+  return pw_status_annotate(status,
+                            "transfer node %u (\"%s\") adds up %u partial sums of %s on slice "
+                            "'%s' (backend '%s')",
+                            id, name, reduce, pw_dtype_name(dtype), n->vslice->slice->name,
+                            pw__backend_name(backend));
+}
+
 /* Resolves a transfer node's output spec (its input's dtype and shape,
  * the destination sharding over the destination mesh). */
 static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
@@ -149,6 +172,11 @@ static pw_status_t pw_graph_resolve_transfer(pw_graph_obj_t* g, uint32_t id) {
   spec.sharding = t->sharding;
   PW_RETURN_IF_ERROR_CTX(pw_sharding_check(&spec.sharding, &spec.shape, &n->vslice->mesh),
                          "destination sharding on slice '%s'", n->vslice->slice->name);
+  uint32_t reduce = 1;
+  PW_RETURN_IF_ERROR_CTX(
+      pw__reshard_check_partials(in, &src_vslice->mesh, &spec, &n->vslice->mesh, &reduce),
+      "transfer node %u (\"%s\")", id, n->name ? n->name : "");
+  if (reduce > 1) PW_RETURN_IF_ERROR(pw_graph_check_accumulate(n, id, spec.dtype, reduce));
   if (g->last_spec == NULL || !pw_array_spec_equal(g->last_spec, &spec)) {
     if (g->spec_count == g->specs.count * PW_GRAPH_SPEC_CHUNK) {
       PW_RETURN_IF_ERROR(pw__graph_chunks_add(g->header.runtime, &g->specs,

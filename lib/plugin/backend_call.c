@@ -167,6 +167,14 @@ pw_status_t pw__backend_adopt_host(const pw_backend_t* backend, uint32_t device,
   return status;
 }
 
+pw_status_t pw__backend_accumulate(const pw_backend_t* backend, uint32_t device,
+                                   pw_dtype_t dtype, pw_backend_memory_t dst, size_t dst_offset,
+                                   pw_backend_memory_t src, size_t src_offset, size_t count) {
+  PW_BACKEND_REQUIRE(backend, accumulate);
+  return backend->vtable->accumulate(backend->self, device, dtype, dst, dst_offset, src,
+                                     src_offset, count);
+}
+
 const char* pw_device_health_name(pw_device_health_t health) {
   switch (health) {
     case PW_DEVICE_HEALTHY: return "healthy";

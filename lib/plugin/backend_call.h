@@ -63,4 +63,11 @@ void* pw__backend_host_pointer(const pw_backend_t* backend, uint32_t device,
 pw_status_t pw__backend_adopt_host(const pw_backend_t* backend, uint32_t device, void* host,
                                    size_t size, pw_backend_memory_t* out_memory);
 
+/* dst += src for |count| elements of |dtype| on |device| (v6
+ * accumulate): UNIMPLEMENTED naming the backend when it has none.
+ * |count| 0 with NULL memories asks whether |dtype| is supported. */
+pw_status_t pw__backend_accumulate(const pw_backend_t* backend, uint32_t device,
+                                   pw_dtype_t dtype, pw_backend_memory_t dst, size_t dst_offset,
+                                   pw_backend_memory_t src, size_t src_offset, size_t count);
+
 #endif /* PW_PLUGIN_BACKEND_CALL_H_ */

@@ -74,6 +74,10 @@ typedef struct pw_device_s {
    * guard while they are issued), and the first error. */
   pw_atomic_u32_t transfer_pending;
   pw_atomic_ptr_t transfer_status;
+  /* A transfer that adds up partial sums (pw_plan_op_t.reduce > 1): the
+   * scratch shards of the part's lane_size devices, from its launch until
+   * its last copy is done and accumulated (transfer.c); NULL otherwise. */
+  pw_backend_memory_t* reduce_scratch;
   uint64_t observed_ns;    /* while observed: when the part started (report.c) */
   pw_backend_launch_t launch;
   /* Launch completions: tokens[launch_seq % PW_DEVICE_TOKENS] is the

@@ -2,7 +2,11 @@
  * copies into its shard, one per strided plan record (or one per row for
  * a transport without copy_strided), each with its completion token
  * (sched/token.h); the part completes when the last copy does, and a
- * transport that completes a copy twice is reported, not obeyed. The
+ * transport that completes a copy twice is reported, not obeyed. A
+ * transfer that adds up partial sums (pw_plan_op_t.reduce > 1) copies
+ * the other partial sums into scratch shards the part allocates, and the
+ * party that completes its last copy adds them into the shard with the
+ * backend's accumulate (synchronous, on that thread) and frees them. The
  * launch, cursor and completion protocol around it is dispatch.c's. */
 #include <string.h>
 
@@ -16,6 +20,45 @@
  * guard count out of transfer_pending once, so a party that reads 1 is
  * the last one and needs no locked subtraction: with an inline transport
  * the guard is last and a part of one copy pays one. */
+/* Frees |d|'s scratch shards (the part's |n| devices). */
+static void pw_dispatch_scratch_free(pw_device_t* d, uint32_t n) {
+  const pw_backend_t* backend = d->slice->backend;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (d->reduce_scratch[i] != NULL) {
+      pw__backend_deallocate(backend, d->backend_device + i, d->reduce_scratch[i]);
+    }
+  }
+  pw_allocator_free(d->slice->runtime->allocator, d->reduce_scratch,
+                    n * sizeof(pw_backend_memory_t));
+  d->reduce_scratch = NULL;
+}
+
+/* The last copy of a reducing part is done (|status| NULL: all OK): adds
+ * each scratch slot into its device's shard, then frees the scratch.
+ * Returns the part's status (|status|, or the first accumulate error). */
+static pw_status_t pw_dispatch_reduce(pw_device_t* d, pw_status_t status) {
+  pw_op_t* op = d->running;
+  const pw_plan_op_t* p = op->plan;
+  pw_buffer_obj_t* dst = op->outputs[0];
+  const pw_backend_t* backend = op->slice->backend;
+  uint32_t m0 = pw_op_mesh_index(op, d), n = d->lane_size;
+  size_t bytes = dst->shard_bytes;
+  size_t count = bytes / pw_dtype_size(p->transfer_spec->dtype);
+  for (uint32_t i = 0; status == NULL && i < n; ++i) {
+    for (uint32_t k = 1; status == NULL && k < p->reduce; ++k) {
+      status = pw__backend_accumulate(backend, d->backend_device + i, p->transfer_spec->dtype,
+                                      dst->shards[m0 + i], 0, d->reduce_scratch[i],
+                                      (k - 1) * bytes, count);
+      if (status != NULL) {
+        status = pw_status_annotate(status, "adding partial sum %u of %u into mesh index %u", k,
+                                    p->reduce, m0 + i);
+      }
+    }
+  }
+  pw_dispatch_scratch_free(d, n);
+  return status;
+}
+
 static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   if (status != NULL) {
     void* expected = NULL;
@@ -28,6 +71,7 @@ static void pw_dispatch_copy_finished(pw_device_t* d, pw_status_t status) {
   /* The other parties are done with transfer_status. */
   d->done_status = pw_atomic_load_ptr_acquire(&d->transfer_status);
   if (d->done_status != NULL) pw_atomic_store_ptr_relaxed(&d->transfer_status, NULL);
+  if (d->reduce_scratch != NULL) d->done_status = pw_dispatch_reduce(d, d->done_status);
   PW_REPORT(d->slice->runtime, pw__report_copy_done, d, d->running, d->done_status);
   pw__dispatch_push_done(d);
 }
@@ -162,8 +206,9 @@ static pw_completion_token_t* pw_dispatch_copy_rows(pw_runtime_t* rt, pw_device_
  * into |dst|, one token each from |tokens|; returns the token after the
  * last used. */
 static pw_completion_token_t* pw_dispatch_copy_into(pw_runtime_t* rt, pw_device_t* d, pw_op_t* op,
-                                                    uint32_t m, uint32_t device,
+                                                    uint32_t m, uint32_t lane_index,
                                                     pw_completion_token_t* tokens) {
+  uint32_t device = d->backend_device + lane_index;
   const pw_plan_op_t* p = op->plan;
   pw_buffer_obj_t* src = op->inputs[0];
   pw_buffer_obj_t* dst = op->outputs[0];
@@ -181,6 +226,11 @@ static pw_completion_token_t* pw_dispatch_copy_into(pw_runtime_t* rt, pw_device_
     copy.dst.device = device;
     copy.dst.memory = dst->shards[m];
     copy.dst.offset = run->dst_offset;
+    if (d->reduce_scratch != NULL && run->dst_offset >= dst->shard_bytes) {
+      /* A partial sum past the first: scratch slot dst_offset / shard bytes. */
+      copy.dst.memory = d->reduce_scratch[lane_index];
+      copy.dst.offset = run->dst_offset - dst->shard_bytes;
+    }
     copy.size = run->size;
     copy.done = pw_dispatch_copy_done;
     copy.tag = pw_op_gang_id(op);
@@ -194,6 +244,23 @@ static pw_completion_token_t* pw_dispatch_copy_into(pw_runtime_t* rt, pw_device_
     pw_dispatch_copy_issue(d, &copy, rt->transport_copy_strided(rt->transport.self, &copy));
   }
   return tokens;
+}
+
+/* Allocates |bytes| of scratch on each of |d|'s |n| devices (a reducing
+ * part's partial sums past the first). */
+static pw_status_t pw_dispatch_scratch_alloc(pw_device_t* d, uint32_t n, size_t bytes) {
+  pw_allocator_t allocator = d->slice->runtime->allocator;
+  PW_RETURN_IF_ERROR(pw_allocator_calloc_array(allocator, n, sizeof(pw_backend_memory_t), 0,
+                                               (void**)&d->reduce_scratch));
+  for (uint32_t i = 0; i < n; ++i) {
+    pw_status_t status = pw__backend_allocate(d->slice->backend, d->backend_device + i, bytes,
+                                              &d->reduce_scratch[i]);
+    if (status != NULL) {
+      pw_dispatch_scratch_free(d, n);
+      return pw_status_annotate(status, "scratch for %zu bytes of partial sums", bytes);
+    }
+  }
+  return NULL;
 }
 
 /* |d|'s part of transfer |op|: the copies into the shard of each of its
@@ -250,6 +317,14 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
     pw__dispatch_device_done(d);
     return;
   }
+  if (p->reduce > 1) {
+    pw_status_t status = pw_dispatch_scratch_alloc(d, n, (size_t)(p->reduce - 1) * dst->shard_bytes);
+    if (status != NULL) {
+      d->done_status = status;
+      pw__dispatch_device_done(d);
+      return;
+    }
+  }
   /* The guard count keeps the part from completing before the last copy
    * is issued. */
   pw_atomic_store_u32_release(&d->transfer_pending, (uint32_t)issued + 1);
@@ -257,7 +332,7 @@ void pw__dispatch_transfer_launch(pw_device_t* d, pw_op_t* op) {
   PW_REPORT(rt, pw__report_copy, d, op);
   pw__dispatch_set_issuing(d); /* a drain is running */
   for (uint32_t i = 0; i < n; ++i) {
-    tokens = pw_dispatch_copy_into(rt, d, op, m0 + i, d->backend_device + i, tokens);
+    tokens = pw_dispatch_copy_into(rt, d, op, m0 + i, i, tokens);
   }
   pw__dispatch_set_issuing(NULL);
   pw_dispatch_copy_finished(d, NULL); /* the guard */

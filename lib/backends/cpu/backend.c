@@ -784,4 +784,5 @@ static const pw_backend_vtable_t pw_cpu_vtable = {
     .host_pointer = pw_cpu_host_pointer,
     .queue_info = pw_cpu__queue_info,
     .adopt_host = pw_cpu_adopt_host,
+    .accumulate = pw_cpu__accumulate,
 };

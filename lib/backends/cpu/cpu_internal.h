@@ -458,4 +458,9 @@ pw_status_t pw_cpu__int_attr(const pw_cpu_program_t* program, const char* name,
                              int64_t lo, int64_t hi, int64_t fallback,
                              int64_t* out_value);
 
+/* The v6 accumulate method (accumulate.c). */
+pw_status_t pw_cpu__accumulate(void* self, uint32_t device, pw_dtype_t dtype,
+                               pw_backend_memory_t dst, size_t dst_offset,
+                               pw_backend_memory_t src, size_t src_offset, size_t count);
+
 #endif /* PW_BACKENDS_CPU_CPU_INTERNAL_H_ */

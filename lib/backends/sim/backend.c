@@ -373,4 +373,5 @@ static const pw_backend_vtable_t pw_sim_vtable = {
     .record_copy = pw_sim__record_copy,
     .queue_info = pw_sim_queue_info,
     .launch_host = pw_sim__launch_host,
+    .accumulate = pw_sim__accumulate,
 };

@@ -564,4 +564,9 @@ void pw_sim__parts_shutdown(pw_sim__backend_t* backend);
 /* True when the calling thread is the simulator thread of |backend|. */
 bool pw_sim__queue_is_sim_thread(pw_sim__backend_t* backend);
 
+/* The v6 accumulate method (accumulate.c). */
+pw_status_t pw_sim__accumulate(void* self, uint32_t device, pw_dtype_t dtype,
+                               pw_backend_memory_t dst, size_t dst_offset,
+                               pw_backend_memory_t src, size_t src_offset, size_t count);
+
 #endif /* PW_BACKENDS_SIM_SIM_INTERNAL_H_ */
