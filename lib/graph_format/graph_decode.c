@@ -327,17 +327,17 @@ static pw_status_t pw_gbind_check_nodes(const pw_gbind_t* b) {
     char path[64];
     for (uint32_t k = 0; k < node->input_count; ++k) {
       const pw_array_spec_t* have = &doc->buffers[node->inputs[k]].spec;
-      if (!pw_array_spec_equal(have, &sig->inputs[k])) {
+      if (!pw_array_spec_equal(have, &sig->input_specs[k])) {
         snprintf(path, sizeof(path), "nodes[%u].inputs[%u]", n, k);
-        return pw_gbind_spec_error(path, node->inputs[k], have, "expects", sig, &sig->inputs[k]);
+        return pw_gbind_spec_error(path, node->inputs[k], have, "expects", sig, &sig->input_specs[k]);
       }
     }
     for (uint32_t k = 0; k < node->output_count; ++k) {
       const pw_array_spec_t* have = &doc->buffers[node->outputs[k]].spec;
-      if (!pw_array_spec_equal(have, &sig->outputs[k])) {
+      if (!pw_array_spec_equal(have, &sig->output_specs[k])) {
         snprintf(path, sizeof(path), "nodes[%u].outputs[%u]", n, k);
         return pw_gbind_spec_error(path, node->outputs[k], have, "produces", sig,
-                                   &sig->outputs[k]);
+                                   &sig->output_specs[k]);
       }
     }
   }

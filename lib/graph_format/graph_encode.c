@@ -333,7 +333,7 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
       uint32_t b = c->buffer_base[id] + k;
       node->outputs[k] = b;
       doc->buffers[b].vslice = v;
-      doc->buffers[b].spec = sig->outputs[k];
+      doc->buffers[b].spec = sig->output_specs[k];
     }
   }
   for (uint32_t o = 0; o < doc->output_count; ++o) {
