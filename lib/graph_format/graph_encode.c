@@ -280,6 +280,11 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
     node->name = n.name;
     node->name_size = strlen(n.name);
     node->vslice = v;
+    uint32_t outs = n.kind == PW__GRAPH_NODE_TRANSFER ? 1
+                    : n.kind == PW__GRAPH_NODE_HOST  ? n.output_count
+                                                     : n.executable->signature.output_count;
+    PW_RETURN_IF_ERROR_CTX(pw__gdoc_node_alloc(doc, node, n.input_count, outs),
+                           "graph node %u (\"%s\")", id, n.name);
     if (n.kind == PW__GRAPH_NODE_TRANSFER) {
       char what[128];
       snprintf(what, sizeof(what), "graph node %u (\"%s\") input 0", id, n.name);
