@@ -373,6 +373,7 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
       memcpy(grown, exe, sizeof(*exe));
       pw_allocator_free(backend->allocator, exe, head);
       exe = grown;
+      program_p = &exe->program;
       exe->alloc_size = total;
       pw_shape_t* shapes = (pw_shape_t*)((unsigned char*)exe + head);
       size_t* sizes = (size_t*)(shapes + n);
