@@ -951,8 +951,8 @@ typedef struct pw_cpu_program_t {
   uint32_t input_count;
   uint32_t output_count;
   uint32_t attr_count;
-  pw_backend_param_t inputs[512];
-  pw_backend_param_t outputs[512];
+  pw_backend_param_t inputs[...];
+  pw_backend_param_t outputs[...];
   pw_cpu_attr_t attrs[16];
 } pw_cpu_program_t;
 

@@ -221,8 +221,9 @@ static pw_status_t pw_genc_transfers(pw_genc_t* c) {
     changed = false;
     for (uint32_t n = 0; n < doc->node_count; ++n) {
       const pw_gdoc_node_t* node = &doc->nodes[n];
-      uint32_t in = node->inputs[0], out = node->transfer ? node->outputs[0] : 0;
-      if (!node->transfer || known[out] || !known[in]) continue;
+      if (!node->transfer) continue;
+      uint32_t in = node->inputs[0], out = node->outputs[0];
+      if (known[out] || !known[in]) continue;
       doc->buffers[out].spec.dtype = doc->buffers[in].spec.dtype;
       doc->buffers[out].spec.shape = doc->buffers[in].spec.shape;
       known[out] = changed = true;

@@ -331,3 +331,85 @@ Test(wide_signature, v1_reader_sees_a_narrow_executable) {
   free(text);
   pw_fixture_deinit(&f);
 }
+
+/* ---- the test double: a wide "fill" and a wide "noop" ----------------------- */
+
+/* The double's "fill 7" with |n| u8[4] outputs, or "noop" with |n| inputs
+ * and outputs. Owned by the caller (free). */
+static char* double_program(const char* op, uint32_t inputs, uint32_t outputs) {
+  size_t cap = 32 + ((size_t)inputs + outputs) * 40;
+  char* text = malloc(cap);
+  cr_assert_not_null(text);
+  size_t at = (size_t)snprintf(text, cap, "%s\n", op);
+  for (uint32_t i = 0; i < inputs + outputs; ++i) {
+    at += (size_t)snprintf(text + at, cap - at, "%s u8[4] split(0,all)\n",
+                           i < inputs ? "input" : "output");
+  }
+  return text;
+}
+
+Test(wide_signature, test_double_fill_and_noop_through_graphs_and_the_cache) {
+  char dir[256];
+  cr_assert(cu_make_dir(dir, sizeof(dir)));
+  char* fill = double_program("fill 7", 0, WIDE);
+  char* noop = double_program("noop", WIDE, WIDE);
+  for (int round = 0; round < 2; ++round) {
+    pw_fixture_t f;
+    OK(pw_fixture_init(&f, PW_FIXTURE_DOUBLE_INLINE, 1, "2", pw_allocator_system()));
+    pw_cache_t* cache = cu_cache(dir, 0, (pw_logger_t){0});
+    cr_assert_not_null(cache);
+    OK(pw_runtime_set_compile_cache(f.runtime, cache));
+    pw_vslice_t vs;
+    OK(pw_fixture_vslice(&f, "2", &vs));
+    pw_executable_t ef, en;
+    OK(pw_fixture_compile(&f, vs, fill, &ef));
+    OK(pw_fixture_compile(&f, vs, noop, &en));
+    pw_cache_stats_t s = cache_stats(cache);
+    cr_assert_eq(round == 0 ? s.misses : s.store_hits, 2);
+    uint32_t count = 0;
+    OK(pw_executable_param_count(f.client, en, PW_PARAM_INPUT, &count));
+    cr_assert_eq(count, WIDE);
+    pw_executable_signature_t sig;
+    memset(&sig, 0, sizeof(sig));
+    sig.struct_size = sizeof(sig);
+    OK(pw_executable_signature(f.client, ef, &sig));
+    cr_assert_eq(sig.output_count, WIDE);
+    cr_assert_eq(sig.output_specs[WIDE - 1].dtype, PW_DTYPE_U8);
+    /* fill's 300 outputs feed noop's 300 inputs; every fill output is
+     * also a graph output. */
+    pw_graph_t g;
+    OK(pw_graph_create(f.client, &g));
+    uint32_t nf, nn;
+    OK(pw_graph_add_compute(f.client, g, "fill", ef, vs, NULL, 0, &nf));
+    pw_value_t* in = calloc(WIDE, sizeof(*in));
+    cr_assert_not_null(in);
+    for (uint32_t k = 0; k < WIDE; ++k) {
+      in[k] = pw_value(nf, k);
+      OK(pw_graph_add_output(f.client, g, in[k]));
+    }
+    OK(pw_graph_add_compute(f.client, g, "noop", en, vs, in, WIDE, &nn));
+    OK(pw_graph_add_output(f.client, g, pw_value(nn, WIDE - 1)));
+    pw_buffer_t* outs = calloc(WIDE + 1, sizeof(*outs));
+    cr_assert_not_null(outs);
+    pw_event_t* done = NULL;
+    OK(pw_graph_submit(f.client, g, NULL, 0, NULL, outs, WIDE + 1, &done));
+    OK(pw_fixture_wait(done));
+    for (uint32_t k = 0; k < WIDE; ++k) {
+      uint8_t y[4];
+      OK(pw_buffer_to_host(f.client, outs[k], y, sizeof(y),
+                           pw_deadline_from_timeout(5000000000LL)));
+      cr_assert(y[0] == 7 && y[1] == 7 && y[2] == 7 && y[3] == 7, "fill output %u", k);
+    }
+    for (uint32_t k = 0; k <= WIDE; ++k) OK(pw_buffer_release(f.client, outs[k]));
+    free(outs);
+    free(in);
+    OK(pw_graph_release(f.client, g));
+    OK(pw_executable_release(f.client, ef));
+    OK(pw_executable_release(f.client, en));
+    pw_fixture_deinit(&f);
+    pw_cache_release(cache);
+  }
+  free(fill);
+  free(noop);
+  cu_remove_dir(dir);
+}

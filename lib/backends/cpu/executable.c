@@ -262,6 +262,27 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
   return NULL;
 }
 
+/* The input and output counts of executable bytes, read without the
+ * checksum or the rest (0 and 0 when they do not read): sizes load's one
+ * allocation before pw_cpu_decode checks everything. */
+static void pw_cpu_peek_counts(const unsigned char* bytes, size_t size, uint32_t* out_inputs,
+                               uint32_t* out_outputs) {
+  *out_inputs = *out_outputs = 0;
+  if (bytes == NULL || size < PW_CPU_HEADER_SIZE || memcmp(bytes, PW_CPU_MAGIC, 8) != 0) return;
+  pw_cpu_in_t in = {bytes, size, PW_CPU_HEADER_SIZE, NULL};
+  uint64_t length = pw_cpu_get(&in, 4, "kernel name");
+  if (in.error != NULL || length > in.n - in.pos) return;
+  in.pos += (size_t)length;
+  uint64_t rank = pw_cpu_get(&in, 4, "mesh rank");
+  if (in.error != NULL || rank > PW_MAX_MESH_RANK) return;
+  for (uint64_t i = 0; i < rank; ++i) (void)pw_cpu_get(&in, 4, "mesh dimension");
+  uint64_t inputs = pw_cpu_get(&in, 4, "input count");
+  uint64_t outputs = pw_cpu_get(&in, 4, "output count");
+  if (in.error != NULL || inputs > PW_CPU_MAX_PARAMS || outputs > PW_CPU_MAX_PARAMS) return;
+  *out_inputs = (uint32_t)inputs;
+  *out_outputs = (uint32_t)outputs;
+}
+
 /*---------------------------------------------------------------------------
  * vtable methods
  *-------------------------------------------------------------------------*/
@@ -340,20 +361,27 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_signature, pw_executable_signature_t,
                                       PW_EXECUTABLE_SIGNATURE_SIZE_V1, "cpu load"));
   /* Decoded straight into the executable (a program is ~100 KB: not on
-   * the stack); its per-parameter arrays follow the struct. The counts
-   * are not known before decoding: room for the most, then the exact
-   * size is what stays allocated. */
+   * the stack), its per-parameter arrays after the struct: one
+   * allocation, sized by the counts read ahead (bytes whose counts do not
+   * read get none; the decode then says what is wrong). */
+  uint32_t peek_in = 0, peek_out = 0;
+  pw_cpu_peek_counts(bytes, size, &peek_in, &peek_out);
   size_t head = (sizeof(struct pw_backend_executable_s) + 15) & ~(size_t)15;
+  size_t n = (size_t)peek_in + peek_out;
+  size_t total = head + n * (sizeof(pw_shape_t) + sizeof(size_t));
   void* memory = NULL;
-  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(backend->allocator, head,
-                                             alignof(struct pw_backend_executable_s),
-                                             &memory),
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(backend->allocator, total,
+                                             alignof(struct pw_backend_executable_s), &memory),
                          "cpu load");
   pw_backend_executable_t exe = memory;
-  exe->alloc_size = head;
+  exe->alloc_size = total;
   pw_cpu_program_t* program_p = &exe->program;
   pw_mesh_shape_t mesh;
   pw_status_t decoded = pw_cpu_decode(bytes, size, program_p, &mesh);
+  if (decoded == NULL &&
+      (program_p->input_count != peek_in || program_p->output_count != peek_out)) {
+    decoded = pw_status_make(PW_STATUS_INTERNAL, "parameter counts read twice differ");
+  }
   const pw_cpu__kernel_t* kernel =
       decoded == NULL ? pw_cpu__kernel_find(backend, program_p->kernel) : NULL;
   if (decoded == NULL && kernel == NULL) {
@@ -362,31 +390,16 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
                              program_p->kernel);
   }
   if (decoded == NULL) decoded = pw_cpu__program_validate(kernel, program_p, &mesh, NULL);
-  if (decoded == NULL) {
-    /* The arrays: shapes then byte sizes, both roles. */
-    size_t n = (size_t)program_p->input_count + program_p->output_count;
-    size_t total = head + n * (sizeof(pw_shape_t) + sizeof(size_t));
-    void* grown = NULL;
-    decoded = pw_allocator_calloc(backend->allocator, total,
-                                  alignof(struct pw_backend_executable_s), &grown);
-    if (decoded == NULL) {
-      memcpy(grown, exe, sizeof(*exe));
-      pw_allocator_free(backend->allocator, exe, head);
-      exe = grown;
-      program_p = &exe->program;
-      exe->alloc_size = total;
-      pw_shape_t* shapes = (pw_shape_t*)((unsigned char*)exe + head);
-      size_t* sizes = (size_t*)(shapes + n);
-      exe->input_shards = shapes;
-      exe->output_shards = shapes + program_p->input_count;
-      exe->input_bytes = sizes;
-      exe->output_bytes = sizes + program_p->input_count;
-    }
-  }
   if (decoded != NULL) {
     pw_allocator_free(backend->allocator, exe, exe->alloc_size);
     return pw_status_annotate(decoded, "cpu load");
   }
+  pw_shape_t* shapes = (pw_shape_t*)((unsigned char*)exe + head);
+  size_t* sizes = (size_t*)(shapes + n);
+  exe->input_shards = shapes;
+  exe->output_shards = shapes + program_p->input_count;
+  exe->input_bytes = sizes;
+  exe->output_bytes = sizes + program_p->input_count;
   const pw_cpu_program_t* program = &exe->program;
   exe->magic = PW_CPU__EXECUTABLE_MAGIC;
   atomic_init(&exe->refs, 1);
