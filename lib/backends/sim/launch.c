@@ -173,6 +173,12 @@ void pw_sim__account(pw_sim__backend_t* b, uint32_t device, uint64_t begin, uint
 
 void pw_sim__part_free(pw_sim__backend_t* b, pw_sim__part_t* part) {
   pw_status_free(part->status);
+  if (part->wide_args != NULL) {
+    pw_allocator_free(b->allocator, part->wide_args,
+                      ((size_t)part->input_count + part->output_count) *
+                          sizeof(pw_backend_memory_t));
+    part->wide_args = NULL;
+  }
   if (part->executable != NULL) pw_sim__executable_release(part->executable);
   pw_sim__part_recycle(b, part);
 }
@@ -320,6 +326,21 @@ pw_status_t pw_sim__part_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
   if (l->output_count > 0) part->output0 = l->outputs[0];
   part->input_count = l->input_count;
   part->output_count = l->output_count;
+  part->inputs = part->inline_args;
+  part->outputs = part->inline_args + PW_BACKEND_MAX_PARAMS;
+  if (l->input_count > PW_BACKEND_MAX_PARAMS || l->output_count > PW_BACKEND_MAX_PARAMS) {
+    status = pw_allocator_calloc_array(b->allocator, (size_t)l->input_count + l->output_count,
+                                       sizeof(pw_backend_memory_t), 0,
+                                       (void**)&part->wide_args);
+    if (status != NULL) {
+      pw_sim__part_discard(b, part);
+      return pw_status_annotate(status, "sim launch of '%s' on device %u: %u arguments",
+                                l->executable->program.name, l->device,
+                                l->input_count + l->output_count);
+    }
+    part->inputs = part->wide_args;
+    part->outputs = part->wide_args + l->input_count;
+  }
   if (l->input_count > 0) memcpy(part->inputs, l->inputs, l->input_count * sizeof(l->inputs[0]));
   if (l->output_count > 0) {
     memcpy(part->outputs, l->outputs, l->output_count * sizeof(l->outputs[0]));
