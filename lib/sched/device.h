@@ -137,7 +137,8 @@ typedef struct pw_device_s {
  * when that fails. Only between launches of |d| (its descriptors' arrays
  * are read until done runs, or during a queued launch's call). */
 pw_status_t pw__device_grow_args(pw_device_t* d, uint32_t need);
-/* Frees the heap block of pw__device_grow_args, if any. */
+/* Frees the heap block of pw__device_grow_args, if any, and points the
+ * arrays at the inline ones (also their first setting: launch init). */
 void pw__device_free_args(pw_device_t* d);
 
 /* A client's queue and accounting on one slice. One cache line or more
