@@ -203,6 +203,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
       if (dep_stamp[in->op] != i) {
         dep_stamp[in->op] = i;
         op->static_deps++;
+        op->noncompute_deps += plan->ops[in->op].kind != PW_PLAN_COMPUTE;
       }
       plan->edge_count++;
     }

@@ -69,6 +69,7 @@ typedef struct pw_plan_op_s {
   uint32_t external_count;
   uint32_t* external_words;
   uint32_t static_deps;            /* distinct producing ops among inputs */
+  uint32_t noncompute_deps;        /* ... of them transfers or host ops */
   uint32_t successor_count;
   uint32_t* successors;            /* op indices, one per distinct consumer
                                       (in the plan's storage) */

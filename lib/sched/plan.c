@@ -39,18 +39,8 @@ typedef struct pw_plan_scratch_s {
  * (queued.c). */
 static uint32_t pw_plan_launch_deps(const pw_runtime_t* rt, const pw_plan_t* plan,
                                     const pw_plan_op_t* p) {
-  if (!pw_plan_op_queued(rt, p)) return p->static_deps;
-  uint32_t deps = 0;
-  for (uint32_t k = 0; k < p->input_count; ++k) {
-    int32_t producer = p->inputs[k].param >= 0 ? -1 : (int32_t)p->inputs[k].op;
-    if (producer < 0 || plan->ops[producer].kind == PW_PLAN_COMPUTE) continue;
-    bool seen = false;
-    for (uint32_t j = 0; j < k && !seen; ++j) {
-      seen = p->inputs[j].param < 0 && p->inputs[j].op == p->inputs[k].op;
-    }
-    deps += !seen;
-  }
-  return deps;
+  (void)plan;
+  return pw_plan_op_queued(rt, p) ? p->noncompute_deps : p->static_deps;
 }
 
 /* |p|'s parameter inputs; with |out_per_run| non-NULL, its per-run inputs
