@@ -413,3 +413,66 @@ Test(wide_signature, test_double_fill_and_noop_through_graphs_and_the_cache) {
   free(noop);
   cu_remove_dir(dir);
 }
+
+static int refused_done_calls;
+static void refused_done(void* user, pw_status_t status) {
+  (void)user;
+  refused_done_calls++;
+  pw_status_free(status);
+}
+
+/* The CPU backend's alias check for wide launches (sorted, not pairwise)
+ * still names the aliased pair, and the refused launch never completes. */
+Test(wide_signature, cpu_wide_launch_with_an_aliased_output_is_refused) {
+  pw_cpu_backend_options_t o;
+  pw_cpu_backend_options_init(&o);
+  o.device_count = 1;
+  o.worker_count = 1;
+  pw_backend_t cpu;
+  OK(pw_cpu_backend_create(&o, &cpu));
+  const pw_backend_vtable_t* vt = cpu.vtable;
+  pw_mesh_shape_t mesh;
+  OK(pw_mesh_shape_parse("1", &mesh));
+  char* text = wide_program(WIDE);
+  void* bytes = NULL;
+  size_t size = 0;
+  OK(vt->compile(cpu.self, text, strlen(text), &mesh, "", pw_allocator_system(), &bytes, &size));
+  pw_backend_executable_t exe = NULL;
+  pw_executable_signature_t sig;
+  memset(&sig, 0, sizeof(sig));
+  sig.struct_size = sizeof(sig);
+  OK(vt->load(cpu.self, bytes, size, &exe, &sig));
+  cr_assert(sig.input_specs != NULL && sig.output_specs != NULL);
+  pw_backend_memory_t* mem = calloc(2 * WIDE, sizeof(*mem));
+  cr_assert_not_null(mem);
+  for (uint32_t i = 0; i < 2 * WIDE; ++i) OK(vt->allocate(cpu.self, 0, 16, &mem[i]));
+  pw_backend_memory_t* args = calloc(2 * WIDE, sizeof(*args));
+  cr_assert_not_null(args);
+  memcpy(args, mem, 2 * WIDE * sizeof(*args));
+  args[WIDE + 5] = args[7]; /* output 5 is input 7 */
+  uint32_t group = 0;
+  pw_backend_launch_t l;
+  memset(&l, 0, sizeof(l));
+  l.struct_size = sizeof(l);
+  l.executable = exe;
+  l.group_devices = &group;
+  l.group_size = 1;
+  l.inputs = args;
+  l.input_count = WIDE;
+  l.outputs = args + WIDE;
+  l.output_count = WIDE;
+  l.done = refused_done;
+  pw_status_t s = vt->launch(cpu.self, &l);
+  cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT, "%s", pw_status_message(s));
+  cr_assert(strstr(pw_status_message(s), "output 5 is the same memory as input 7") != NULL,
+            "%s", pw_status_message(s));
+  pw_status_free(s);
+  cr_assert_eq(refused_done_calls, 0);
+  for (uint32_t i = 0; i < 2 * WIDE; ++i) vt->deallocate(cpu.self, 0, mem[i]);
+  vt->unload(cpu.self, exe);
+  pw_allocator_free(pw_allocator_system(), bytes, size);
+  vt->destroy(cpu.self);
+  free(args);
+  free(mem);
+  free(text);
+}
