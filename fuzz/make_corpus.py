@@ -114,6 +114,15 @@ case("valid_two_slices", graph(
     parameters=[0, 2],
     nodes=[node("a", [0], [1]), node("b", [2], [3], executable=1, vslice=1)],
     outputs=[1, 3]), "ok")
+# Past the signature's fixed arrays (16): 300 inputs and 300 outputs.
+WIDE = 300
+case("valid_wide_300", graph(
+    executables=[exe(b"noop\n" + b"input f32[8] split(0,all)\n" * WIDE +
+                     b"output f32[8] split(0,all)\n" * WIDE)],
+    buffers=[buf() for _ in range(2 * WIDE)],
+    parameters=list(range(WIDE)),
+    nodes=[node("wide", list(range(WIDE)), list(range(WIDE, 2 * WIDE)))],
+    outputs=list(range(WIDE, 2 * WIDE))), "ok")
 case("valid_params_only", graph(executables=[], buffers=[buf(sharding="replicated")],
                                 nodes=[], outputs=[0]), "ok")
 case("valid_empty", graph(vslices=[], executables=[], buffers=[], parameters=[], nodes=[],

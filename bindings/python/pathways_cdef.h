@@ -199,6 +199,7 @@ typedef struct pw_backend_vtable_t pw_backend_vtable_t;
 typedef pw_array_spec_t pw_backend_param_t;
 
 #define PW_BACKEND_MAX_PARAMS ...
+#define PW_EXECUTABLE_MAX_PARAMS ...
 
 typedef struct pw_executable_signature_t {
   size_t struct_size;
@@ -208,6 +209,8 @@ typedef struct pw_executable_signature_t {
   uint32_t output_count;
   pw_backend_param_t inputs[16];
   pw_backend_param_t outputs[16];
+  const pw_backend_param_t* input_specs;
+  const pw_backend_param_t* output_specs;
   ...;
 } pw_executable_signature_t;
 
@@ -420,6 +423,15 @@ pw_status_t pw_executable_load(pw_client_t* client, pw_vslice_t vslice,
 pw_status_t pw_executable_signature(pw_client_t* client,
                                     pw_executable_t executable,
                                     pw_executable_signature_t* out_signature);
+typedef enum pw_param_role_e {
+  PW_PARAM_INPUT = 0,
+  PW_PARAM_OUTPUT = 1,
+} pw_param_role_t;
+pw_status_t pw_executable_param_count(pw_client_t* client, pw_executable_t executable,
+                                      pw_param_role_t role, uint32_t* out_count);
+pw_status_t pw_executable_param(pw_client_t* client, pw_executable_t executable,
+                                pw_param_role_t role, uint32_t index,
+                                pw_backend_param_t* out_spec);
 pw_status_t pw_executable_bytes(pw_client_t* client, pw_executable_t executable,
                                 const void** out_bytes, size_t* out_size);
 pw_status_t pw_executable_release(pw_client_t* client,
@@ -913,6 +925,7 @@ const char* pw_plugin_dir(void);
 #define PW_CPU_MAX_DEVICES ...
 #define PW_CPU_MAX_WORKERS ...
 #define PW_CPU_PROGRAM_TEXT_MAX ...
+#define PW_CPU_MAX_PARAMS ...
 
 typedef struct pw_cpu_backend_options_t {
   size_t struct_size;
@@ -948,8 +961,8 @@ typedef struct pw_cpu_program_t {
   uint32_t input_count;
   uint32_t output_count;
   uint32_t attr_count;
-  pw_backend_param_t inputs[16];
-  pw_backend_param_t outputs[16];
+  pw_backend_param_t inputs[...];
+  pw_backend_param_t outputs[...];
   pw_cpu_attr_t attrs[16];
   uint32_t over_axes;
 } pw_cpu_program_t;

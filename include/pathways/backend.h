@@ -147,11 +147,37 @@ typedef struct pw_backend_device_info_t {
  * dtype, global shape, sharding over the executable's mesh. */
 typedef pw_array_spec_t pw_backend_param_t;
 
+/* The parameters and results the fixed arrays of a signature hold (v1);
+ * an executable may have more (v2: input_specs / output_specs). */
 #define PW_BACKEND_MAX_PARAMS 16
+
+/* The hard limit on an executable's inputs, and separately on its
+ * outputs: a backend that reports more is refused (INVALID_ARGUMENT
+ * naming the executable). */
+#define PW_EXECUTABLE_MAX_PARAMS 65535u
 
 /* What a loaded executable computes, as the runtime validates graphs against
  * it. Filled by load: the runtime sets struct_size (and zeroes the rest)
- * before the call; a backend writes only the fields struct_size covers. */
+ * before the call; a backend writes only the fields struct_size covers.
+ *
+ * Parameter specs. A v1 backend writes input_count (at most
+ * PW_BACKEND_MAX_PARAMS) specs into |inputs|, and likewise outputs. A
+ * backend that sees struct_size >= PW_EXECUTABLE_SIGNATURE_SIZE_V2 may
+ * instead (and must, for more than PW_BACKEND_MAX_PARAMS) point
+ * input_specs at input_count specs (output_specs likewise) in storage its
+ * executable owns, valid until unload; the runtime copies them during
+ * load, and when a pointer is set it is read instead of the fixed array.
+ * A count over PW_BACKEND_MAX_PARAMS with a NULL pointer is refused
+ * (INTERNAL naming the backend), as is a count over
+ * PW_EXECUTABLE_MAX_PARAMS.
+ *
+ * Read back with pw_executable_signature: the fixed arrays hold the first
+ * min(count, PW_BACKEND_MAX_PARAMS) specs; with a v2 struct_size the
+ * pointers are set too, to every spec, in storage the runtime owns, valid
+ * while the executable's handle lives. A v1 struct_size is refused
+ * (OUT_OF_RANGE) for an executable with more than PW_BACKEND_MAX_PARAMS
+ * inputs or outputs, as it could not see them; pw_executable_param reads
+ * one spec at a time with any struct. */
 typedef struct pw_executable_signature_t {
   size_t struct_size;       /* set by the caller: sizeof(pw_executable_signature_t) */
   char name[64];            /* the kernel/function name, for messages */
@@ -160,9 +186,13 @@ typedef struct pw_executable_signature_t {
   uint32_t output_count;
   pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
   pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* -- v2 fields start here -- */
+  const pw_backend_param_t* input_specs;   /* input_count specs, or NULL */
+  const pw_backend_param_t* output_specs;  /* output_count specs, or NULL */
 } pw_executable_signature_t;
 
 #define PW_EXECUTABLE_SIGNATURE_SIZE_V1 PW_STRUCT_SIZE(pw_executable_signature_t, outputs)
+#define PW_EXECUTABLE_SIGNATURE_SIZE_V2 PW_STRUCT_SIZE(pw_executable_signature_t, output_specs)
 
 /* Completion of one launch. Owns |status|. */
 typedef void (*pw_backend_done_fn_t)(void* done_user, pw_status_t status);

@@ -29,10 +29,34 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_executable_load(
     pw_client_t* client, pw_vslice_t vslice, const void* bytes, size_t size,
     pw_executable_t* out_executable);
 
-/* What the executable computes: name, mesh, parameter and result specs. */
+/* What the executable computes: name, mesh, parameter and result specs.
+ * With struct_size >= PW_EXECUTABLE_SIGNATURE_SIZE_V2, input_specs and
+ * output_specs point at every spec, in storage the runtime owns, valid
+ * while |executable|'s handle lives (until pw_executable_release); the
+ * fixed arrays hold the first PW_BACKEND_MAX_PARAMS. A v1 struct_size is
+ * OUT_OF_RANGE for an executable with more than PW_BACKEND_MAX_PARAMS
+ * inputs or outputs (see pw_executable_signature_t). */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_executable_signature(
     pw_client_t* client, pw_executable_t executable,
     pw_executable_signature_t* out_signature);
+
+typedef enum pw_param_role_e {
+  PW_PARAM_INPUT = 0,
+  PW_PARAM_OUTPUT = 1,
+} pw_param_role_t;
+
+/* How many inputs (|role| PW_PARAM_INPUT) or outputs the executable has. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_executable_param_count(
+    pw_client_t* client, pw_executable_t executable, pw_param_role_t role,
+    uint32_t* out_count);
+
+/* Copies the spec of input (or output) |index| into |*out_spec|;
+ * OUT_OF_RANGE naming the executable when |index| is past the count. Any
+ * count (up to PW_EXECUTABLE_MAX_PARAMS), whatever header the caller was
+ * built with. Thread-safe. */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_executable_param(
+    pw_client_t* client, pw_executable_t executable, pw_param_role_t role,
+    uint32_t index, pw_backend_param_t* out_spec);
 
 /* Points |*out_bytes| at the compiled bytes (valid while the executable's
  * handle lives) and sets |*out_size|. */

@@ -24,7 +24,11 @@ typedef struct pw_executable_obj_s {
   pw_object_t header;
   const pw_backend_t* backend;
   pw_backend_executable_t loaded;
+  /* Its v2 spec pointers point into |params| (input_count + output_count
+   * specs, runtime allocator), set once at load. */
   pw_executable_signature_t signature;
+  pw_backend_param_t* params;
+  size_t param_count;
   void* bytes;
   size_t byte_size;
   /* What it was compiled from (NULL when loaded from bytes), so that

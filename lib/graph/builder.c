@@ -289,10 +289,10 @@ pw_status_t pw_graph_add_compute(pw_client_t* client, pw_graph_t graph, const ch
                                  pw_executable_t executable, pw_vslice_t vslice,
                                  const pw_value_t* inputs, uint32_t input_count,
                                  uint32_t* out_node) {
-  if (input_count > PW_BACKEND_MAX_PARAMS) {
+  if (input_count > PW_EXECUTABLE_MAX_PARAMS) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "pw_graph_add_compute: %u inputs (maximum %d)", input_count,
-                          PW_BACKEND_MAX_PARAMS);
+                          "pw_graph_add_compute: %u inputs (maximum %u)", input_count,
+                          PW_EXECUTABLE_MAX_PARAMS);
   }
   if (input_count > 0 && inputs == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_graph_add_compute: inputs is NULL");

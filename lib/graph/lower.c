@@ -151,10 +151,12 @@ static pw_status_t pw_graph_plan_alloc(pw_graph_obj_t* g, pw_plan_input_t** out_
 
 /* Writes plan op |i| for op node |id| (successors left empty, pointing at
  * |successors|) and its inputs at |input_store|; |op_of_node| maps every
- * op node it reads to its op. For a transfer, also its copies. */
+ * op node it reads to its op. |dep_stamp| (one word per op, never i for an
+ * op before op i is built) marks the producers counted in static_deps:
+ * linear in the inputs. For a transfer, also its copies. */
 static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
                                      const uint32_t* op_of_node, pw_plan_input_t* input_store,
-                                     uint32_t* successors) {
+                                     uint32_t* successors, uint32_t* dep_stamp) {
   pw_plan_t* plan = &g->plan;
   const pw_graph_node_t* n = pw_graph_node_at(g, id);
   pw_plan_op_t* op = &plan->ops[i];
@@ -176,8 +178,18 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
       .host_specs = host ? host->specs : NULL,
   };
   plan->op_count = i + 1;
+  if (op->output_count > 32) {
+    pw_plan_arena_t arena = {g->header.runtime->allocator, plan};
+    size_t words = ((size_t)op->output_count + 31) / 32;
+    op->external_words = pw_plan_arena_alloc(&arena, words * sizeof(uint32_t), 4);
+    if (op->external_words == NULL) {
+      return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                            "graph node %u (\"%s\"): the graph-output bits of %u outputs", id,
+                            n->name, op->output_count);
+    }
+    memset(op->external_words, 0, words * sizeof(uint32_t));
+  }
   const pw_value_t* inputs = pw_graph_inputs(g, n);
-  uint32_t deps_seen[PW_BACKEND_MAX_PARAMS];
   for (uint32_t k = 0; k < n->input_count; ++k) {
     const pw_graph_node_t* src = pw_graph_node_at(g, inputs[k].node);
     pw_plan_input_t* in = &input_store[k];
@@ -188,9 +200,11 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
     } else {  /* compute, transfer or host: an op */
       in->param = -1;
       in->op = (int32_t)op_of_node[inputs[k].node];
-      bool dup = false;
-      for (uint32_t j = 0; j < op->static_deps; ++j) dup |= deps_seen[j] == (uint32_t)in->op;
-      if (!dup) deps_seen[op->static_deps++] = (uint32_t)in->op;
+      if (dep_stamp[in->op] != i) {
+        dep_stamp[in->op] = i;
+        op->static_deps++;
+        op->noncompute_deps += plan->ops[in->op].kind != PW_PLAN_COMPUTE;
+      }
       plan->edge_count++;
     }
   }
@@ -230,7 +244,7 @@ static pw_status_t pw_graph_build_op(pw_graph_obj_t* g, uint32_t i, uint32_t id,
  * consumer's inputs are taken together, a repeated producer is the last
  * successor it has. |succ_start| indexes every node's consumers. */
 static pw_status_t pw_graph_lower_forward(pw_graph_obj_t* g, const uint32_t* succ_start,
-                                          uint32_t* op_of_node) {
+                                          uint32_t* op_of_node, uint32_t* dep_stamp) {
   pw_plan_t* plan = &g->plan;
   pw_plan_input_t* input_store = NULL;
   uint32_t* succ_store = NULL;
@@ -248,7 +262,7 @@ static pw_status_t pw_graph_lower_forward(pw_graph_obj_t* g, const uint32_t* suc
     uint32_t i = ops++;
     op_of_node[id] = i;
     PW_RETURN_IF_ERROR(pw_graph_build_op(g, i, id, op_of_node, input_store,
-                                         succ_store + succ_start[id]));
+                                         succ_store + succ_start[id], dep_stamp));
     for (uint32_t k = 0; k < n->input_count; ++k) {
       int32_t p = input_store[k].op;
       if (p < 0) continue;
@@ -272,7 +286,7 @@ static pw_status_t pw_graph_lower_forward(pw_graph_obj_t* g, const uint32_t* suc
  * through a CSR consumer index (|consumer_start|, counts made prefix
  * sums), then the specs in that order, then the ops. */
 static pw_status_t pw_graph_lower_sorted(pw_graph_obj_t* g, const uint32_t* consumer_start,
-                                         uint32_t* op_of_node) {
+                                         uint32_t* op_of_node, uint32_t* dep_stamp) {
   pw_allocator_t a = g->header.runtime->allocator;
   pw_plan_t* plan = &g->plan;
   const uint32_t node_count = g->node_count;
@@ -335,7 +349,7 @@ static pw_status_t pw_graph_lower_sorted(pw_graph_obj_t* g, const uint32_t* cons
   }
   for (uint32_t i = 0; status == NULL && i < computes; ++i) {
     uint32_t node_id = order[i];
-    status = pw_graph_build_op(g, i, node_id, op_of_node, input_store, succ_store);
+    status = pw_graph_build_op(g, i, node_id, op_of_node, input_store, succ_store, dep_stamp);
     if (status != NULL) break;
     input_store += plan->ops[i].input_count;
     /* Successors: distinct consumer ops. |indegree| is all zeros once the
@@ -364,9 +378,10 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   pw_allocator_t a = rt->allocator;
   pw_plan_t* plan = &g->plan;
   const uint32_t node_count = g->node_count;
-  /* consumer_start (node_count + 2), op_of_node (node_count + 1); on the
-   * stack for small graphs. */
-  size_t scratch_words = 2 * (size_t)node_count + 3;
+  /* consumer_start (node_count + 2), op_of_node (node_count + 1),
+   * dep_stamp (node_count + 1, at least one per op); on the stack for
+   * small graphs. */
+  size_t scratch_words = 3 * (size_t)node_count + 4;
   uint32_t stack_scratch[128];
   uint32_t* scratch = stack_scratch;
   if (scratch_words > sizeof(stack_scratch) / sizeof(stack_scratch[0])) {
@@ -375,7 +390,9 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   }
   uint32_t* consumer_start = scratch;
   uint32_t* op_of_node = consumer_start + node_count + 2;
+  uint32_t* dep_stamp = op_of_node + node_count + 1;
   memset(consumer_start, 0, ((size_t)node_count + 2) * sizeof(uint32_t));
+  memset(dep_stamp, 0xff, ((size_t)node_count + 1) * sizeof(uint32_t));
   pw_status_t status = NULL;
   bool forward = true;
   for (uint32_t id = 0; status == NULL && id < node_count; ++id) {
@@ -396,8 +413,8 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
   }
   if (status == NULL) {
     for (uint32_t id = 0; id < node_count; ++id) consumer_start[id + 1] += consumer_start[id];
-    status = forward ? pw_graph_lower_forward(g, consumer_start, op_of_node)
-                     : pw_graph_lower_sorted(g, consumer_start, op_of_node);
+    status = forward ? pw_graph_lower_forward(g, consumer_start, op_of_node, dep_stamp)
+                     : pw_graph_lower_sorted(g, consumer_start, op_of_node, dep_stamp);
   }
   for (uint32_t o = 0; status == NULL && o < g->output_count; ++o) {
     const pw_graph_node_t* src = pw_graph_node_at(g, g->outputs[o].node);
@@ -409,7 +426,13 @@ static pw_status_t pw_graph_lower(pw_graph_obj_t* g) {
     } else {
       out->param = -1;
       out->op = (int32_t)op_of_node[g->outputs[o].node];
-      plan->ops[out->op].external_outputs |= 1u << out->output;
+      pw_plan_op_t* p = &plan->ops[out->op];
+      uint32_t* words = p->output_count <= 32 ? &p->external_bits : p->external_words;
+      uint32_t bit = 1u << (out->output & 31);
+      if (!(words[out->output >> 5] & bit)) {
+        words[out->output >> 5] |= bit;
+        p->external_count++;
+      }
     }
   }
   memset(&g->copy_memo, 0, sizeof(g->copy_memo));

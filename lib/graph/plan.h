@@ -72,11 +72,17 @@ typedef struct pw_plan_op_s {
    * bigger, and big graphs' build time was page faults). */
   const pw_plan_input_t* inputs;
   uint32_t output_count;
-  /* Bit k: output k is a graph output (it gets a buffer object with a
-   * ready event and a handle); other outputs are internal values that live
-   * in the execution block and die with it. */
-  uint32_t external_outputs;
+  /* Bit k of the bitset: output k is a graph output (it gets a buffer
+   * object with a ready event and a handle); other outputs are internal
+   * values that live in the execution block and die with it. The bitset
+   * is |external_bits| for at most 32 outputs, else |external_words|
+   * ((output_count + 31) / 32 words, in the plan's copy arena): read it
+   * through pw_plan_external_words. |external_count|: its bits set. */
+  uint32_t external_bits;
+  uint32_t external_count;
+  uint32_t* external_words;
   uint32_t static_deps;            /* distinct producing ops among inputs */
+  uint32_t noncompute_deps;        /* ... of them transfers or host ops */
   uint32_t successor_count;
   uint32_t* successors;            /* op indices, one per distinct consumer
                                       (in the plan's storage) */
@@ -98,6 +104,16 @@ typedef struct pw_plan_op_s {
   struct pw_host_task_obj_s* host_task;
   const pw_array_spec_t* host_specs;
 } pw_plan_op_t;
+
+/* |p|'s graph-output bitset (see external_bits). */
+static inline const uint32_t* pw_plan_external_words(const pw_plan_op_t* p) {
+  return p->output_count <= 32 ? &p->external_bits : p->external_words;
+}
+
+/* Whether output |k| of |p| is a graph output. */
+static inline bool pw_plan_output_external(const pw_plan_op_t* p, uint32_t k) {
+  return (pw_plan_external_words(p)[k >> 5] >> (k & 31)) & 1u;
+}
 
 /* The head of what the dispatcher derives from a plan (lib/sched/plan.c):
  * how to free it. */

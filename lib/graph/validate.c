@@ -70,7 +70,7 @@ pw_status_t pw__graph_value_spec(const pw_graph_obj_t* g, pw_value_t value, cons
                             "outputs",
                             label, value.output, value.node, src->name, sig->output_count);
     }
-    *out_spec = &sig->outputs[value.output];
+    *out_spec = &sig->output_specs[value.output];
   }
   *out_vslice = src->vslice;
   return NULL;
@@ -120,13 +120,13 @@ static pw_status_t pw_graph_check_compute(const pw_graph_obj_t* g, uint32_t id,
                             "(moving data between slices needs a transfer node)",
                             i, src_vslice->slice->name, n->vslice->slice->name);
     }
-    if (!pw_array_spec_equal(spec, &sig->inputs[i])) {
+    if (!pw_array_spec_equal(spec, &sig->input_specs[i])) {
       char have[160], want[160];
       pw_array_spec_format(spec, have, sizeof(have));
-      pw_array_spec_format(&sig->inputs[i], want, sizeof(want));
+      pw_array_spec_format(&sig->input_specs[i], want, sizeof(want));
       const char* what_differs =
-          spec->dtype != sig->inputs[i].dtype                     ? "dtype"
-          : !pw_shape_equal(&spec->shape, &sig->inputs[i].shape)  ? "shape"
+          spec->dtype != sig->input_specs[i].dtype                     ? "dtype"
+          : !pw_shape_equal(&spec->shape, &sig->input_specs[i].shape)  ? "shape"
                                                                   : "sharding";
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "input %u %s mismatch: has %s, executable '%s' expects %s", i,

@@ -56,8 +56,11 @@ typedef struct pw_gdoc_node_t {
   uint32_t vslice;
   uint32_t input_count;
   uint32_t output_count;
-  uint32_t inputs[PW_BACKEND_MAX_PARAMS];
-  uint32_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* Buffer ids, input_count and output_count of them: each its own
+   * allocation from the doc's allocator (NULL for none; pw__gdoc_free
+   * frees them), at most PW_EXECUTABLE_MAX_PARAMS. */
+  uint32_t* inputs;
+  uint32_t* outputs;
 } pw_gdoc_node_t;
 
 typedef struct pw_gdoc_t {
@@ -76,6 +79,12 @@ typedef struct pw_gdoc_t {
   uint32_t output_count;
   uint32_t* outputs;              /* buffer ids */
 } pw_gdoc_t;
+
+/* Allocates |node|'s input and output arrays for |inputs| and |outputs|
+ * ids (setting the counts; both 0 when it fails). */
+pw_status_t pw__gdoc_node_alloc(pw_gdoc_t* doc, pw_gdoc_node_t* node, uint32_t inputs,
+                                uint32_t outputs);
+
 
 /* Where a buffer comes from, as found by pw__gdoc_check. */
 #define PW_GDOC_NO_PRODUCER UINT32_MAX

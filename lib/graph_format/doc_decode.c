@@ -350,11 +350,17 @@ static pw_status_t pw_gdec_buffer_field(pw_gdec_t* d, uint32_t key, void* object
 static const char* const pw_gdoc_node_keys[] = {"name", "executable", "vslice", "inputs",
                                                 "outputs", "host"};
 
-static pw_status_t pw_gdec_refs(pw_gdec_t* d, uint32_t* refs, uint32_t* out_count) {
-  PW_RETURN_IF_ERROR(pw_gdec_array(d, PW_GDOC_MIN_REF, PW_BACKEND_MAX_PARAMS, out_count));
+/* A node's inputs or outputs: |*refs| allocated (doc allocator) with
+ * |*out_count| ids; the count stays 0 until the array is allocated, so
+ * pw__gdoc_free frees what was made. */
+static pw_status_t pw_gdec_refs(pw_gdec_t* d, uint32_t** refs, uint32_t* out_count) {
+  uint32_t count = 0;
+  PW_RETURN_IF_ERROR(pw_gdec_array(d, PW_GDOC_MIN_REF, PW_EXECUTABLE_MAX_PARAMS, &count));
+  PW_RETURN_IF_ERROR(pw_gdec_alloc(d, count, sizeof(uint32_t), (void**)refs));
+  *out_count = count;
   for (uint32_t i = 0; i < *out_count; ++i) {
     size_t old = pw_gpath_index(&d->path, i);
-    PW_RETURN_IF_ERROR(pw_gdec_ref(d, &refs[i]));
+    PW_RETURN_IF_ERROR(pw_gdec_ref(d, &(*refs)[i]));
     pw_gpath_pop(&d->path, old);
   }
   return NULL;
@@ -366,8 +372,8 @@ static pw_status_t pw_gdec_node_field(pw_gdec_t* d, uint32_t key, void* object) 
     case 0: return pw_gdec_text(d, 1, PW_GDOC_NAME_MAX, &n->name, &n->name_size);
     case 1: return pw_gdec_ref(d, &n->executable);
     case 2: return pw_gdec_ref(d, &n->vslice);
-    case 3: return pw_gdec_refs(d, n->inputs, &n->input_count);
-    case 4: return pw_gdec_refs(d, n->outputs, &n->output_count);
+    case 3: return pw_gdec_refs(d, &n->inputs, &n->input_count);
+    case 4: return pw_gdec_refs(d, &n->outputs, &n->output_count);
     default: {
       if (d->doc->version < 2) {
         return pw_gdec_error(d, "host nodes need format version 2 (the file says %u)",

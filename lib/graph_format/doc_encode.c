@@ -12,12 +12,39 @@ void pw__gdoc_init(pw_gdoc_t* doc, pw_allocator_t allocator) {
   doc->version = 1;
 }
 
+pw_status_t pw__gdoc_node_alloc(pw_gdoc_t* doc, pw_gdoc_node_t* node, uint32_t inputs,
+                                uint32_t outputs) {
+  node->input_count = node->output_count = 0;
+  node->inputs = node->outputs = NULL;
+  if (inputs > 0) {
+    PW_RETURN_IF_ERROR(pw_allocator_calloc_array(doc->allocator, inputs, sizeof(uint32_t), 0,
+                                                 (void**)&node->inputs));
+  }
+  if (outputs > 0) {
+    pw_status_t status = pw_allocator_calloc_array(doc->allocator, outputs, sizeof(uint32_t), 0,
+                                                   (void**)&node->outputs);
+    if (status != NULL) {
+      pw_allocator_free(doc->allocator, node->inputs, (size_t)inputs * sizeof(uint32_t));
+      node->inputs = NULL;
+      return status;
+    }
+  }
+  node->input_count = inputs;
+  node->output_count = outputs;
+  return NULL;
+}
+
 void pw__gdoc_free(pw_gdoc_t* doc) {
   pw_allocator_t a = doc->allocator;
   pw_allocator_free(a, doc->vslices, (size_t)doc->vslice_count * sizeof(pw_mesh_shape_t));
   pw_allocator_free(a, doc->exes, (size_t)doc->exe_count * sizeof(pw_gdoc_exe_t));
   pw_allocator_free(a, doc->buffers, (size_t)doc->buffer_count * sizeof(pw_gdoc_buffer_t));
   pw_allocator_free(a, doc->params, (size_t)doc->param_count * sizeof(uint32_t));
+  for (uint32_t n = 0; doc->nodes != NULL && n < doc->node_count; ++n) {
+    pw_allocator_free(a, doc->nodes[n].inputs, (size_t)doc->nodes[n].input_count * sizeof(uint32_t));
+    pw_allocator_free(a, doc->nodes[n].outputs,
+                      (size_t)doc->nodes[n].output_count * sizeof(uint32_t));
+  }
   pw_allocator_free(a, doc->nodes, (size_t)doc->node_count * sizeof(pw_gdoc_node_t));
   pw_allocator_free(a, doc->outputs, (size_t)doc->output_count * sizeof(uint32_t));
   pw__gdoc_init(doc, a);

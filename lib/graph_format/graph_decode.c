@@ -153,6 +153,12 @@ typedef struct pw_gbind_t {
   bool* exe_compiled;              /* handle made here (released at the end) */
   pw_value_t* value_of;            /* per buffer */
   pw_host_task_obj_t** hosts;      /* retained, per file node (host nodes) */
+  /* One node's inputs and a host node's output specs, as many as the
+   * widest node has (pw_gbind_build). */
+  pw_value_t* node_inputs;
+  uint32_t node_input_cap;
+  pw_array_spec_t* node_specs;
+  uint32_t node_spec_cap;
   pw_graph_t graph;
 } pw_gbind_t;
 
@@ -327,17 +333,17 @@ static pw_status_t pw_gbind_check_nodes(const pw_gbind_t* b) {
     char path[64];
     for (uint32_t k = 0; k < node->input_count; ++k) {
       const pw_array_spec_t* have = &doc->buffers[node->inputs[k]].spec;
-      if (!pw_array_spec_equal(have, &sig->inputs[k])) {
+      if (!pw_array_spec_equal(have, &sig->input_specs[k])) {
         snprintf(path, sizeof(path), "nodes[%u].inputs[%u]", n, k);
-        return pw_gbind_spec_error(path, node->inputs[k], have, "expects", sig, &sig->inputs[k]);
+        return pw_gbind_spec_error(path, node->inputs[k], have, "expects", sig, &sig->input_specs[k]);
       }
     }
     for (uint32_t k = 0; k < node->output_count; ++k) {
       const pw_array_spec_t* have = &doc->buffers[node->outputs[k]].spec;
-      if (!pw_array_spec_equal(have, &sig->outputs[k])) {
+      if (!pw_array_spec_equal(have, &sig->output_specs[k])) {
         snprintf(path, sizeof(path), "nodes[%u].outputs[%u]", n, k);
         return pw_gbind_spec_error(path, node->outputs[k], have, "produces", sig,
-                                   &sig->outputs[k]);
+                                   &sig->output_specs[k]);
       }
     }
   }
@@ -346,9 +352,21 @@ static pw_status_t pw_gbind_check_nodes(const pw_gbind_t* b) {
 
 /* Builds and finalizes the graph with the public builder: parameters are
  * nodes 0..P-1, file node n is node P + n. */
+static pw_status_t pw_gbind_alloc(pw_gbind_t* b, size_t count, size_t size, void* out);
+
 static pw_status_t pw_gbind_build(pw_gbind_t* b) {
   const pw_gdoc_t* doc = &b->doc;
   pw_client_t* client = b->client;
+  uint32_t max_in = 0, max_specs = 0;
+  for (uint32_t n = 0; n < doc->node_count; ++n) {
+    const pw_gdoc_node_t* node = &doc->nodes[n];
+    if (node->input_count > max_in) max_in = node->input_count;
+    if (node->host != NULL && node->output_count > max_specs) max_specs = node->output_count;
+  }
+  PW_RETURN_IF_ERROR(pw_gbind_alloc(b, max_in, sizeof(pw_value_t), &b->node_inputs));
+  b->node_input_cap = max_in;
+  PW_RETURN_IF_ERROR(pw_gbind_alloc(b, max_specs, sizeof(pw_array_spec_t), &b->node_specs));
+  b->node_spec_cap = max_specs;
   for (uint32_t i = 0; i < doc->param_count; ++i) b->value_of[doc->params[i]] = pw_value(i, 0);
   for (uint32_t n = 0; n < doc->node_count; ++n) {
     for (uint32_t k = 0; k < doc->nodes[n].output_count; ++k) {
@@ -365,13 +383,13 @@ static pw_status_t pw_gbind_build(pw_gbind_t* b) {
   }
   for (uint32_t n = 0; n < doc->node_count; ++n) {
     const pw_gdoc_node_t* node = &doc->nodes[n];
-    pw_value_t inputs[PW_BACKEND_MAX_PARAMS];
+    pw_value_t* inputs = b->node_inputs;
     for (uint32_t k = 0; k < node->input_count; ++k) inputs[k] = b->value_of[node->inputs[k]];
     char name[PW_GDOC_NAME_MAX + 1];
     memcpy(name, node->name, node->name_size);
     name[node->name_size] = '\0';
     if (node->host != NULL) {
-      pw_array_spec_t specs[PW_BACKEND_MAX_PARAMS];
+      pw_array_spec_t* specs = b->node_specs;
       for (uint32_t k = 0; k < node->output_count; ++k) specs[k] = doc->buffers[node->outputs[k]].spec;
       pw_host_task_obj_t* task = b->hosts[n];
       b->hosts[n] = NULL; /* the graph's now, or released */
@@ -429,6 +447,8 @@ static void pw_gbind_free(pw_gbind_t* b) {
   pw_allocator_free(b->a, b->value_of, (size_t)doc->buffer_count * sizeof(*b->value_of));
   for (uint32_t n = 0; b->hosts && n < doc->node_count; ++n) pw__host_task_release(b->hosts[n]);
   pw_allocator_free(b->a, b->hosts, (size_t)doc->node_count * sizeof(*b->hosts));
+  pw_allocator_free(b->a, b->node_inputs, (size_t)b->node_input_cap * sizeof(pw_value_t));
+  pw_allocator_free(b->a, b->node_specs, (size_t)b->node_spec_cap * sizeof(pw_array_spec_t));
   pw__gdoc_free(&b->doc);
 }
 

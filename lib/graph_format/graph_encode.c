@@ -221,8 +221,9 @@ static pw_status_t pw_genc_transfers(pw_genc_t* c) {
     changed = false;
     for (uint32_t n = 0; n < doc->node_count; ++n) {
       const pw_gdoc_node_t* node = &doc->nodes[n];
-      uint32_t in = node->inputs[0], out = node->transfer ? node->outputs[0] : 0;
-      if (!node->transfer || known[out] || !known[in]) continue;
+      if (!node->transfer) continue;
+      uint32_t in = node->inputs[0], out = node->outputs[0];
+      if (known[out] || !known[in]) continue;
       doc->buffers[out].spec.dtype = doc->buffers[in].spec.dtype;
       doc->buffers[out].spec.shape = doc->buffers[in].spec.shape;
       known[out] = changed = true;
@@ -280,6 +281,11 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
     node->name = n.name;
     node->name_size = strlen(n.name);
     node->vslice = v;
+    uint32_t outs = n.kind == PW__GRAPH_NODE_TRANSFER ? 1
+                    : n.kind == PW__GRAPH_NODE_HOST  ? n.output_count
+                                                     : n.executable->signature.output_count;
+    PW_RETURN_IF_ERROR_CTX(pw__gdoc_node_alloc(doc, node, n.input_count, outs),
+                           "graph node %u (\"%s\")", id, n.name);
     if (n.kind == PW__GRAPH_NODE_TRANSFER) {
       char what[128];
       snprintf(what, sizeof(what), "graph node %u (\"%s\") input 0", id, n.name);
@@ -333,7 +339,7 @@ static pw_status_t pw_genc_fill(pw_genc_t* c, const pw_graph_encode_options_t* o
       uint32_t b = c->buffer_base[id] + k;
       node->outputs[k] = b;
       doc->buffers[b].vslice = v;
-      doc->buffers[b].spec = sig->outputs[k];
+      doc->buffers[b].spec = sig->output_specs[k];
     }
   }
   for (uint32_t o = 0; o < doc->output_count; ++o) {

@@ -90,13 +90,28 @@ pw_status_t pw__backend_load(const pw_backend_t* backend, const void* bytes,
   if (*out_executable == NULL) {
     return PW_BACKEND_BROKEN(backend, "load returned OK without an executable");
   }
-  if (out_signature->input_count > PW_BACKEND_MAX_PARAMS ||
-      out_signature->output_count > PW_BACKEND_MAX_PARAMS) {
+  pw_executable_signature_t* sig = out_signature;
+  sig->name[sizeof(sig->name) - 1] = '\0';
+  pw_status_t bad = NULL;
+  if (sig->input_count > PW_EXECUTABLE_MAX_PARAMS || sig->output_count > PW_EXECUTABLE_MAX_PARAMS) {
+    bad = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                         "backend '%s': executable '%s' has %u inputs and %u outputs "
+                         "(maximum %u each)",
+                         pw__backend_name(backend), sig->name, sig->input_count,
+                         sig->output_count, PW_EXECUTABLE_MAX_PARAMS);
+  } else if ((sig->input_count > PW_BACKEND_MAX_PARAMS && sig->input_specs == NULL) ||
+             (sig->output_count > PW_BACKEND_MAX_PARAMS && sig->output_specs == NULL)) {
+    bad = PW_BACKEND_BROKEN(backend,
+                            "load reported %u inputs / %u outputs for executable '%s' "
+                            "(over the %d of the fixed arrays) without input_specs / "
+                            "output_specs",
+                            sig->input_count, sig->output_count, sig->name,
+                            PW_BACKEND_MAX_PARAMS);
+  }
+  if (bad != NULL) {
     backend->vtable->unload(backend->self, *out_executable);
     *out_executable = NULL;
-    return PW_BACKEND_BROKEN(backend, "load reported %u inputs / %u outputs (maximum %d)",
-                             out_signature->input_count, out_signature->output_count,
-                             PW_BACKEND_MAX_PARAMS);
+    return bad;
   }
   return NULL;
 }

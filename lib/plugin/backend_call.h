@@ -40,6 +40,15 @@ pw_status_t pw__backend_load(const pw_backend_t* backend, const void* bytes,
                              pw_executable_signature_t* out_signature);
 void pw__backend_unload(const pw_backend_t* backend,
                         pw_backend_executable_t executable);
+
+/* The input (output) specs of a signature pw__backend_load filled (or the
+ * runtime copied): the v2 pointer when set, else the fixed array. */
+static inline const pw_backend_param_t* pw__signature_inputs(const pw_executable_signature_t* s) {
+  return s->input_specs != NULL ? s->input_specs : s->inputs;
+}
+static inline const pw_backend_param_t* pw__signature_outputs(const pw_executable_signature_t* s) {
+  return s->output_specs != NULL ? s->output_specs : s->outputs;
+}
 pw_status_t pw__backend_allocate(const pw_backend_t* backend, uint32_t device,
                                  size_t size, pw_backend_memory_t* out_memory);
 void pw__backend_deallocate(const pw_backend_t* backend, uint32_t device,

@@ -9,12 +9,17 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "pathways/struct_size.h"
 #include "remote/remote_internal.h"
 #include "wire/wire_nng.h"
 
 typedef struct pw_remote_exe_s {
   uint64_t id;
   uint64_t epoch;
+  /* The signature's specs (inputs then outputs: the v2 pointers), until
+   * unload; |spec_count| of them. */
+  pw_backend_param_t* specs;
+  size_t spec_count;
 } pw_remote_exe_t;
 
 static pw_remote_worker_t* pw_proxy(void* self) { return self; }
@@ -140,9 +145,12 @@ static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_p
   return true;
 }
 
-/* The signature list of a LOAD reply (docs/remote.md). */
+/* The signature list of a LOAD reply (docs/remote.md): the specs go to
+ * |exe|'s own array (any count up to PW_EXECUTABLE_MAX_PARAMS), the
+ * signature's v2 pointers point there, the fixed arrays get the first
+ * PW_BACKEND_MAX_PARAMS. */
 static pw_status_t pw_sig_decode(pw_remote_worker_t* w, const pw_wire_msg_t* reply,
-                                 pw_executable_signature_t* sig) {
+                                 pw_remote_exe_t* exe, pw_executable_signature_t* sig) {
   uint32_t pos = 0;
   uint64_t rank = 0, inputs = 0, outputs = 0;
   bool ok = pw_sig_next(reply, &pos, &rank) && rank >= 1 && rank <= PW_MAX_MESH_RANK;
@@ -153,14 +161,43 @@ static pw_status_t pw_sig_decode(pw_remote_worker_t* w, const pw_wire_msg_t* rep
     dims[i] = (uint32_t)d;
   }
   ok = ok && pw_sig_next(reply, &pos, &inputs) && pw_sig_next(reply, &pos, &outputs) &&
-       inputs <= PW_BACKEND_MAX_PARAMS && outputs <= PW_BACKEND_MAX_PARAMS;
+       inputs <= PW_EXECUTABLE_MAX_PARAMS && outputs <= PW_EXECUTABLE_MAX_PARAMS &&
+       /* each spec is at least 5 words: no allocation for a count the list cannot hold */
+       (inputs + outputs) * 5 <= reply->list_count;
+  if (ok && !PW_STRUCT_HAS_FIELD(sig, pw_executable_signature_t, output_specs) &&
+      (inputs > PW_BACKEND_MAX_PARAMS || outputs > PW_BACKEND_MAX_PARAMS)) {
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "%s: the executable has %llu inputs and %llu outputs; the caller's v1 "
+                          "signature holds %d of each",
+                          w->label, (unsigned long long)inputs, (unsigned long long)outputs,
+                          PW_BACKEND_MAX_PARAMS);
+  }
+  if (ok && inputs + outputs > 0) {
+    PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc_array(w->remote->allocator, inputs + outputs,
+                                                     sizeof(pw_backend_param_t), 0,
+                                                     (void**)&exe->specs),
+                           "%s: the LOAD reply's %llu specs", w->label,
+                           (unsigned long long)(inputs + outputs));
+    exe->spec_count = (size_t)(inputs + outputs);
+  }
   if (ok) {
     sig->mesh = pw_mesh_shape_make((uint32_t)rank, dims);
     sig->input_count = (uint32_t)inputs;
     sig->output_count = (uint32_t)outputs;
   }
-  for (uint64_t i = 0; ok && i < inputs; ++i) ok = pw_sig_param(reply, &pos, &sig->inputs[i]);
-  for (uint64_t i = 0; ok && i < outputs; ++i) ok = pw_sig_param(reply, &pos, &sig->outputs[i]);
+  for (uint64_t i = 0; ok && i < inputs + outputs; ++i) {
+    ok = pw_sig_param(reply, &pos, &exe->specs[i]);
+  }
+  if (ok && exe->specs != NULL) {
+    for (uint64_t i = 0; i < inputs && i < PW_BACKEND_MAX_PARAMS; ++i) sig->inputs[i] = exe->specs[i];
+    for (uint64_t i = 0; i < outputs && i < PW_BACKEND_MAX_PARAMS; ++i) {
+      sig->outputs[i] = exe->specs[inputs + i];
+    }
+    if (PW_STRUCT_HAS_FIELD(sig, pw_executable_signature_t, output_specs)) {
+      sig->input_specs = exe->specs;
+      sig->output_specs = exe->specs + inputs;
+    }
+  }
   if (!ok || pos != reply->list_count) {
     return pw_status_make(PW_STATUS_DATA_LOSS, "%s: malformed signature in the LOAD reply",
                           w->label);
@@ -179,6 +216,8 @@ static pw_status_t pw_proxy_load(void* self, const void* bytes, size_t size,
   PW_RETURN_IF_ERROR(pw_allocator_malloc(w->remote->allocator, sizeof(*exe), 0, (void**)&exe));
   exe->id = pw__remote_next_id(w->remote);
   exe->epoch = epoch;
+  exe->specs = NULL;
+  exe->spec_count = 0;
   pw_wire_msg_t req = {.type = PW_WIRE_LOAD};
   req.u[PW_WIRE_LOAD_ID] = pw__remote_next_id(w->remote);
   req.u[PW_WIRE_LOAD_EXE] = exe->id;
@@ -190,10 +229,11 @@ static pw_status_t pw_proxy_load(void* self, const void* bytes, size_t size,
                                             "%s: executable of %zu bytes too large", w->label, size)
                            : pw__remote_call(w, epoch, &req, &raw, &reply);
   if (status == NULL) {
-    status = pw_sig_decode(w, &reply, out_signature);
+    status = pw_sig_decode(w, &reply, exe, out_signature);
     pw__wire_nng_release(raw, &reply, w->remote->allocator);
   }
   if (status != NULL) {
+    pw_allocator_free(w->remote->allocator, exe->specs, exe->spec_count * sizeof(*exe->specs));
     pw_allocator_free(w->remote->allocator, exe, sizeof(*exe));
     return status;
   }
@@ -208,6 +248,7 @@ static void pw_proxy_unload(void* self, pw_backend_executable_t executable) {
   pw_wire_msg_t msg = {.type = PW_WIRE_UNLOAD};
   msg.u[PW_WIRE_UNLOAD_EXE] = exe->id;
   pw_status_free(pw__remote_send(w, exe->epoch, &msg, 0));
+  pw_allocator_free(w->remote->allocator, exe->specs, exe->spec_count * sizeof(*exe->specs));
   pw_allocator_free(w->remote->allocator, exe, sizeof(*exe));
 }
 

@@ -15,6 +15,8 @@ static void pw_executable_destroy(pw_object_t* object) {
   pw_allocator_free(rt->allocator, e->bytes, e->byte_size);
   pw_allocator_free(rt->allocator, e->program, e->program_size);
   pw_allocator_free(rt->allocator, e->options, e->options_size);
+  pw_allocator_free(rt->allocator, e->params,
+                    e->param_count * sizeof(pw_backend_param_t));
   pw_allocator_free(rt->allocator, e, sizeof(*e));
 }
 
@@ -32,6 +34,43 @@ static pw_status_t pw_executable_keep_source(pw_executable_obj_t* e, pw_allocato
     PW_RETURN_IF_ERROR(pw_allocator_malloc(a, n, 1, (void**)&e->options));
     memcpy(e->options, options, n);
     e->options_size = n;
+  }
+  return NULL;
+}
+
+/* Copies the specs the backend reported (its v2 pointers or its fixed
+ * arrays, storage it owns until unload) into |e|'s own array, and points
+ * the signature's v2 fields at it; the fixed arrays keep the first
+ * PW_BACKEND_MAX_PARAMS of each. */
+static pw_status_t pw_executable_own_specs(pw_executable_obj_t* e, pw_allocator_t a) {
+  pw_executable_signature_t* sig = &e->signature;
+  size_t n = (size_t)sig->input_count + sig->output_count;
+  if (n == 0) {
+    sig->input_specs = sig->output_specs = NULL;
+    return NULL;
+  }
+  pw_backend_param_t* specs = NULL;
+  pw_status_t status = pw_allocator_calloc_array(a, n, sizeof(*specs), 0, (void**)&specs);
+  if (status != NULL) {
+    sig->input_specs = sig->output_specs = NULL; /* the backend's: not ours to keep */
+    return pw_status_annotate(status, "executable '%s': %zu parameter specs", sig->name, n);
+  }
+  if (sig->input_count) {
+    memcpy(specs, pw__signature_inputs(sig), sig->input_count * sizeof(*specs));
+  }
+  if (sig->output_count) {
+    memcpy(specs + sig->input_count, pw__signature_outputs(sig),
+           sig->output_count * sizeof(*specs));
+  }
+  e->params = specs;
+  e->param_count = n;
+  sig->input_specs = specs;
+  sig->output_specs = specs + sig->input_count;
+  for (uint32_t i = 0; i < sig->input_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig->inputs[i] = specs[i];
+  }
+  for (uint32_t i = 0; i < sig->output_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig->outputs[i] = specs[sig->input_count + i];
   }
   return NULL;
 }
@@ -54,6 +93,7 @@ static pw_status_t pw_executable_make(pw_client_t* client, pw_vslice_obj_t* vs,
   e->bytes = bytes;
   e->byte_size = size;
   status = pw__backend_load(e->backend, bytes, size, &e->loaded, &e->signature);
+  if (status == NULL) status = pw_executable_own_specs(e, rt->allocator);
   if (status == NULL && !pw_mesh_shape_equal(&e->signature.mesh, &vs->mesh)) {
     char a[32], b[32];
     pw_mesh_shape_format(&e->signature.mesh, a, sizeof(a));
@@ -64,11 +104,11 @@ static pw_status_t pw_executable_make(pw_client_t* client, pw_vslice_obj_t* vs,
                             e->signature.name, a, b);
   }
   for (uint32_t i = 0; status == NULL && i < e->signature.input_count; ++i) {
-    status = pw_array_spec_check(&e->signature.inputs[i], &vs->mesh);
+    status = pw_array_spec_check(&e->signature.input_specs[i], &vs->mesh);
     if (status) status = pw_status_annotate(status, "backend reported input %u", i);
   }
   for (uint32_t i = 0; status == NULL && i < e->signature.output_count; ++i) {
-    status = pw_array_spec_check(&e->signature.outputs[i], &vs->mesh);
+    status = pw_array_spec_check(&e->signature.output_specs[i], &vs->mesh);
     if (status) status = pw_status_annotate(status, "backend reported output %u", i);
   }
   e->signature.name[sizeof(e->signature.name) - 1] = '\0';
@@ -172,7 +212,66 @@ pw_status_t pw_executable_signature(pw_client_t* client, pw_executable_t executa
                                       "pw_executable_signature"));
   pw_executable_obj_t* e = NULL;
   PW_RETURN_IF_ERROR(pw_executable_get(client, executable, &e));
-  pw_struct_fill(out_signature, &e->signature, sizeof(e->signature));
+  const pw_executable_signature_t* sig = &e->signature;
+  pw_status_t status = NULL;
+  if (!PW_STRUCT_HAS_FIELD(out_signature, pw_executable_signature_t, output_specs) &&
+      (sig->input_count > PW_BACKEND_MAX_PARAMS || sig->output_count > PW_BACKEND_MAX_PARAMS)) {
+    status = pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                            "pw_executable_signature: executable '%s' has %u inputs and %u "
+                            "outputs; a v1 pw_executable_signature_t holds %d of each (pass "
+                            "struct_size >= PW_EXECUTABLE_SIGNATURE_SIZE_V2, or read them with "
+                            "pw_executable_param)",
+                            sig->name, sig->input_count, sig->output_count,
+                            PW_BACKEND_MAX_PARAMS);
+  } else {
+    pw_struct_fill(out_signature, sig, sizeof(*sig));
+  }
+  pw__object_release(&e->header);
+  return status;
+}
+
+pw_status_t pw_executable_param(pw_client_t* client, pw_executable_t executable,
+                                pw_param_role_t role, uint32_t index,
+                                pw_backend_param_t* out_spec) {
+  if (out_spec == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_executable_param: out_spec is NULL");
+  }
+  memset(out_spec, 0, sizeof(*out_spec));
+  if (role != PW_PARAM_INPUT && role != PW_PARAM_OUTPUT) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_executable_param: role %d is neither "
+                          "PW_PARAM_INPUT nor PW_PARAM_OUTPUT", (int)role);
+  }
+  pw_executable_obj_t* e = NULL;
+  PW_RETURN_IF_ERROR(pw_executable_get(client, executable, &e));
+  const pw_executable_signature_t* sig = &e->signature;
+  bool input = role == PW_PARAM_INPUT;
+  uint32_t count = input ? sig->input_count : sig->output_count;
+  pw_status_t status = NULL;
+  if (index >= count) {
+    status = pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                            "pw_executable_param: executable '%s' has %u %ss, asked for %u",
+                            sig->name, count, input ? "input" : "output", index);
+  } else {
+    *out_spec = input ? sig->input_specs[index] : sig->output_specs[index];
+  }
+  pw__object_release(&e->header);
+  return status;
+}
+
+pw_status_t pw_executable_param_count(pw_client_t* client, pw_executable_t executable,
+                                      pw_param_role_t role, uint32_t* out_count) {
+  if (out_count == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "pw_executable_param_count: out_count is NULL");
+  }
+  *out_count = 0;
+  if (role != PW_PARAM_INPUT && role != PW_PARAM_OUTPUT) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "pw_executable_param_count: role %d is "
+                          "neither PW_PARAM_INPUT nor PW_PARAM_OUTPUT", (int)role);
+  }
+  pw_executable_obj_t* e = NULL;
+  PW_RETURN_IF_ERROR(pw_executable_get(client, executable, &e));
+  *out_count = role == PW_PARAM_INPUT ? e->signature.input_count : e->signature.output_count;
   pw__object_release(&e->header);
   return NULL;
 }

@@ -204,8 +204,8 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
     op->plan = p;
     op->slice = p->vslice->slice;
     op->index = i;
-    op->input_count = (uint8_t)p->input_count;
-    op->output_count = (uint8_t)p->output_count;
+    op->input_count = (uint16_t)p->input_count;
+    op->output_count = (uint16_t)p->output_count;
     const pw_plan_op_dispatch_t* d = &pd->ops[i];
     bool guarded = pw_op_guarded(rt, d->param_inputs);
     op->flags = (uint8_t)((p->kind == PW_PLAN_TRANSFER ? PW_OP_TRANSFER : 0) |
@@ -216,12 +216,12 @@ pw_status_t pw__execution_lay_out(pw_execution_t* exec, const pw_plan_t* plan) {
     op->loaded = p->kind == PW_PLAN_COMPUTE ? p->executable->loaded : NULL;
     op->successors = p->successors;
     op->successor_count = p->successor_count;
-    op->external_outputs = p->external_outputs;
+    op->has_external = p->external_count != 0;
     op->init_pending = d->launch_deps + (guarded ? 1 : 0);
     op->outputs = &exec->outputs[out_cursor];
     for (uint32_t k = 0; status == NULL && k < p->output_count; ++k) {
       const pw_array_spec_t* spec = pw_plan_output_spec(p, k);
-      if (p->external_outputs & (1u << k)) {
+      if (pw_plan_output_external(p, k)) {
         const pw_plan_value_t* v = &pd->values[d->output_base + k];
         status = pw__buffer_create(p->vslice, spec, v->total_bytes, v->shard_bytes,
                                    &exec->outputs[out_cursor]);

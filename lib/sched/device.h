@@ -92,8 +92,20 @@ typedef struct pw_device_s {
   pw_token_chunk_t* copy_chunk;
   pw_completion_token_t* copy_tokens;
   pw_completion_token_t tokens[PW_DEVICE_TOKENS];
-  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* The launch descriptors' argument arrays (|launch|: inputs, outputs;
+   * |host_launch|: lane_inputs, lane_outputs), arg_capacity entries each:
+   * the inline ones below (PW_BACKEND_MAX_PARAMS) until an op with more
+   * arguments comes, then one heap block (pw__device_grow_args, kept
+   * until the slice goes). Written by the driving thread only. */
+  pw_backend_memory_t* inputs;
+  pw_backend_memory_t* outputs;
+  const pw_backend_memory_t** lane_inputs;
+  const pw_backend_memory_t** lane_outputs;
+  uint32_t arg_capacity;
+  void* arg_block;           /* the heap block, or NULL */
+  /* A launch slot of the debug mode without gang order (unordered.c,
+   * records in the execution block): never grows its arguments. */
+  bool fixed_args;
   /* Device time a backend reported for |running| (done_timed), over the
    * unit's devices, else UINT64_MAX: the host's launch-to-done time is
    * charged, once per device. */
@@ -118,9 +130,20 @@ typedef struct pw_device_s {
   /* A lane's launch_host descriptor and its per-input and per-output
    * shard-array pointers (into the buffers' own arrays, lanes.c). */
   pw_backend_host_launch_t host_launch;
-  const pw_backend_memory_t* lane_inputs[PW_BACKEND_MAX_PARAMS];
-  const pw_backend_memory_t* lane_outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t inline_inputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t inline_outputs[PW_BACKEND_MAX_PARAMS];
+  const pw_backend_memory_t* inline_lane_inputs[PW_BACKEND_MAX_PARAMS];
+  const pw_backend_memory_t* inline_lane_outputs[PW_BACKEND_MAX_PARAMS];
 } pw_device_t;
+
+/* Makes |d|'s argument arrays hold |need| entries each (a bigger heap
+ * block, the descriptors repointed); RESOURCE_EXHAUSTED naming the device
+ * when that fails. Only between launches of |d| (its descriptors' arrays
+ * are read until done runs, or during a queued launch's call). */
+pw_status_t pw__device_grow_args(pw_device_t* d, uint32_t need);
+/* Frees the heap block of pw__device_grow_args, if any, and points the
+ * arrays at the inline ones (also their first setting: launch init). */
+void pw__device_free_args(pw_device_t* d);
 
 /* A client's queue and accounting on one slice. One cache line or more
  * each (the array is allocated aligned): threads driving different slices

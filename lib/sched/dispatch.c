@@ -264,6 +264,7 @@ static void pw_dispatch_arrive(pw_device_t* d, pw_op_t* op, bool direct) {
 static void pw_dispatch_backend_done(void* user, pw_status_t status);
 
 void pw__dispatch_launch_init(pw_device_t* d) {
+  if (d->arg_block == NULL) pw__device_free_args(d); /* the inline arrays */
   pw_backend_launch_t* l = &d->launch;
   memset(l, 0, sizeof(*l));
   l->struct_size = sizeof(*l);
@@ -327,7 +328,7 @@ static void pw_dispatch_allocate_outputs(pw_op_t* op) {
   }
   /* A cached block keeps its internal values' memory (plan_id != 0); graph
    * outputs are new buffers every run. */
-  op->outputs_kept = op->external_outputs == 0 && op->exec->plan_id != 0;
+  op->outputs_kept = !op->has_external && op->exec->plan_id != 0;
 }
 
 static void pw_dispatch_inputs_ready(pw_op_t* op) {
@@ -475,13 +476,18 @@ static void pw_dispatch_op_complete(pw_op_t* op, pw_device_t* by) {
   /* The ready events' callbacks are the user's: this thread holds back no
    * other execution's count while they run (one may wait for it). */
   pw_dispatch_frame_t* frame = pw_dispatch_current;
-  if (op->external_outputs != 0 && frame != NULL && frame->done_exec != NULL &&
+  if (op->has_external && frame != NULL && frame->done_exec != NULL &&
       frame->done_exec != exec) {
     pw_dispatch_done_flush(frame);
   }
-  for (uint32_t bits = op->external_outputs; bits != 0; bits &= bits - 1) {
-    pw_event_t* ready = op->outputs[__builtin_ctz(bits)]->ready;
-    pw__event_complete_runtime(ready, pw_status_clone(failure));
+  if (op->has_external) {
+    const uint32_t* words = pw_plan_external_words(op->plan);
+    for (uint32_t w = 0; w < (op->output_count + 31u) / 32u; ++w) {
+      for (uint32_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        pw_event_t* ready = op->outputs[w * 32u + (uint32_t)__builtin_ctz(bits)]->ready;
+        pw__event_complete_runtime(ready, pw_status_clone(failure));
+      }
+    }
   }
   /* Successors on |by|'s slice, when it has no other device, are made
    * ready quietly: |by| is the only device that can wait at them. */

@@ -42,13 +42,9 @@ typedef struct pw_op_s {
   _Alignas(64) pw_atomic_u32_t pending;
   pw_atomic_u32_t inputs_ready;
   pw_atomic_u32_t devices_remaining;
-  uint8_t input_count;
-  uint8_t output_count;
-  uint8_t flags;
-  /* Every output is internal and has its shards: they stay allocated with
-   * the block, so later runs skip pw_dispatch_allocate_outputs. Written
-   * only by the thread that readies the op's inputs (one per run). */
-  uint8_t outputs_kept;
+  /* At most PW_EXECUTABLE_MAX_PARAMS (host tasks: PW_BACKEND_MAX_PARAMS). */
+  uint16_t input_count;
+  uint16_t output_count;
   pw_atomic_ptr_t slice_next;  /* next op in the sequence (physical slice) */
   struct pw_execution_s* exec;
   pw_slice_t* slice;
@@ -58,7 +54,13 @@ typedef struct pw_op_s {
   /* -- completion -- */
   const uint32_t* successors;  /* the plan's, op indices */
   uint32_t successor_count;
-  uint32_t external_outputs;   /* the plan's bits: graph outputs */
+  uint8_t flags;
+  /* Every output is internal and has its shards: they stay allocated with
+   * the block, so later runs skip pw_dispatch_allocate_outputs. Written
+   * only by the thread that readies the op's inputs (one per run). */
+  uint8_t outputs_kept;
+  /* Some output is a graph output (the plan op's bitset says which). */
+  uint8_t has_external;
   pw_atomic_ptr_t status;      /* first device error (owned) */
   pw_atomic_ptr_t dep_status;  /* first failed input (owned) */
   const pw_plan_op_t* plan;
@@ -245,7 +247,7 @@ static inline uint32_t pw_op_mesh_index(const pw_op_t* op, const pw_device_t* d)
 /* The spec of plan op |p|'s output |k|. */
 static inline const pw_array_spec_t* pw_plan_output_spec(const pw_plan_op_t* p, uint32_t k) {
   if (p->kind == PW_PLAN_HOST) return &p->host_specs[k];
-  return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.outputs[k];
+  return p->kind == PW_PLAN_TRANSFER ? p->transfer_spec : &p->executable->signature.output_specs[k];
 }
 
 /* ---- cursors and tails (dispatch.c, slice.c) ---------------------------- */
@@ -287,9 +289,11 @@ typedef struct pw_plan_op_dispatch_s {
    * earlier launches in its own device queues (transfers). */
   uint32_t launch_deps;
   uint32_t output_base;    /* first of its outputs in |values| and exec->outputs */
-  /* Bit k: input k is a new buffer at every submission (a parameter, or
-   * another op's graph output); the others are internal values. */
-  uint32_t per_run_inputs;
+  /* The inputs that are a new buffer at every submission (a parameter,
+   * or another op's graph output; the others are internal values): input
+   * indices per_run[per_run_start .. + per_run_count) of the plan's. */
+  uint32_t per_run_start;
+  uint32_t per_run_count;
 } pw_plan_op_dispatch_t;
 
 /* Byte sizes of one op output, fixed by its spec and mesh. */
@@ -333,6 +337,7 @@ typedef struct pw_plan_dispatch_s {
    * client's per-slice stats when it completes. */
   uint32_t* home_counts;
   uint32_t home_count_n;
+  uint32_t* per_run;               /* the ops' per-run input indices */
   uint32_t root_count;
   uint32_t guarded_count;
   uint32_t rebind_count;
@@ -563,6 +568,11 @@ pw_status_t pw__lane_launch(pw_device_t* d, pw_op_t* op, void* user, uint64_t qu
 static inline pw_status_t pw_device_launch_op(pw_device_t* d, pw_op_t* op, void* user,
                                               uint64_t queue_seq) {
   PW_REPORT(d->slice->runtime, pw__report_launch, d, op, user, queue_seq);
+  if (__builtin_expect(op->input_count > d->arg_capacity || op->output_count > d->arg_capacity,
+                       0)) {
+    PW_RETURN_IF_ERROR(pw__device_grow_args(
+        d, op->input_count > op->output_count ? op->input_count : op->output_count));
+  }
   if (__builtin_expect(d->lane_size > 1, 0)) return pw__lane_launch(d, op, user, queue_seq);
   pw_fill_launch(d, op);
   pw_backend_launch_t* l = &d->launch;

@@ -18,6 +18,7 @@ typedef struct pw_plan_counts_s {
   uint32_t input_total, output_total, param_inputs, link_total;
   size_t internal_bytes;
   uint32_t roots, guarded, rebind;
+  uint32_t per_run_total;  /* per-run inputs of every op */
   uint32_t groups;   /* append groups */
   uint32_t homes;    /* home slices */
   size_t slots;      /* the debug mode's launch slots */
@@ -38,33 +39,25 @@ typedef struct pw_plan_scratch_s {
  * (queued.c). */
 static uint32_t pw_plan_launch_deps(const pw_runtime_t* rt, const pw_plan_t* plan,
                                     const pw_plan_op_t* p) {
-  if (!pw_plan_op_queued(rt, p)) return p->static_deps;
-  uint32_t deps = 0;
-  for (uint32_t k = 0; k < p->input_count; ++k) {
-    int32_t producer = p->inputs[k].param >= 0 ? -1 : (int32_t)p->inputs[k].op;
-    if (producer < 0 || plan->ops[producer].kind == PW_PLAN_COMPUTE) continue;
-    bool seen = false;
-    for (uint32_t j = 0; j < k && !seen; ++j) {
-      seen = p->inputs[j].param < 0 && p->inputs[j].op == p->inputs[k].op;
-    }
-    deps += !seen;
-  }
-  return deps;
+  (void)plan;
+  return pw_plan_op_queued(rt, p) ? p->noncompute_deps : p->static_deps;
 }
 
-/* |p|'s parameter inputs, and its per-run inputs' bits (a parameter, or
- * another op's graph output: a new buffer at every submission). */
+/* |p|'s parameter inputs; with |out_per_run| non-NULL, its per-run inputs
+ * (a parameter, or another op's graph output: a new buffer at every
+ * submission) are listed there; |*out_per_run_count| counts them. */
 static uint32_t pw_plan_op_params(const pw_plan_t* plan, const pw_plan_op_t* p,
-                                  uint32_t* out_per_run) {
+                                  uint32_t* out_per_run, uint32_t* out_per_run_count) {
   uint32_t params = 0, per_run = 0;
   for (uint32_t k = 0; k < p->input_count; ++k) {
     const pw_plan_input_t* in = &p->inputs[k];
     params += in->param >= 0;
-    if (in->param >= 0 || (plan->ops[in->op].external_outputs & (1u << in->output))) {
-      per_run |= 1u << k;
+    if (in->param >= 0 || pw_plan_output_external(&plan->ops[in->op], in->output)) {
+      if (out_per_run != NULL) out_per_run[per_run] = k;
+      per_run++;
     }
   }
-  *out_per_run = per_run;
+  *out_per_run_count = per_run;
   return params;
 }
 
@@ -75,12 +68,13 @@ static void pw_plan_count(const pw_runtime_t* rt, const pw_plan_t* plan, pw_plan
     uint32_t span = p->vslice->slice->span_count;
     c->link_total += span > 1 ? span : 0;
     uint32_t per_run = 0;
-    uint32_t params = pw_plan_op_params(plan, p, &per_run);
+    uint32_t params = pw_plan_op_params(plan, p, NULL, &per_run);
+    c->per_run_total += per_run;
     c->input_total += p->input_count;
     c->param_inputs += params;
     c->output_total += p->output_count;
     for (uint32_t k = 0; k < p->output_count; ++k) {
-      if (!(p->external_outputs & (1u << k))) {
+      if (!pw_plan_output_external(p, k)) {
         c->internal_bytes += pw__block_internal_value_bytes(p->vslice->slice->device_count);
       }
     }
@@ -156,7 +150,7 @@ static pw_status_t pw_plan_group(const pw_runtime_t* rt, const pw_plan_t* plan,
 
 static size_t pw_plan_list_words(const pw_plan_t* plan, const pw_plan_counts_t* c) {
   return (size_t)c->roots + c->guarded + c->rebind + c->groups + plan->op_count +
-         2 * (size_t)c->homes;
+         2 * (size_t)c->homes + c->per_run_total;
 }
 
 /* One allocation: the struct, values, per-op data, lists, slot bases. */
@@ -180,6 +174,7 @@ static pw_status_t pw_plan_dispatch_alloc(const pw_runtime_t* rt, const pw_plan_
   pd->runs = pd->rebind + c->rebind;
   pd->append_order = pd->runs + c->groups;
   pd->home_counts = pd->append_order + plan->op_count;
+  pd->per_run = pd->home_counts + 2 * (size_t)c->homes;
   pd->slot_base = c->slots != 0 ? (uint32_t*)(at + slots_at) : NULL;
   pd->slot_count = c->slots;
   pd->input_total = c->input_total;
@@ -195,11 +190,13 @@ static pw_status_t pw_plan_dispatch_alloc(const pw_runtime_t* rt, const pw_plan_
 /* Each op's parameter inputs, per-run inputs and outputs' byte sizes. */
 static pw_status_t pw_plan_fill_ops(const pw_runtime_t* rt, const pw_plan_t* plan,
                                     pw_plan_dispatch_t* pd) {
-  uint32_t output_base = 0;
+  uint32_t output_base = 0, per_run = 0;
   for (uint32_t i = 0; i < plan->op_count; ++i) {
     const pw_plan_op_t* p = &plan->ops[i];
     pw_plan_op_dispatch_t* d = &pd->ops[i];
-    d->param_inputs = pw_plan_op_params(plan, p, &d->per_run_inputs);
+    d->per_run_start = per_run;
+    d->param_inputs = pw_plan_op_params(plan, p, pd->per_run + per_run, &d->per_run_count);
+    per_run += d->per_run_count;
     d->launch_deps = pw_plan_launch_deps(rt, plan, p);
     d->output_base = output_base;
     output_base += p->output_count;
@@ -225,7 +222,7 @@ static void pw_plan_fill_lists(const pw_runtime_t* rt, const pw_plan_t* plan,
     uint32_t params = pd->ops[i].param_inputs;
     if (pw_op_is_root(rt, pd->ops[i].launch_deps, params)) pd->roots[pd->root_count++] = i;
     if (pw_op_guarded(rt, params)) pd->guarded[pd->guarded_count++] = i;
-    if (pd->ops[i].per_run_inputs != 0) pd->rebind[pd->rebind_count++] = i;
+    if (pd->ops[i].per_run_count != 0) pd->rebind[pd->rebind_count++] = i;
     if (t->group_of != NULL) {
       pd->runs[t->group_of[i]]++; /* its size, for now */
     } else {

@@ -111,6 +111,7 @@ void pw__dispatch_slice_deinit(pw_slice_t* slice) {
   pw__dispatch_slice_drop_tail(slice);
   for (uint32_t i = 0; i < slice->lane_count; ++i) {
     pw__dispatch_free_copy_tokens(&slice->devices[i], rt->allocator);
+    pw__device_free_args(&slice->devices[i]);
   }
   pw__queued_slice_deinit(slice);
   pthread_mutex_destroy(&slice->append_lock);

@@ -137,8 +137,9 @@ PW_SCHED_INLINE void pw_submit_rebind(const pw_plan_t* plan, const pw_plan_dispa
     uint32_t index = pd->rebind[r];
     const pw_plan_op_t* p = &plan->ops[index];
     pw_op_t* op = &exec->ops[index];
-    for (uint32_t bits = pd->ops[index].per_run_inputs; bits != 0; bits &= bits - 1) {
-      uint32_t k = (uint32_t)__builtin_ctz(bits);
+    const uint32_t* per_run = pd->per_run + pd->ops[index].per_run_start;
+    for (uint32_t j = 0, n = pd->ops[index].per_run_count; j < n; ++j) {
+      uint32_t k = per_run[j];
       const pw_plan_input_t* in = &p->inputs[k];
       op->inputs[k] = in->param >= 0 ? args[in->param] : exec->ops[in->op].outputs[in->output];
     }

@@ -42,6 +42,8 @@ void pw__unordered_launch(pw_op_t* op) {
     slot->mesh_index = i % per;
     slot->backend_device = slot->slice->devices[i % per].backend_device;
     slot->lane_size = 1; /* (no lanes without gang order: lanes.c) */
+    slot->arg_block = NULL;
+    slot->fixed_args = true;
     pw__dispatch_launch_init(slot);
     slot->running = op;
     pw__dispatch_push_launch(slot);

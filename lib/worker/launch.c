@@ -174,15 +174,15 @@ static pw_status_t pw_worker_launch_shape(const pw_worker_t* w, const pw_wire_ms
                           (unsigned long long)devices, (unsigned long long)start,
                           (unsigned long long)group);
   }
-  if (inputs > PW_BACKEND_MAX_PARAMS || outputs > PW_BACKEND_MAX_PARAMS ||
+  if (inputs > PW_EXECUTABLE_MAX_PARAMS || outputs > PW_EXECUTABLE_MAX_PARAMS ||
       msg->list_count != group + (inputs + outputs) * devices) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "LAUNCH %llu: list of %u ids for a gang of %llu and %llu inputs, "
-                          "%llu outputs on %llu devices (at most %d each)",
+                          "%llu outputs on %llu devices (at most %u each)",
                           (unsigned long long)msg->u[PW_WIRE_LAUNCH_ID], msg->list_count,
                           (unsigned long long)group, (unsigned long long)inputs,
                           (unsigned long long)outputs, (unsigned long long)devices,
-                          PW_BACKEND_MAX_PARAMS);
+                          PW_EXECUTABLE_MAX_PARAMS);
   }
   for (uint32_t i = 0; i < group; ++i) {
     if (msg->list[i] >= w->device_count) {

@@ -160,19 +160,35 @@ static uint32_t pw_worker_param_list(const pw_backend_param_t* p, uint64_t* out)
   return n;
 }
 
+/* Words pw_worker_signature_list writes for |sig| (pw__backend_load
+ * checked its counts and pointers). */
+static size_t pw_worker_signature_words(const pw_executable_signature_t* sig) {
+  size_t n = 3 + (sig->mesh.rank <= PW_MAX_MESH_RANK ? sig->mesh.rank : PW_MAX_MESH_RANK);
+  const pw_backend_param_t* in = pw__signature_inputs(sig);
+  const pw_backend_param_t* out = pw__signature_outputs(sig);
+  for (uint32_t i = 0; i < sig->input_count; ++i) {
+    n += 5 + (in[i].shape.rank < PW_MAX_RANK ? in[i].shape.rank : PW_MAX_RANK);
+  }
+  for (uint32_t i = 0; i < sig->output_count; ++i) {
+    n += 5 + (out[i].shape.rank < PW_MAX_RANK ? out[i].shape.rank : PW_MAX_RANK);
+  }
+  return n;
+}
+
 /* docs/remote.md: mesh rank, dims..., input count, output count, then per
- * parameter dtype, rank, dims..., sharding kind, tensor axis, mesh axis. */
+ * parameter dtype, rank, dims..., sharding kind, tensor axis, mesh axis
+ * (every parameter: the v2 specs past the fixed arrays too). */
 static uint32_t pw_worker_signature_list(const pw_executable_signature_t* sig, uint64_t* out) {
   uint32_t n = 0;
   uint32_t rank = sig->mesh.rank <= PW_MAX_MESH_RANK ? sig->mesh.rank : PW_MAX_MESH_RANK;
-  uint32_t inputs = sig->input_count <= PW_BACKEND_MAX_PARAMS ? sig->input_count : 0;
-  uint32_t outputs = sig->output_count <= PW_BACKEND_MAX_PARAMS ? sig->output_count : 0;
   out[n++] = rank;
   for (uint32_t i = 0; i < rank; ++i) out[n++] = sig->mesh.dims[i];
-  out[n++] = inputs;
-  out[n++] = outputs;
-  for (uint32_t i = 0; i < inputs; ++i) n += pw_worker_param_list(&sig->inputs[i], out + n);
-  for (uint32_t i = 0; i < outputs; ++i) n += pw_worker_param_list(&sig->outputs[i], out + n);
+  out[n++] = sig->input_count;
+  out[n++] = sig->output_count;
+  const pw_backend_param_t* in = pw__signature_inputs(sig);
+  const pw_backend_param_t* outs = pw__signature_outputs(sig);
+  for (uint32_t i = 0; i < sig->input_count; ++i) n += pw_worker_param_list(&in[i], out + n);
+  for (uint32_t i = 0; i < sig->output_count; ++i) n += pw_worker_param_list(&outs[i], out + n);
   return n;
 }
 
@@ -216,15 +232,35 @@ void pw__worker_on_load(pw_worker_t* w, const pw_wire_msg_t* msg) {
                          (unsigned long long)exe_id);
     }
   }
-  uint64_t list[PW_WORKER_SIGNATURE_MAX / 8];
+  uint64_t stack[PW_WORKER_SIGNATURE_MAX / 8];
+  uint64_t* list = stack;
+  size_t words = s == NULL ? pw_worker_signature_words(&e->signature) : 0;
   uint32_t count = 0;
   const char* name = "";
+  if (s == NULL && words > PW_WIRE_MAX_LIST) {
+    /* Refused, not cut short: the controller could not run it. */
+    s = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
+                       "LOAD: the signature of executable '%s' (%u inputs, %u outputs) needs "
+                       "%zu list words, a reply carries at most %u",
+                       e->signature.name, e->signature.input_count, e->signature.output_count,
+                       words, PW_WIRE_MAX_LIST);
+  } else if (s == NULL && words > sizeof(stack) / sizeof(stack[0])) {
+    s = pw_allocator_malloc(w->allocator, words * sizeof(uint64_t), 0, (void**)&list);
+    if (s != NULL) list = stack;
+  }
+  if (s != NULL && e != NULL) {
+    pthread_mutex_lock(&w->lock);
+    pw_worker_exe_t* taken = pw__worker_table_remove(&w->exes, exe_id);
+    pthread_mutex_unlock(&w->lock);
+    if (taken != NULL) pw__worker_exe_unpin(w, taken);
+    e = NULL;
+  }
   if (s == NULL) {
     count = pw_worker_signature_list(&e->signature, list);
-    e->signature.name[sizeof(e->signature.name) - 1] = '\0';
     name = e->signature.name;
   }
   pw__worker_reply(w, id, s, name, strlen(name), list, count);
+  if (list != stack) pw_allocator_free(w->allocator, list, words * sizeof(uint64_t));
 }
 
 void pw__worker_on_unload(pw_worker_t* w, const pw_wire_msg_t* msg) {

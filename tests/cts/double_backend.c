@@ -63,10 +63,14 @@ static pw_status_t pw_double_compile(void* self, const void* program, size_t pro
   if (!pw_allocator_is_valid(allocator)) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "double compile: invalid allocator");
   }
+  pw_double_backend_t* d = pw_double_self(self);
   pw_double_program_t parsed;
-  PW_RETURN_IF_ERROR(pw_double_program_parse(program, program_size, mesh, &parsed));
-  (void)self;
-  return pw_double_program_serialize(&parsed, options, allocator, out_bytes, out_size);
+  pw_status_t status = pw_double_program_parse(program, program_size, mesh, d->allocator, &parsed);
+  if (status == NULL) {
+    status = pw_double_program_serialize(&parsed, options, allocator, out_bytes, out_size);
+  }
+  pw_double_program_free(&parsed);
+  return status;
 }
 
 static pw_status_t pw_double_load(void* self, const void* bytes, size_t size,
@@ -77,21 +81,46 @@ static pw_status_t pw_double_load(void* self, const void* bytes, size_t size,
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "double load: NULL out-params");
   }
   *out_executable = NULL;
-  pw_double_program_t program;
-  PW_RETURN_IF_ERROR(pw_double_program_deserialize(bytes, size, &program));
   pw_double_executable_t* executable = NULL;
   PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(d->allocator, sizeof(*executable), 0,
                                              (void**)&executable),
                          "double load");
+  pw_double_program_t* program = &executable->program;
+  pw_status_t status = pw_double_program_deserialize(bytes, size, d->allocator, program);
+  pw_executable_signature_t* sig = &program->signature;
+  if (status == NULL && out_signature->struct_size < PW_EXECUTABLE_SIGNATURE_SIZE_V2 &&
+      (sig->input_count > PW_BACKEND_MAX_PARAMS || sig->output_count > PW_BACKEND_MAX_PARAMS)) {
+    status = pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                            "double load: '%s' has %u inputs and %u outputs; a v1 signature "
+                            "holds %d of each",
+                            sig->name, sig->input_count, sig->output_count,
+                            PW_BACKEND_MAX_PARAMS);
+  }
+  if (status != NULL) {
+    pw_double_program_free(program);
+    pw_allocator_free(d->allocator, executable, sizeof(*executable));
+    return status;
+  }
   executable->magic = PW_DOUBLE_EXECUTABLE_MAGIC;
-  executable->group_size = pw_mesh_shape_device_count(&program.signature.mesh);
-  executable->program = program;
+  executable->group_size = pw_mesh_shape_device_count(&sig->mesh);
+  /* Wide: the fixed arrays get the first PW_BACKEND_MAX_PARAMS, the v2
+   * pointers every spec, in the executable (valid until unload). A narrow
+   * one fills the fixed arrays only, as a v1 backend does. */
+  if (program->wide != NULL) {
+    for (uint32_t i = 0; i < sig->input_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+      sig->inputs[i] = *pw_double_input(program, i);
+    }
+    for (uint32_t i = 0; i < sig->output_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+      sig->outputs[i] = *pw_double_output(program, i);
+    }
+    sig->input_specs = program->wide;
+    sig->output_specs = program->wide + program->wide_inputs;
+  }
   /* Only as far as the caller's struct_size reaches, keeping it. */
-  size_t covered = out_signature->struct_size < sizeof(program.signature)
-                       ? out_signature->struct_size
-                       : sizeof(program.signature);
+  size_t covered = out_signature->struct_size < sizeof(*sig) ? out_signature->struct_size
+                                                             : sizeof(*sig);
   if (covered > sizeof(size_t)) {
-    memcpy((char*)out_signature + sizeof(size_t), (const char*)&program.signature + sizeof(size_t),
+    memcpy((char*)out_signature + sizeof(size_t), (const char*)sig + sizeof(size_t),
            covered - sizeof(size_t));
   }
   *out_executable = (pw_backend_executable_t)executable;
@@ -104,6 +133,7 @@ static void pw_double_unload(void* self, pw_backend_executable_t executable) {
   pw_double_executable_t* e = (pw_double_executable_t*)executable;
   if (e == NULL || e->magic != PW_DOUBLE_EXECUTABLE_MAGIC) return;
   e->magic = 0;
+  pw_double_program_free(&e->program);
   pw_allocator_free(d->allocator, e, sizeof(*e));
   atomic_fetch_sub(&d->live_executables, 1);
 }

@@ -35,6 +35,10 @@
  * replicated / output f32[8] replicated" and the CPU backend's
  * "input f32[8,4] split(0,all) / output f32[4] replicated" are accepted);
  * fill needs no input. Shapes and shardings are checked against the mesh.
+ * At most PW_DOUBLE_MAX_PARAMS (4096) inputs and outputs each; a program
+ * with more than PW_BACKEND_MAX_PARAMS of either hands load's caller every
+ * spec through the signature's v2 pointers (a narrower one fills the fixed
+ * arrays only, as a v1 backend does).
  * Compile options are not interpreted but are part of the executable bytes.
  *
  * EXECUTABLE BYTES (what compile makes and load takes), little-endian:

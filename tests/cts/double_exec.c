@@ -155,7 +155,7 @@ static pw_status_t pw_double_all_reduce(pw_double_backend_t* d, pw_double_job_t*
       ordered[j->mesh_index] = j;
     }
   }
-  pw_dtype_t dtype = head->executable->program.signature.inputs[0].dtype;
+  pw_dtype_t dtype = pw_double_input_c(&head->executable->program, 0)->dtype;
   size_t width = pw_dtype_size(dtype);
   size_t count = head->inputs[0]->size / width;
   for (size_t e = 0; e < count && status == NULL; ++e) {
@@ -438,7 +438,7 @@ static pw_status_t pw_double_check_launch(pw_double_backend_t* d, const pw_backe
   if (op == PW_DOUBLE_OP_COPY || op == PW_DOUBLE_OP_ALL_REDUCE_SUM) {
     size_t in = ((const pw_double_memory_t*)l->inputs[0])->size;
     size_t out = ((const pw_double_memory_t*)l->outputs[0])->size;
-    if (in != out || in % pw_dtype_size(sig->inputs[0].dtype) != 0) {
+    if (in != out || in % pw_dtype_size(pw_double_input_c(&e->program, 0)->dtype) != 0) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "double launch of '%s' on device %u: input of %zu bytes, "
                             "output of %zu", sig->name, l->device, in, out);
@@ -508,9 +508,14 @@ pw_status_t pw_double_job_make(pw_double_backend_t* d, const pw_backend_launch_t
   *out_job = NULL;
   const pw_double_executable_t* e = (const pw_double_executable_t*)l->executable;
   bool collective = e->program.op == PW_DOUBLE_OP_ALL_REDUCE_SUM;
-  size_t size = sizeof(pw_double_job_t) + (collective ? l->group_size * sizeof(uint32_t) : 0);
+  size_t devices = collective ? l->group_size * sizeof(uint32_t) : 0;
+  size_t memories_at = (sizeof(pw_double_job_t) + devices + 7) & ~(size_t)7;
+  size_t size =
+      memories_at + ((size_t)l->input_count + l->output_count) * sizeof(pw_double_memory_t*);
   pw_double_job_t* job = NULL;
   PW_RETURN_IF_ERROR(pw_allocator_calloc(d->allocator, size, 0, (void**)&job));
+  job->inputs = (pw_double_memory_t**)((unsigned char*)job + memories_at);
+  job->outputs = job->inputs + l->input_count;
   job->alloc_size = size;
   job->executable = e;
   job->device = l->device;

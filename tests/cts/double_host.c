@@ -96,11 +96,6 @@ static pw_status_t pw_double_host_part(const pw_backend_host_launch_t* h, uint32
                                        pw_backend_memory_t* inputs, pw_backend_memory_t* outputs,
                                        pw_backend_launch_t* out) {
   uint32_t m = h->mesh_start + i;
-  if (h->input_count > PW_BACKEND_MAX_PARAMS || h->output_count > PW_BACKEND_MAX_PARAMS) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "double launch_host on host %u: %u inputs / %u outputs, at most %u",
-                          h->host, h->input_count, h->output_count, PW_BACKEND_MAX_PARAMS);
-  }
   for (uint32_t k = 0; k < h->input_count; ++k) {
     if (h->inputs[k] == NULL) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -168,19 +163,41 @@ static pw_status_t pw_double_host_no_op(pw_double_backend_t* d,
 }
 
 /* Every part as launch checks it, and the failed-device refusal. */
+/* One part's argument arrays (inputs then outputs), as many as |h| has. */
+static pw_status_t pw_double_host_args(pw_double_backend_t* d, const pw_backend_host_launch_t* h,
+                                       pw_backend_memory_t** out) {
+  *out = NULL;
+  size_t n = (size_t)h->input_count + h->output_count;
+  if (n == 0) return NULL;
+  return pw_allocator_calloc_array(d->allocator, n, sizeof(pw_backend_memory_t), 0,
+                                   (void**)out);
+}
+
+static void pw_double_host_args_free(pw_double_backend_t* d, const pw_backend_host_launch_t* h,
+                                     pw_backend_memory_t* args) {
+  pw_allocator_free(d->allocator, args,
+                    ((size_t)h->input_count + h->output_count) * sizeof(pw_backend_memory_t));
+}
+
 static pw_status_t pw_double_host_check_parts(pw_double_backend_t* d,
                                               const pw_backend_host_launch_t* h) {
+  pw_backend_memory_t* args = NULL;
+  PW_RETURN_IF_ERROR(pw_double_host_args(d, h, &args));
   for (uint32_t i = 0; i < h->device_count; ++i) {
-    pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-    pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
     pw_backend_launch_t part;
-    PW_RETURN_IF_ERROR(pw_double_host_part(h, i, inputs, outputs, &part));
-    pw_status_t status = pw_double_launch_check(d, &part);
+    pw_status_t status = pw_double_host_part(h, i, args, args + h->input_count, &part);
     if (status != NULL) {
+      pw_double_host_args_free(d, h, args);
+      return status;
+    }
+    status = pw_double_launch_check(d, &part);
+    if (status != NULL) {
+      pw_double_host_args_free(d, h, args);
       return pw_status_annotate(status, "double launch_host on host %u: device %u (mesh "
                                         "position %u)", h->host, part.device, part.mesh_index);
     }
   }
+  pw_double_host_args_free(d, h, args);
   for (uint32_t i = 0; i < h->device_count; ++i) {
     uint32_t device = h->group_devices[h->mesh_start + i];
     if (atomic_load(&d->devices[device].health) == PW_DEVICE_FAILED &&
@@ -198,18 +215,18 @@ static pw_status_t pw_double_host_make_jobs(pw_double_backend_t* d,
                                             const pw_backend_host_launch_t* h,
                                             pw_status_code_t injected,
                                             pw_double_host_run_t* run, pw_double_job_t** jobs) {
-  pw_status_t status = NULL;
+  pw_backend_memory_t* args = NULL;
+  pw_status_t status = pw_double_host_args(d, h, &args);
   for (uint32_t i = 0; i < h->device_count && status == NULL; ++i) {
-    pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-    pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
     pw_backend_launch_t part;
-    status = pw_double_host_part(h, i, inputs, outputs, &part);
+    status = pw_double_host_part(h, i, args, args + h->input_count, &part);
     /* An injected failure fails the host launch once: on its first part. */
     if (status == NULL) {
       status = pw_double_job_make(d, &part, i == 0 ? injected : PW_STATUS_OK,
                                   pw_double_host_part_done, run, &jobs[i]);
     }
   }
+  pw_double_host_args_free(d, h, args);
   if (status != NULL) {
     for (uint32_t i = 0; i < h->device_count; ++i) pw_double_job_free(d, jobs[i]);
   }

@@ -31,13 +31,40 @@ typedef enum pw_double_op_e {
   PW_DOUBLE_OP_ALL_REDUCE_SUM = 4,
 } pw_double_op_t;
 
+/* Inputs, and separately outputs, a program may have (past the
+ * signature's fixed arrays: load hands the runtime v2 pointers). */
+#define PW_DOUBLE_MAX_PARAMS 4096
+
 /* A parsed program: the operation, its argument and its signature (whose
- * mesh is the one it was compiled for). */
+ * mesh is the one it was compiled for). Up to PW_BACKEND_MAX_PARAMS of
+ * each role, the specs are in the signature's fixed arrays; with more,
+ * every spec is in |wide| (inputs then outputs, wide_inputs + wide_outputs
+ * of them, from |allocator|: pw_double_program_free). Read them through
+ * pw_double_input / pw_double_output. */
 typedef struct pw_double_program_t {
   pw_double_op_t op;
   uint32_t arg; /* fill byte or fail code */
   pw_executable_signature_t signature;
+  pw_backend_param_t* wide;
+  uint32_t wide_inputs;
+  uint32_t wide_outputs;
+  pw_allocator_t allocator;
 } pw_double_program_t;
+
+static inline pw_backend_param_t* pw_double_input(pw_double_program_t* p, uint32_t i) {
+  return p->wide != NULL ? &p->wide[i] : &p->signature.inputs[i];
+}
+static inline pw_backend_param_t* pw_double_output(pw_double_program_t* p, uint32_t i) {
+  return p->wide != NULL ? &p->wide[p->wide_inputs + i] : &p->signature.outputs[i];
+}
+static inline const pw_backend_param_t* pw_double_input_c(const pw_double_program_t* p,
+                                                          uint32_t i) {
+  return p->wide != NULL ? &p->wide[i] : &p->signature.inputs[i];
+}
+static inline const pw_backend_param_t* pw_double_output_c(const pw_double_program_t* p,
+                                                           uint32_t i) {
+  return p->wide != NULL ? &p->wide[p->wide_inputs + i] : &p->signature.outputs[i];
+}
 
 /* A loaded executable (a pw_backend_executable_t). */
 typedef struct pw_double_executable_t {
@@ -66,8 +93,10 @@ typedef struct pw_double_job_t {
   uint64_t gang_id;
   uint32_t input_count;
   uint32_t output_count;
-  pw_double_memory_t* inputs[PW_BACKEND_MAX_PARAMS];
-  pw_double_memory_t* outputs[PW_BACKEND_MAX_PARAMS];
+  /* input_count / output_count entries, in the job's allocation after
+   * group_devices. */
+  pw_double_memory_t** inputs;
+  pw_double_memory_t** outputs;
   pw_backend_done_fn_t done;
   void* done_user;
   pw_status_code_t injected; /* fail at completion with this, or OK */
@@ -154,9 +183,12 @@ struct pw_double_backend_s {
 
 /* Parses |size| bytes of program text for |mesh|. INVALID_ARGUMENT naming
  * the line on any error. */
+/* |allocator| holds the wide specs (pw_double_program_free frees them,
+ * on failure too). */
 pw_status_t pw_double_program_parse(const char* text, size_t size,
-                                    const pw_mesh_shape_t* mesh,
+                                    const pw_mesh_shape_t* mesh, pw_allocator_t allocator,
                                     pw_double_program_t* out_program);
+void pw_double_program_free(pw_double_program_t* program);
 
 /* Serializes |program| compiled with |options| into executable bytes
  * allocated from |allocator|. */
@@ -167,6 +199,7 @@ pw_status_t pw_double_program_serialize(const pw_double_program_t* program,
 
 /* Checks and parses executable bytes (see the header for the errors). */
 pw_status_t pw_double_program_deserialize(const void* bytes, size_t size,
+                                          pw_allocator_t allocator,
                                           pw_double_program_t* out_program);
 
 /* --- double_exec.c --- */

@@ -151,7 +151,8 @@ static pw_status_t pw_double_parse_op(unsigned line, const pw_double_word_t* wor
 
 static pw_status_t pw_double_parse_param(unsigned line, const pw_double_word_t* words,
                                          size_t count, const pw_mesh_shape_t* mesh,
-                                         pw_executable_signature_t* signature) {
+                                         pw_double_program_t* program) {
+  pw_executable_signature_t* signature = &program->signature;
   bool input = pw_double_word_is(words[0], "input");
   if (!input && !pw_double_word_is(words[0], "output")) {
     return pw_double_line_error(line, "expected 'input' or 'output', got", words[0]);
@@ -162,12 +163,15 @@ static pw_status_t pw_double_parse_param(unsigned line, const pw_double_word_t* 
                           line, input ? "input" : "output");
   }
   uint32_t* n = input ? &signature->input_count : &signature->output_count;
-  if (*n == PW_BACKEND_MAX_PARAMS) {
+  uint32_t capacity = program->wide == NULL ? PW_BACKEND_MAX_PARAMS
+                     : input                ? program->wide_inputs
+                                            : program->wide_outputs;
+  if (*n == capacity) { /* the count pass saw them all: only the fixed arrays' bound */
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                          "double program line %u: more than %d %ss", line,
-                          PW_BACKEND_MAX_PARAMS, input ? "input" : "output");
+                          "double program line %u: more than %u %ss", line, capacity,
+                          input ? "input" : "output");
   }
-  pw_backend_param_t* param = input ? &signature->inputs[*n] : &signature->outputs[*n];
+  pw_backend_param_t* param = input ? pw_double_input(program, *n) : pw_double_output(program, *n);
   memset(param, 0, sizeof(*param));
   PW_RETURN_IF_ERROR(pw_double_parse_array(line, words[1], param));
   param->sharding = pw_sharding_replicated();
@@ -190,10 +194,10 @@ static pw_status_t pw_double_check_signature(pw_double_program_t* program,
     param.shape.dims[0] = 1;
     param.sharding = pw_sharding_replicated();
     if (program->op == PW_DOUBLE_OP_COPY || program->op == PW_DOUBLE_OP_ALL_REDUCE_SUM) {
-      sig->inputs[sig->input_count++] = param;
+      *pw_double_input(program, sig->input_count++) = param;
     }
     if (program->op != PW_DOUBLE_OP_NOOP && program->op != PW_DOUBLE_OP_FAIL) {
-      sig->outputs[sig->output_count++] = param;
+      *pw_double_output(program, sig->output_count++) = param;
     }
   }
   if (program->op == PW_DOUBLE_OP_FILL && sig->input_count != 0) {
@@ -208,8 +212,8 @@ static pw_status_t pw_double_check_signature(pw_double_program_t* program,
                             "double program: '%s' needs 1 input and 1 output, got %u and %u",
                             name, sig->input_count, sig->output_count);
     }
-    const pw_backend_param_t* in = &sig->inputs[0];
-    const pw_backend_param_t* out = &sig->outputs[0];
+    const pw_backend_param_t* in = pw_double_input(program, 0);
+    const pw_backend_param_t* out = pw_double_output(program, 0);
     pw_shape_t in_shard = pw_sharding_shard_shape(&in->sharding, &in->shape, mesh);
     pw_shape_t out_shard = pw_sharding_shard_shape(&out->sharding, &out->shape, mesh);
     if (in->dtype != out->dtype ||
@@ -222,10 +226,51 @@ static pw_status_t pw_double_check_signature(pw_double_program_t* program,
   return NULL;
 }
 
+void pw_double_program_free(pw_double_program_t* program) {
+  if (program->wide != NULL) {
+    pw_allocator_free(program->allocator, program->wide,
+                      ((size_t)program->wide_inputs + program->wide_outputs) *
+                          sizeof(pw_backend_param_t));
+  }
+  program->wide = NULL;
+  program->wide_inputs = program->wide_outputs = 0;
+}
+
+/* The count pass: how many lines start with "input" and "output". Past
+ * the fixed arrays, every spec goes to |program->wide|. */
+static pw_status_t pw_double_program_size(const char* text, size_t size,
+                                          pw_double_program_t* program) {
+  uint32_t inputs = 0, outputs = 0;
+  for (size_t at = 0; at < size;) {
+    const char* begin = text + at;
+    const char* newline = memchr(begin, '\n', size - at);
+    size_t length = newline ? (size_t)(newline - begin) : size - at;
+    at += length + (newline ? 1 : 0);
+    pw_double_word_t words[1];
+    if (pw_double_split_words(begin, length, words, 1) == 0) continue;
+    inputs += pw_double_word_is(words[0], "input");
+    outputs += pw_double_word_is(words[0], "output");
+  }
+  if (inputs > PW_DOUBLE_MAX_PARAMS || outputs > PW_DOUBLE_MAX_PARAMS) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "double program: %u inputs and %u outputs (at most %u each)", inputs,
+                          outputs, PW_DOUBLE_MAX_PARAMS);
+  }
+  if (inputs <= PW_BACKEND_MAX_PARAMS && outputs <= PW_BACKEND_MAX_PARAMS) return NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc_array(program->allocator, (size_t)inputs + outputs,
+                                                   sizeof(pw_backend_param_t), 0,
+                                                   (void**)&program->wide),
+                         "double program: %u inputs and %u outputs", inputs, outputs);
+  program->wide_inputs = inputs;
+  program->wide_outputs = outputs;
+  return NULL;
+}
+
 pw_status_t pw_double_program_parse(const char* text, size_t size,
-                                    const pw_mesh_shape_t* mesh,
+                                    const pw_mesh_shape_t* mesh, pw_allocator_t allocator,
                                     pw_double_program_t* out_program) {
   memset(out_program, 0, sizeof(*out_program));
+  out_program->allocator = allocator;
   if (mesh == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "double compile: mesh is NULL");
   }
@@ -239,6 +284,7 @@ pw_status_t pw_double_program_parse(const char* text, size_t size,
                           PW_DOUBLE_MAX_TEXT);
   }
   out_program->signature.mesh = *mesh;
+  if (size > 0) PW_RETURN_IF_ERROR(pw_double_program_size(text, size, out_program));
   bool have_op = false;
   unsigned line = 0;
   size_t at = 0;
@@ -267,8 +313,7 @@ pw_status_t pw_double_program_parse(const char* text, size_t size,
       PW_RETURN_IF_ERROR(pw_double_parse_op(line, words, count, out_program));
       have_op = true;
     } else {
-      PW_RETURN_IF_ERROR(pw_double_parse_param(line, words, count, mesh,
-                                               &out_program->signature));
+      PW_RETURN_IF_ERROR(pw_double_parse_param(line, words, count, mesh, out_program));
     }
   }
   if (!have_op) {
@@ -317,7 +362,8 @@ static size_t pw_double_program_format(const pw_double_program_t* program,
   const pw_executable_signature_t* sig = &program->signature;
   for (uint32_t i = 0; i < sig->input_count + sig->output_count; ++i) {
     bool input = i < sig->input_count;
-    const pw_backend_param_t* p = input ? &sig->inputs[i] : &sig->outputs[i - sig->input_count];
+    const pw_backend_param_t* p =
+        input ? pw_double_input_c(program, i) : pw_double_output_c(program, i - sig->input_count);
     pw_double_append(&sink, "%s %s[", input ? "input" : "output", pw_dtype_name(p->dtype));
     for (uint32_t k = 0; k < p->shape.rank; ++k) {
       pw_double_append(&sink, "%s%" PRId64, k ? "," : "", p->shape.dims[k]);
@@ -392,8 +438,10 @@ pw_status_t pw_double_program_serialize(const pw_double_program_t* program,
 }
 
 pw_status_t pw_double_program_deserialize(const void* bytes, size_t size,
+                                          pw_allocator_t allocator,
                                           pw_double_program_t* out_program) {
   memset(out_program, 0, sizeof(*out_program));
+  out_program->allocator = allocator;
   const unsigned char* b = bytes;
   if (b == NULL || size < 4 || memcmp(b, "PWDB", 4) != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -436,7 +484,8 @@ pw_status_t pw_double_program_deserialize(const void* bytes, size_t size,
   size_t text_length = pw_double_get_u32(p);
   p += 4;
   if ((size_t)(end - p) != text_length) goto corrupt;
-  pw_status_t status = pw_double_program_parse((const char*)p, text_length, &mesh, out_program);
+  pw_status_t status =
+      pw_double_program_parse((const char*)p, text_length, &mesh, allocator, out_program);
   if (status != NULL) {
     pw_status_t wrapped = pw_status_make(PW_STATUS_DATA_LOSS,
                                          "double load: embedded program is invalid: %s",

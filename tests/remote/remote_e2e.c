@@ -239,6 +239,60 @@ static pw_runtime_t* e2e_runtime(const pw_backend_t* backends, uint32_t backend_
   return runtime;
 }
 
+/* A signature past the fixed arrays through LOAD and LAUNCH: a 300-input,
+ * 300-output add_scalar (y_i = x_i + 1) on slice 0, every output read. */
+#define E2E_WIDE 300u
+static void e2e_wide(pw_runtime_t* runtime) {
+  pw_client_t* client = NULL;
+  E2E_CHECK(pw_client_create(runtime, NULL, &client));
+  pw_mesh_shape_t mesh = PW_MESH_SHAPE_INIT(1, 2);
+  pw_vslice_t vs;
+  E2E_CHECK(pw_vslice_create(client, &mesh, PW_VSLICE_DEFAULT, &vs));
+  size_t cap = 64 + (size_t)E2E_WIDE * 2 * 32;
+  char* text = malloc(cap);
+  pw_value_t* in = malloc(E2E_WIDE * sizeof(*in));
+  pw_buffer_t* args = malloc(E2E_WIDE * sizeof(*args));
+  pw_buffer_t* outs = malloc(E2E_WIDE * sizeof(*outs));
+  E2E_EXPECT(text && in && args && outs, "out of memory");
+  size_t at = (size_t)snprintf(text, cap, "kernel add_scalar\nattr value 1\n");
+  for (uint32_t i = 0; i < 2 * E2E_WIDE; ++i) {
+    at += (size_t)snprintf(text + at, cap - at, "%s f32[2] split(0,all)\n",
+                           i < E2E_WIDE ? "input" : "output");
+  }
+  pw_executable_t e;
+  E2E_CHECK(pw_executable_compile(client, vs, text, at, NULL, &e));
+  pw_array_spec_t spec = {PW_DTYPE_F32, {1, {2}}, PW_SHARDING_SPLIT_INIT(0, PW_MESH_AXIS_ALL)};
+  pw_array_spec_t last;
+  E2E_CHECK(pw_executable_param(client, e, PW_PARAM_OUTPUT, E2E_WIDE - 1, &last));
+  E2E_EXPECT(pw_array_spec_equal(&last, &spec), "the remote signature's last output");
+  pw_graph_t g;
+  E2E_CHECK(pw_graph_create(client, &g));
+  for (uint32_t i = 0; i < E2E_WIDE; ++i) {
+    uint32_t p;
+    E2E_CHECK(pw_graph_add_parameter(client, g, vs, &spec, &p));
+    in[i] = pw_value(p, 0);
+    float x[2] = {(float)i, -(float)i};
+    E2E_CHECK(pw_buffer_from_host(client, vs, &spec, x, sizeof(x), &args[i]));
+  }
+  uint32_t node;
+  E2E_CHECK(pw_graph_add_compute(client, g, "wide", e, vs, in, E2E_WIDE, &node));
+  for (uint32_t k = 0; k < E2E_WIDE; ++k) E2E_CHECK(pw_graph_add_output(client, g, pw_value(node, k)));
+  E2E_CHECK(pw_graph_submit(client, g, args, E2E_WIDE, NULL, outs, E2E_WIDE, NULL));
+  pw_time_t deadline = pw_deadline_from_timeout(20000 * E2E_MS);
+  for (uint32_t i = 0; i < E2E_WIDE; ++i) {
+    float y[2];
+    E2E_CHECK(pw_buffer_to_host(client, outs[i], y, sizeof(y), deadline));
+    E2E_EXPECT(y[0] == (float)i + 1 && y[1] == 1 - (float)i, "wide output %u: {%g, %g}", i,
+               (double)y[0], (double)y[1]);
+  }
+  printf("remote e2e: a %u-input, %u-output executable ran on a worker\n", E2E_WIDE, E2E_WIDE);
+  free(text);
+  free(in);
+  free(args);
+  free(outs);
+  pw_client_destroy(client);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: test_remote_e2e PATH_TO_PATHWAYS_WORKER\n");
@@ -290,6 +344,7 @@ int main(int argc, char** argv) {
   printf("remote e2e: outputs equal bit for bit (%g .. %g)\n", (double)got_b[0], (double)got_b[7]);
   e2e_host_copies(remote, by_name[0], there);
   e2e_frames(remote, by_name[0], there);
+  e2e_wide(there);
 
   /* Kill worker w2: its slice is lost within the bound. */
   pw_time_t killed = pw_clock_now();

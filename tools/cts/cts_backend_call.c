@@ -108,11 +108,16 @@ pw_status_t pw_cts_backend_load(const pw_backend_t* backend, const void* bytes, 
   if (*out_executable == NULL) {
     return pw_cts_backend_broken(backend, "load returned OK without an executable");
   }
-  if (out_signature->input_count > PW_BACKEND_MAX_PARAMS ||
-      out_signature->output_count > PW_BACKEND_MAX_PARAMS) {
+  const pw_executable_signature_t* sig = out_signature;
+  if (sig->input_count > PW_EXECUTABLE_MAX_PARAMS || sig->output_count > PW_EXECUTABLE_MAX_PARAMS ||
+      (sig->input_count > PW_BACKEND_MAX_PARAMS && sig->input_specs == NULL) ||
+      (sig->output_count > PW_BACKEND_MAX_PARAMS && sig->output_specs == NULL)) {
     backend->vtable->unload(backend->self, *out_executable);
     *out_executable = NULL;
-    return pw_cts_backend_broken(backend, "load reported more parameters than the maximum");
+    return pw_cts_backend_broken(backend,
+                                 "load reported more parameters than PW_EXECUTABLE_MAX_PARAMS, "
+                                 "or more than the fixed arrays hold without input_specs / "
+                                 "output_specs");
   }
   return NULL;
 }

@@ -340,8 +340,10 @@ class Executable(ClientHandle):
                 sig = self._sig = (
                     ffi.string(c.name).decode(),
                     mesh_from_c(c.mesh),
-                    tuple(ArraySpec._from_c(c.inputs[i]) for i in range(c.input_count)),
-                    tuple(ArraySpec._from_c(c.outputs[i]) for i in range(c.output_count)),
+                    # v2 views: every spec (past PW_BACKEND_MAX_PARAMS too),
+                    # runtime storage valid while the handle lives.
+                    tuple(ArraySpec._from_c(c.input_specs[i]) for i in range(c.input_count)),
+                    tuple(ArraySpec._from_c(c.output_specs[i]) for i in range(c.output_count)),
                 )
             finally:
                 self.client._box.exit()

@@ -145,6 +145,10 @@
  *   to y reduced and split over A; all_to_all(x) -> y (any dtype) moves
  *   the axes of A to other dimensions. reduce_scatter and all_to_all need
  *   `over`. A device meets only the devices that differ from it along A.
+ *   add_scalar(x_1..x_n) -> y_1..y_n       y_i = x_i + value (attr,
+ *                                required); variadic: n inputs, n outputs
+ *                                (n <= PW_CPU_MAX_PARAMS), all aligned;
+ *                                float, half
  *
  * A collective is keyed by launch->gang_id and, when it reduces over one
  * axis of a multi-axis mesh, by the device's coordinates on the other axes;
@@ -378,8 +382,12 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_backend_set_health(
 #define PW_CPU_ATTR_NAME_MAX 32  /* attribute name, NUL included */
 #define PW_CPU_ATTR_TEXT_MAX 64  /* string attribute value, NUL included */
 #define PW_CPU_MAX_ATTRS 16
+/* Inputs, and separately outputs, a program holds (a kernel definition
+ * lists at most PW_BACKEND_MAX_PARAMS of each; a variadic kernel repeats
+ * them, see PW_CPU_KERNEL_VARIADIC). */
+#define PW_CPU_MAX_PARAMS 512
 /* A buffer this large always holds a formatted program. */
-#define PW_CPU_PROGRAM_TEXT_MAX 16384
+#define PW_CPU_PROGRAM_TEXT_MAX 262144
 
 typedef enum pw_cpu_attr_kind_e {
   PW_CPU_ATTR_NUMBER = 1,
@@ -394,14 +402,16 @@ typedef struct pw_cpu_attr_t {
 } pw_cpu_attr_t;
 
 /* One program: a kernel, its parameters in the global view, attributes.
- * A plain value (no allocation, copy freely), like pw_shape_t. */
+ * A plain value (no allocation, copy freely), like pw_shape_t; about
+ * 100 KB (PW_CPU_MAX_PARAMS specs of each role), so hosts keep it off
+ * small stacks. */
 typedef struct pw_cpu_program_t {
   char kernel[PW_CPU_NAME_MAX];
   uint32_t input_count;
   uint32_t output_count;
   uint32_t attr_count;
-  pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_param_t inputs[PW_CPU_MAX_PARAMS];
+  pw_backend_param_t outputs[PW_CPU_MAX_PARAMS];
   pw_cpu_attr_t attrs[PW_CPU_MAX_ATTRS];
   /* Collectives: the mesh axes the collective runs over (bit a for mesh
    * axis a; the `over` directive). 0: none given (the collectives' original
@@ -415,7 +425,7 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_init(
     pw_cpu_program_t* program, const char* kernel);
 
 /* Appends an input/output. INVALID_ARGUMENT for a bad dtype, shape or
- * sharding kind; RESOURCE_EXHAUSTED past PW_BACKEND_MAX_PARAMS. (Whether
+ * sharding kind; RESOURCE_EXHAUSTED past PW_CPU_MAX_PARAMS. (Whether
  * the sharding fits a mesh is checked by compile.) */
 PW_API PW_MUST_USE_RESULT pw_status_t pw_cpu_program_add_input(
     pw_cpu_program_t* program, pw_dtype_t dtype, const pw_shape_t* shape,
@@ -506,6 +516,10 @@ typedef struct pw_cpu_attr_spec_t {
 /* Kernel flags. */
 #define PW_CPU_KERNEL_SAME_DTYPE 1u  /* all parameters share one dtype */
 #define PW_CPU_KERNEL_OPEN_ATTRS 2u  /* accept attributes not in |attrs| */
+/* Variadic: a program has n >= 1 repeats of |inputs| and n repeats of
+ * |outputs| (the same n; at most PW_CPU_MAX_PARAMS of each): parameter i
+ * is checked against spec i % input_count (output_count). */
+#define PW_CPU_KERNEL_VARIADIC 4u
 
 /* One device's shard of an input (read only) / output (written by the
  * kernel). |shape| is the shard shape; |size| = elements * dtype size. */
@@ -565,7 +579,7 @@ typedef pw_status_t (*pw_cpu_kernel_check_fn_t)(void* user,
 typedef struct pw_cpu_kernel_def_t {
   size_t struct_size;              /* sizeof(pw_cpu_kernel_def_t) */
   const char* name;                /* NAME syntax, < PW_CPU_NAME_MAX bytes */
-  uint32_t input_count;            /* <= PW_BACKEND_MAX_PARAMS */
+  uint32_t input_count;            /* <= PW_BACKEND_MAX_PARAMS (>= 1 if variadic) */
   const pw_cpu_param_spec_t* inputs;   /* input_count entries */
   uint32_t output_count;           /* 1..PW_BACKEND_MAX_PARAMS */
   const pw_cpu_param_spec_t* outputs;  /* output_count entries */

@@ -7,6 +7,7 @@
  * worker, which calls done exactly once. */
 #include <stdalign.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -328,8 +329,8 @@ pw_status_t pw_cpu__launch_execute(pw_cpu__launch_t* launch) {
   const pw_cpu__kernel_t* kernel = exe->kernel;
   pw_status_t status = pw_cpu__device_status(launch->backend, launch->device);
   if (status == NULL) {
-    pw_cpu_input_shard_t inputs[PW_BACKEND_MAX_PARAMS];
-    pw_cpu_output_shard_t outputs[PW_BACKEND_MAX_PARAMS];
+    pw_cpu_input_shard_t* inputs = launch->input_shards;
+    pw_cpu_output_shard_t* outputs = launch->output_shards;
     for (uint32_t i = 0; i < launch->input_count; ++i) {
       inputs[i].data = launch->inputs[i]->data;
       inputs[i].size = exe->input_bytes[i];
@@ -382,6 +383,57 @@ static void pw_cpu_launch_task(pw_cpu__task_t* task) {
   } else {
     pw_cpu_run_kernel(launch);
   }
+}
+
+/* Above this many (output, parameter) pairs, a launch's outputs are
+ * checked for aliases by sorting (pw_cpu_check_aliases), not pairwise. */
+#define PW_CPU_ALIAS_QUADRATIC 1024u
+
+typedef struct pw_cpu_alias_t {
+  uintptr_t memory;
+  uint32_t output;  /* 0: an input, 1: an output */
+  uint32_t index;
+} pw_cpu_alias_t;
+
+static int pw_cpu_alias_cmp(const void* a, const void* b) {
+  const pw_cpu_alias_t* x = a;
+  const pw_cpu_alias_t* y = b;
+  if (x->memory != y->memory) return x->memory < y->memory ? -1 : 1;
+  if (x->output != y->output) return x->output < y->output ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The big launches' alias check: an output that is the memory of an input
+ * or of another output is INVALID_ARGUMENT, as pw_cpu__launch_check says
+ * for small ones. O(n log n) over |scratch| (n entries). */
+static pw_status_t pw_cpu_check_aliases(const pw_cpu__launch_t* launch, pw_cpu_alias_t* scratch) {
+  const char* name = launch->executable->program.kernel;
+  size_t n = 0;
+  for (uint32_t i = 0; i < launch->input_count; ++i) {
+    scratch[n++] = (pw_cpu_alias_t){(uintptr_t)launch->inputs[i], 0, i};
+  }
+  for (uint32_t o = 0; o < launch->output_count; ++o) {
+    scratch[n++] = (pw_cpu_alias_t){(uintptr_t)launch->outputs[o], 1, o};
+  }
+  qsort(scratch, n, sizeof(*scratch), pw_cpu_alias_cmp);
+  for (size_t k = 0; k < n;) {
+    size_t end = k + 1;
+    while (end < n && scratch[end].memory == scratch[k].memory) ++end;
+    size_t first_output = k;
+    while (first_output < end && !scratch[first_output].output) ++first_output;
+    if (first_output < end && end - k > 1) {
+      if (first_output > k) {
+        return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                              "cpu launch of '%s': output %u is the same memory as input %u",
+                              name, scratch[first_output].index, scratch[k].index);
+      }
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "cpu launch of '%s': outputs %u and %u are the same memory", name,
+                            scratch[k].index, scratch[k + 1].index);
+    }
+    k = end;
+  }
+  return NULL;
 }
 
 pw_status_t pw_cpu__launch_check(pw_cpu__backend_t* backend, const pw_backend_launch_t* l) {
@@ -450,6 +502,9 @@ pw_status_t pw_cpu__launch_check(pw_cpu__backend_t* backend, const pw_backend_la
       }
     }
   }
+  if ((uint64_t)l->output_count * (l->input_count + l->output_count) > PW_CPU_ALIAS_QUADRATIC) {
+    return NULL; /* pw_cpu_check_aliases, on the launch's copy */
+  }
   for (uint32_t o = 0; o < l->output_count; ++o) {
     for (uint32_t i = 0; i < l->input_count; ++i) {
       if (l->outputs[o] == l->inputs[i]) {
@@ -473,7 +528,18 @@ pw_status_t pw_cpu__launch_check(pw_cpu__backend_t* backend, const pw_backend_la
 pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_launch_t* l,
                                 pw_cpu__launch_t** out_launch) {
   *out_launch = NULL;
-  size_t size = sizeof(pw_cpu__launch_t) + (size_t)l->group_size * sizeof(uint32_t);
+  /* Trailing: the memories (inputs, outputs), the kernel call's shards,
+   * the alias check's scratch (big launches), the group's devices. */
+  size_t n = (size_t)l->input_count + l->output_count;
+  bool sorted_check =
+      (uint64_t)l->output_count * (l->input_count + l->output_count) > PW_CPU_ALIAS_QUADRATIC;
+  size_t memories_at = (sizeof(pw_cpu__launch_t) + 15) & ~(size_t)15;
+  size_t in_shards_at = memories_at + n * sizeof(pw_backend_memory_t);
+  in_shards_at = (in_shards_at + 15) & ~(size_t)15;
+  size_t out_shards_at = in_shards_at + l->input_count * sizeof(pw_cpu_input_shard_t);
+  size_t scratch_at = out_shards_at + l->output_count * sizeof(pw_cpu_output_shard_t);
+  size_t devices_at = scratch_at + (sorted_check ? n * sizeof(pw_cpu_alias_t) : 0);
+  size_t size = devices_at + (size_t)l->group_size * sizeof(uint32_t);
   void* memory = NULL;
   pw_status_t status =
       pw_allocator_malloc(backend->allocator, size, alignof(pw_cpu__launch_t), &memory);
@@ -505,6 +571,11 @@ pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_lau
   launch->gang_id = l->gang_id;
   launch->input_count = l->input_count;
   launch->output_count = l->output_count;
+  unsigned char* base = memory;
+  launch->inputs = (pw_backend_memory_t*)(base + memories_at);
+  launch->outputs = launch->inputs + l->input_count;
+  launch->input_shards = (pw_cpu_input_shard_t*)(base + in_shards_at);
+  launch->output_shards = (pw_cpu_output_shard_t*)(base + out_shards_at);
   for (uint32_t i = 0; i < l->input_count; ++i) launch->inputs[i] = l->inputs[i];
   for (uint32_t i = 0; i < l->output_count; ++i) launch->outputs[i] = l->outputs[i];
   launch->done = l->done;
@@ -514,8 +585,15 @@ pw_status_t pw_cpu__launch_copy(pw_cpu__backend_t* backend, const pw_backend_lau
     launch->queue_seq = l->queue_seq;
   }
   if (PW_STRUCT_HAS_FIELD(l, pw_backend_launch_t, node_arg)) launch->node_arg = l->node_arg;
-  launch->group_devices = (uint32_t*)(launch + 1);
+  launch->group_devices = (uint32_t*)(base + devices_at);
   memcpy(launch->group_devices, l->group_devices, (size_t)l->group_size * sizeof(uint32_t));
+  if (sorted_check) {
+    status = pw_cpu_check_aliases(launch, (pw_cpu_alias_t*)(base + scratch_at));
+    if (status != NULL) {
+      pw_cpu__launch_free(launch);
+      return status;
+    }
+  }
   *out_launch = launch;
   return NULL;
 }

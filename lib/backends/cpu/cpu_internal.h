@@ -234,10 +234,14 @@ struct pw_backend_executable_s {
   pw_mesh_shape_t mesh;
   uint32_t group_axes; /* collectives: the mesh axes they run over (mask) */
   pw_cpu_program_t program;
-  pw_shape_t input_shards[PW_BACKEND_MAX_PARAMS];
-  pw_shape_t output_shards[PW_BACKEND_MAX_PARAMS];
-  size_t input_bytes[PW_BACKEND_MAX_PARAMS];
-  size_t output_bytes[PW_BACKEND_MAX_PARAMS];
+  /* program.input_count (output_count) entries each, in the executable's
+   * allocation after the struct (alloc_size bytes in all). */
+  pw_shape_t* input_shards;
+  pw_shape_t* output_shards;
+  size_t* input_bytes;
+  size_t* output_bytes;
+  size_t alloc_size;
+  /* The signature's v2 spec arrays: program.inputs / program.outputs. */
 };
 
 /* A pending collective: the members of one group of one gang op that have
@@ -268,8 +272,12 @@ struct pw_cpu__launch_t {
   uint64_t gang_id;
   uint32_t input_count;
   uint32_t output_count;
-  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* input_count / output_count entries, and the kernel call's shard
+   * arrays, trailing the struct (alloc_size bytes in all). */
+  pw_backend_memory_t* inputs;
+  pw_backend_memory_t* outputs;
+  pw_cpu_input_shard_t* input_shards;
+  pw_cpu_output_shard_t* output_shards;
   pw_backend_done_fn_t done;
   void* done_user;
   /* From a v2 launch; NULL/0 otherwise (streams mode uses them). */
@@ -338,8 +346,8 @@ pw_status_t pw_cpu__queue_info(void* self, uint32_t device, pw_backend_queue_inf
 /* Source lines of a parsed program's directives, for messages. */
 typedef struct pw_cpu__lines_t {
   uint32_t kernel;
-  uint32_t inputs[PW_BACKEND_MAX_PARAMS];
-  uint32_t outputs[PW_BACKEND_MAX_PARAMS];
+  uint32_t inputs[PW_CPU_MAX_PARAMS];
+  uint32_t outputs[PW_CPU_MAX_PARAMS];
   uint32_t attrs[PW_CPU_MAX_ATTRS];
   uint32_t over;
 } pw_cpu__lines_t;

@@ -36,8 +36,6 @@
 /* The oldest version load still reads (no tiles, no over axes). */
 #define PW_CPU_FORMAT_VERSION_MIN 1u
 #define PW_CPU_HEADER_SIZE 24u
-/* Larger than any encoded program (see the layout above). */
-#define PW_CPU_ENCODED_MAX 8192u
 
 static uint64_t pw_cpu_fnv1a64(const unsigned char* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -258,8 +256,8 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
   uint64_t inputs = pw_cpu_get(&in, 4, "input count");
   uint64_t outputs = pw_cpu_get(&in, 4, "output count");
   uint64_t attrs = pw_cpu_get(&in, 4, "attribute count");
-  if (in.error == NULL && (inputs > PW_BACKEND_MAX_PARAMS ||
-                           outputs > PW_BACKEND_MAX_PARAMS ||
+  if (in.error == NULL && (inputs > PW_CPU_MAX_PARAMS ||
+                           outputs > PW_CPU_MAX_PARAMS ||
                            attrs > PW_CPU_MAX_ATTRS)) {
     in.error = "parameter or attribute count";
   }
@@ -299,6 +297,27 @@ static pw_status_t pw_cpu_decode(const unsigned char* bytes, size_t size,
   return NULL;
 }
 
+/* The input and output counts of executable bytes, read without the
+ * checksum or the rest (0 and 0 when they do not read): sizes load's one
+ * allocation before pw_cpu_decode checks everything. */
+static void pw_cpu_peek_counts(const unsigned char* bytes, size_t size, uint32_t* out_inputs,
+                               uint32_t* out_outputs) {
+  *out_inputs = *out_outputs = 0;
+  if (bytes == NULL || size < PW_CPU_HEADER_SIZE || memcmp(bytes, PW_CPU_MAGIC, 8) != 0) return;
+  pw_cpu_in_t in = {bytes, size, PW_CPU_HEADER_SIZE, NULL};
+  uint64_t length = pw_cpu_get(&in, 4, "kernel name");
+  if (in.error != NULL || length > in.n - in.pos) return;
+  in.pos += (size_t)length;
+  uint64_t rank = pw_cpu_get(&in, 4, "mesh rank");
+  if (in.error != NULL || rank > PW_MAX_MESH_RANK) return;
+  for (uint64_t i = 0; i < rank; ++i) (void)pw_cpu_get(&in, 4, "mesh dimension");
+  uint64_t inputs = pw_cpu_get(&in, 4, "input count");
+  uint64_t outputs = pw_cpu_get(&in, 4, "output count");
+  if (in.error != NULL || inputs > PW_CPU_MAX_PARAMS || outputs > PW_CPU_MAX_PARAMS) return;
+  *out_inputs = (uint32_t)inputs;
+  *out_outputs = (uint32_t)outputs;
+}
+
 /*---------------------------------------------------------------------------
  * vtable methods
  *-------------------------------------------------------------------------*/
@@ -325,33 +344,44 @@ pw_status_t pw_cpu__compile(void* self, const void* program, size_t program_size
                           options);
   }
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "cpu compile");
-  pw_cpu_program_t parsed;
-  pw_cpu__lines_t lines;
-  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_parse(program, program_size, mesh, &parsed, &lines),
+  /* The parsed program and its lines are big (PW_CPU_MAX_PARAMS specs):
+   * on the heap, not the caller's stack. */
+  typedef struct {
+    pw_cpu_program_t program;
+    pw_cpu__lines_t lines;
+  } pw_cpu_parsed_t;
+  pw_cpu_parsed_t* parsed = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(backend->allocator, sizeof(*parsed),
+                                             alignof(pw_cpu_parsed_t), (void**)&parsed),
                          "cpu compile");
-  const pw_cpu__kernel_t* kernel = pw_cpu__kernel_find(backend, parsed.kernel);
-  if (kernel == NULL) {
-    return pw_status_make(PW_STATUS_NOT_FOUND,
-                          "cpu compile: line %u: unknown kernel '%s'", lines.kernel,
-                          parsed.kernel);
+  pw_status_t status =
+      pw_cpu__program_parse(program, program_size, mesh, &parsed->program, &parsed->lines);
+  const pw_cpu__kernel_t* kernel =
+      status == NULL ? pw_cpu__kernel_find(backend, parsed->program.kernel) : NULL;
+  if (status == NULL && kernel == NULL) {
+    status = pw_status_make(PW_STATUS_NOT_FOUND, "line %u: unknown kernel '%s'",
+                            parsed->lines.kernel, parsed->program.kernel);
   }
-  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_validate(kernel, &parsed, mesh, &lines),
-                         "cpu compile");
-  unsigned char encoded[PW_CPU_ENCODED_MAX];
-  pw_cpu_out_t out = {.p = encoded, .n = 0, .capacity = sizeof(encoded)};
-  pw_cpu_encode(&parsed, mesh, &out);
-  if (out.n > out.capacity) {
-    return pw_status_make(PW_STATUS_INTERNAL,
-                          "cpu compile: encoding needs %zu bytes (limit %u)", out.n,
-                          PW_CPU_ENCODED_MAX);
+  if (status == NULL) {
+    status = pw_cpu__program_validate(kernel, &parsed->program, mesh, &parsed->lines);
   }
   void* bytes = NULL;
-  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(allocator, out.n, 0, &bytes),
-                         "cpu compile: executable bytes");
-  memcpy(bytes, encoded, out.n);
-  *out_bytes = bytes;
-  *out_size = out.n;
-  return NULL;
+  if (status == NULL) {
+    /* Two passes: the size (nothing written at capacity 0), then the bytes. */
+    pw_cpu_out_t out = {.p = NULL, .n = 0, .capacity = 0};
+    pw_cpu_encode(&parsed->program, mesh, &out);
+    status = pw_allocator_malloc(allocator, out.n, 0, &bytes);
+    if (status == NULL) {
+      out = (pw_cpu_out_t){.p = bytes, .n = 0, .capacity = out.n};
+      pw_cpu_encode(&parsed->program, mesh, &out);
+      *out_bytes = bytes;
+      *out_size = out.n;
+    } else {
+      status = pw_status_annotate(status, "executable bytes");
+    }
+  }
+  pw_allocator_free(backend->allocator, parsed, sizeof(*parsed));
+  return status ? pw_status_annotate(status, "cpu compile") : NULL;
 }
 
 pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
@@ -365,56 +395,98 @@ pw_status_t pw_cpu__load(void* self, const void* bytes, size_t size,
   }
   PW_RETURN_IF_ERROR(PW_STRUCT_CHECK(out_signature, pw_executable_signature_t,
                                       PW_EXECUTABLE_SIGNATURE_SIZE_V1, "cpu load"));
-  pw_cpu_program_t program;
-  pw_mesh_shape_t mesh;
-  PW_RETURN_IF_ERROR_CTX(pw_cpu_decode(bytes, size, &program, &mesh), "cpu load");
-  const pw_cpu__kernel_t* kernel = pw_cpu__kernel_find(backend, program.kernel);
-  if (kernel == NULL) {
-    return pw_status_make(PW_STATUS_NOT_FOUND,
-                          "cpu load: kernel '%s' is not registered in this backend",
-                          program.kernel);
-  }
-  PW_RETURN_IF_ERROR_CTX(pw_cpu__program_validate(kernel, &program, &mesh, NULL),
-                         "cpu load");
+  /* Decoded straight into the executable (a program is ~100 KB: not on
+   * the stack), its per-parameter arrays after the struct: one
+   * allocation, sized by the counts read ahead (bytes whose counts do not
+   * read get none; the decode then says what is wrong). */
+  uint32_t peek_in = 0, peek_out = 0;
+  pw_cpu_peek_counts(bytes, size, &peek_in, &peek_out);
+  size_t head = (sizeof(struct pw_backend_executable_s) + 15) & ~(size_t)15;
+  size_t n = (size_t)peek_in + peek_out;
+  size_t total = head + n * (sizeof(pw_shape_t) + sizeof(size_t));
   void* memory = NULL;
-  PW_RETURN_IF_ERROR_CTX(
-      pw_allocator_calloc(backend->allocator, sizeof(struct pw_backend_executable_s),
-                          alignof(struct pw_backend_executable_s), &memory),
-      "cpu load: kernel '%s'", program.kernel);
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(backend->allocator, total,
+                                             alignof(struct pw_backend_executable_s), &memory),
+                         "cpu load");
   pw_backend_executable_t exe = memory;
+  exe->alloc_size = total;
+  pw_cpu_program_t* program_p = &exe->program;
+  pw_mesh_shape_t mesh;
+  pw_status_t decoded = pw_cpu_decode(bytes, size, program_p, &mesh);
+  if (decoded == NULL &&
+      (program_p->input_count != peek_in || program_p->output_count != peek_out)) {
+    decoded = pw_status_make(PW_STATUS_INTERNAL, "parameter counts read twice differ");
+  }
+  const pw_cpu__kernel_t* kernel =
+      decoded == NULL ? pw_cpu__kernel_find(backend, program_p->kernel) : NULL;
+  if (decoded == NULL && kernel == NULL) {
+    decoded = pw_status_make(PW_STATUS_NOT_FOUND,
+                             "kernel '%s' is not registered in this backend",
+                             program_p->kernel);
+  }
+  if (decoded == NULL) decoded = pw_cpu__program_validate(kernel, program_p, &mesh, NULL);
+  if (decoded != NULL) {
+    pw_allocator_free(backend->allocator, exe, exe->alloc_size);
+    return pw_status_annotate(decoded, "cpu load");
+  }
+  pw_shape_t* shapes = (pw_shape_t*)((unsigned char*)exe + head);
+  size_t* sizes = (size_t*)(shapes + n);
+  exe->input_shards = shapes;
+  exe->output_shards = shapes + program_p->input_count;
+  exe->input_bytes = sizes;
+  exe->output_bytes = sizes + program_p->input_count;
+  const pw_cpu_program_t* program = &exe->program;
   exe->magic = PW_CPU__EXECUTABLE_MAGIC;
   atomic_init(&exe->refs, 1);
   exe->backend = backend;
   exe->kernel = kernel;
   exe->mesh = mesh;
-  exe->program = program;
-  exe->group_axes = pw_cpu__collective_axes(&program, &mesh);
+  exe->group_axes = pw_cpu__collective_axes(program, &mesh);
   /* pw_cpu__program_validate checked every spec's size: these cannot fail. */
   pw_status_t status = NULL;
-  for (uint32_t i = 0; status == NULL && i < program.input_count; ++i) {
-    const pw_backend_param_t* p = &program.inputs[i];
+  for (uint32_t i = 0; status == NULL && i < program->input_count; ++i) {
+    const pw_backend_param_t* p = &program->inputs[i];
     exe->input_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
     status = pw_array_spec_byte_sizes(p, &mesh, NULL, &exe->input_bytes[i]);
   }
-  for (uint32_t i = 0; status == NULL && i < program.output_count; ++i) {
-    const pw_backend_param_t* p = &program.outputs[i];
+  for (uint32_t i = 0; status == NULL && i < program->output_count; ++i) {
+    const pw_backend_param_t* p = &program->outputs[i];
     exe->output_shards[i] = pw_sharding_shard_shape(&p->sharding, &p->shape, &mesh);
     status = pw_array_spec_byte_sizes(p, &mesh, NULL, &exe->output_bytes[i]);
   }
   if (status != NULL) {
-    pw_allocator_free(backend->allocator, exe, sizeof(*exe));
-    return pw_status_annotate(status, "cpu load: kernel '%s'", program.kernel);
+    status = pw_status_annotate(status, "cpu load: kernel '%s'", program->kernel);
+    pw_allocator_free(backend->allocator, exe, exe->alloc_size);
+    return status;
   }
   atomic_fetch_add(&backend->live_executables, 1);
 
   pw_executable_signature_t sig;
   memset(&sig, 0, sizeof(sig));
-  memcpy(sig.name, program.kernel, sizeof(sig.name));
+  memcpy(sig.name, program->kernel, sizeof(sig.name));
   sig.mesh = mesh;
-  sig.input_count = program.input_count;
-  sig.output_count = program.output_count;
-  memcpy(sig.inputs, program.inputs, sizeof(program.inputs));
-  memcpy(sig.outputs, program.outputs, sizeof(program.outputs));
+  sig.input_count = program->input_count;
+  sig.output_count = program->output_count;
+  /* The fixed arrays hold the first PW_BACKEND_MAX_PARAMS (a v1 caller
+   * with more is refused below); the v2 pointers every spec, in the
+   * executable (valid until unload). */
+  for (uint32_t i = 0; i < sig.input_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig.inputs[i] = program->inputs[i];
+  }
+  for (uint32_t i = 0; i < sig.output_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig.outputs[i] = program->outputs[i];
+  }
+  sig.input_specs = program->inputs;
+  sig.output_specs = program->outputs;
+  if (!PW_STRUCT_HAS_FIELD(out_signature, pw_executable_signature_t, output_specs) &&
+      (sig.input_count > PW_BACKEND_MAX_PARAMS || sig.output_count > PW_BACKEND_MAX_PARAMS)) {
+    pw_cpu__executable_release(exe);
+    return pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                          "cpu load: kernel '%s' has %u inputs and %u outputs; the caller's "
+                          "v1 signature holds %d of each",
+                          program->kernel, sig.input_count, sig.output_count,
+                          PW_BACKEND_MAX_PARAMS);
+  }
   pw_struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = exe;
   return NULL;
@@ -424,7 +496,7 @@ void pw_cpu__executable_release(pw_backend_executable_t exe) {
   if (atomic_fetch_sub(&exe->refs, 1) != 1) return;
   pw_cpu__backend_t* backend = exe->backend;
   exe->magic = 0;
-  pw_allocator_free(backend->allocator, exe, sizeof(*exe));
+  pw_allocator_free(backend->allocator, exe, exe->alloc_size);
   atomic_fetch_sub(&backend->live_executables, 1);
 }
 

@@ -1,6 +1,6 @@
 /* Built-in elementwise kernels: copy, spin, fill, add, sub, mul, scale,
  * axpy, sgd_update, relu, relu_grad, sigmoid, logistic_loss,
- * logistic_loss_grad, bias_add.
+ * logistic_loss_grad, bias_add, add_scalar (variadic).
  *
  * Elementwise kernels need no communication: every parameter has the same
  * global shape and lays it out alike over the mesh ("aligned": any
@@ -297,6 +297,37 @@ static pw_status_t pw_cpu_check_linear_hook(void* user,
   return pw_cpu__check_layouts(program, mesh, true);
 }
 
+/* add_scalar: y_i = x_i + value for each of the n pairs (variadic). */
+static pw_status_t pw_cpu_run_add_scalar(const pw_cpu_kernel_call_t* call) {
+  const double value = pw_cpu_program_number_attr(call->program, "value", 0.0);
+  for (uint32_t k = 0; k < call->output_count; ++k) {
+    const pw_cpu_input_shard_t* x = &call->inputs[k];
+    const pw_cpu_output_shard_t* y = &call->outputs[k];
+    const size_t n = pw_cpu__elements(&y->shape);
+    switch (y->dtype) {
+      case PW_DTYPE_F32:
+        for (size_t i = 0; i < n; ++i) {
+          ((float*)y->data)[i] = ((const float*)x->data)[i] + (float)value;
+        }
+        break;
+      case PW_DTYPE_F64:
+        for (size_t i = 0; i < n; ++i) {
+          ((double*)y->data)[i] = ((const double*)x->data)[i] + value;
+        }
+        break;
+      case PW_DTYPE_F16:
+      case PW_DTYPE_BF16:
+        for (size_t i = 0; i < n; ++i) {
+          pw_cpu__half_store(y->dtype, y->data, i,
+                             pw_cpu__half_load(y->dtype, x->data, i) + (float)value);
+        }
+        break;
+      default: return pw_cpu_ew_dtype_error("add_scalar", y->dtype);
+    }
+  }
+  return NULL;
+}
+
 /*---------------------------------------------------------------------------
  * Signatures
  *-------------------------------------------------------------------------*/
@@ -366,6 +397,11 @@ const pw_cpu__builtin_t pw_cpu__elementwise_kernels[] = {
     PW_CPU_EW_KERNEL(logistic_loss_grad, pw_cpu_zy, 2, pw_cpu_scale, 1),
     PW_CPU_KERNEL("bias_add", pw_cpu_xbias, 2, pw_cpu_y, NULL, 0,
                   pw_cpu_check_bias_add, pw_cpu_run_bias_add),
+    {{.struct_size = sizeof(pw_cpu_kernel_def_t), .name = "add_scalar", .input_count = 1,
+      .inputs = pw_cpu_x, .output_count = 1, .outputs = pw_cpu_y, .attr_count = 1,
+      .attrs = pw_cpu_value, .flags = PW_CPU_KERNEL_SAME_DTYPE | PW_CPU_KERNEL_VARIADIC,
+      .check = pw_cpu_check_aligned_hook, .run = pw_cpu_run_add_scalar},
+     PW_CPU__NOT_COLLECTIVE},
 };
 const size_t pw_cpu__elementwise_kernel_count =
     sizeof(pw_cpu__elementwise_kernels) / sizeof(pw_cpu__elementwise_kernels[0]);

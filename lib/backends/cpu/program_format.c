@@ -156,15 +156,15 @@ pw_status_t pw_cpu__program_check(const pw_cpu_program_t* program) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu program: invalid or missing kernel name");
   }
-  if (program->input_count > PW_BACKEND_MAX_PARAMS ||
-      program->output_count > PW_BACKEND_MAX_PARAMS ||
+  if (program->input_count > PW_CPU_MAX_PARAMS ||
+      program->output_count > PW_CPU_MAX_PARAMS ||
       program->attr_count > PW_CPU_MAX_ATTRS) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "cpu program: %u inputs, %u outputs, %u attributes "
                           "exceed the maxima (%d, %d, %d)",
                           program->input_count, program->output_count,
-                          program->attr_count, PW_BACKEND_MAX_PARAMS,
-                          PW_BACKEND_MAX_PARAMS, PW_CPU_MAX_ATTRS);
+                          program->attr_count, PW_CPU_MAX_PARAMS,
+                          PW_CPU_MAX_PARAMS, PW_CPU_MAX_ATTRS);
   }
   for (uint32_t i = 0; i < program->input_count; ++i) {
     const pw_backend_param_t* p = &program->inputs[i];
@@ -222,9 +222,9 @@ static pw_status_t pw_cpu_program_add(pw_cpu_program_t* program, bool input,
                           "pw_cpu_program_add_%s: NULL argument", role);
   }
   uint32_t* count = input ? &program->input_count : &program->output_count;
-  if (*count >= PW_BACKEND_MAX_PARAMS) {
+  if (*count >= PW_CPU_MAX_PARAMS) {
     return pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED,
-                          "cpu program: more than %d %ss", PW_BACKEND_MAX_PARAMS,
+                          "cpu program: more than %d %ss", PW_CPU_MAX_PARAMS,
                           role);
   }
   PW_RETURN_IF_ERROR(pw_cpu_check_param(role, *count, dtype, shape, &sharding));

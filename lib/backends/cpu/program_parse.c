@@ -463,8 +463,8 @@ static pw_status_t pw_cpu_parse_param(uint32_t line, const pw_cpu_token_t* token
                          role, role);
   }
   uint32_t* n = input ? &program->input_count : &program->output_count;
-  if (*n == PW_BACKEND_MAX_PARAMS) {
-    return pw_cpu_syntax(line, "more than %d %ss", PW_BACKEND_MAX_PARAMS, role);
+  if (*n == PW_CPU_MAX_PARAMS) {
+    return pw_cpu_syntax(line, "more than %d %ss", PW_CPU_MAX_PARAMS, role);
   }
   pw_backend_param_t param;
   memset(&param, 0, sizeof(param));

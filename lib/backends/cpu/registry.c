@@ -86,11 +86,16 @@ static pw_status_t pw_cpu_fill_kernel(const pw_cpu_kernel_def_t* def,
                           def->attr_count, PW_BACKEND_MAX_PARAMS,
                           PW_BACKEND_MAX_PARAMS, PW_CPU_MAX_ATTRS);
   }
+  if ((def->flags & PW_CPU_KERNEL_VARIADIC) && def->input_count == 0) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "kernel '%s': a variadic kernel needs at least one input", name);
+  }
   if (def->run == NULL && collective == PW_CPU__NOT_COLLECTIVE) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "kernel '%s' has no run function", name);
   }
-  if ((def->flags & ~(PW_CPU_KERNEL_SAME_DTYPE | PW_CPU_KERNEL_OPEN_ATTRS)) != 0) {
+  if ((def->flags & ~(PW_CPU_KERNEL_SAME_DTYPE | PW_CPU_KERNEL_OPEN_ATTRS |
+                      PW_CPU_KERNEL_VARIADIC)) != 0) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "kernel '%s': unknown flags 0x%x", name, def->flags);
   }
@@ -308,8 +313,19 @@ pw_status_t pw_cpu__program_validate(const pw_cpu__kernel_t* kernel,
                                      const pw_cpu__lines_t* lines) {
   char where[32];
   pw_cpu_line_prefix(lines, lines ? lines->kernel : 0, where, sizeof(where));
-  if (program->input_count != kernel->input_count ||
-      program->output_count != kernel->output_count) {
+  bool variadic = (kernel->flags & PW_CPU_KERNEL_VARIADIC) != 0;
+  if (variadic) {
+    uint32_t n = program->input_count / kernel->input_count;
+    if (n == 0 || program->input_count != n * kernel->input_count ||
+        program->output_count != n * kernel->output_count) {
+      return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "%skernel '%s' takes n x %u inputs and n x %u outputs (n >= 1); "
+                            "the program has %u and %u",
+                            where, kernel->name, kernel->input_count, kernel->output_count,
+                            program->input_count, program->output_count);
+    }
+  } else if (program->input_count != kernel->input_count ||
+             program->output_count != kernel->output_count) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                           "%skernel '%s' takes %u inputs and %u outputs; the "
                           "program has %u and %u",
@@ -321,12 +337,14 @@ pw_status_t pw_cpu__program_validate(const pw_cpu__kernel_t* kernel,
       program->input_count ? &program->inputs[0] : &program->outputs[0];
   for (uint32_t i = 0; i < program->input_count; ++i) {
     pw_cpu_line_prefix(lines, lines ? lines->inputs[i] : 0, where, sizeof(where));
-    PW_RETURN_IF_ERROR(pw_cpu_validate_param(kernel, "input", i, &kernel->inputs[i],
+    PW_RETURN_IF_ERROR(pw_cpu_validate_param(kernel, "input", i,
+                                             &kernel->inputs[i % kernel->input_count],
                                              &program->inputs[i], first, mesh, where));
   }
   for (uint32_t i = 0; i < program->output_count; ++i) {
     pw_cpu_line_prefix(lines, lines ? lines->outputs[i] : 0, where, sizeof(where));
-    PW_RETURN_IF_ERROR(pw_cpu_validate_param(kernel, "output", i, &kernel->outputs[i],
+    PW_RETURN_IF_ERROR(pw_cpu_validate_param(kernel, "output", i,
+                                             &kernel->outputs[i % kernel->output_count],
                                              &program->outputs[i], first, mesh,
                                              where));
   }

@@ -100,7 +100,7 @@ static void pw_sim_write_payload(pw_sim_writer_t* w, const pw_sim__program_t* p,
 pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size,
                             const pw_mesh_shape_t* mesh, const char* options,
                             pw_allocator_t allocator, void** out_bytes, size_t* out_size) {
-  (void)self;
+  pw_sim__backend_t* b = self;
   *out_bytes = NULL;
   *out_size = 0;
   if (options != NULL && options[0] != '\0') {
@@ -110,18 +110,27 @@ pw_status_t pw_sim__compile(void* self, const void* program, size_t program_size
   if (mesh == NULL) {
     return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "sim compile: mesh is NULL");
   }
-  pw_sim__program_t p;
-  PW_RETURN_IF_ERROR(pw_sim__program_parse(program, program_size, mesh, &p));
-  PW_RETURN_IF_ERROR(pw_sim__program_check(&p, mesh));
+  pw_sim__program_t* p = NULL; /* ~100 KB: not on the caller's stack */
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(b->allocator, sizeof(*p), 0, (void**)&p),
+                         "sim compile");
+  pw_status_t status = pw_sim__program_parse(program, program_size, mesh, p);
+  if (status == NULL) status = pw_sim__program_check(p, mesh);
   pw_sim_writer_t measure = {NULL, 0};
-  pw_sim_write_payload(&measure, &p, mesh);
+  if (status == NULL) pw_sim_write_payload(&measure, p, mesh);
   size_t size = PW_SIM_HEADER_SIZE + measure.at;
   void* memory = NULL;
-  PW_RETURN_IF_ERROR_CTX(pw_allocator_malloc(allocator, size, 8, &memory),
-                         "sim compile of '%s'", p.name);
+  if (status == NULL) {
+    status = pw_allocator_malloc(allocator, size, 8, &memory);
+    if (status != NULL) status = pw_status_annotate(status, "sim compile of '%s'", p->name);
+  }
+  if (status != NULL) {
+    pw_allocator_free(b->allocator, p, sizeof(*p));
+    return status;
+  }
   unsigned char* bytes = memory;
   pw_sim_writer_t w = {bytes + PW_SIM_HEADER_SIZE, 0};
-  pw_sim_write_payload(&w, &p, mesh);
+  pw_sim_write_payload(&w, p, mesh);
+  pw_allocator_free(b->allocator, p, sizeof(*p));
   memcpy(bytes, PW_SIM_MAGIC, 8);
   pw_sim_writer_t h = {bytes + 8, 0};
   pw_sim_put(&h, PW_SIM_FORMAT_VERSION, 4);
@@ -185,8 +194,8 @@ static pw_status_t pw_sim_read_payload(pw_sim_reader_t* r, uint64_t version,
   uint64_t has_cb = pw_sim_get(r, 4);
   uint64_t inputs = pw_sim_get(r, 4);
   uint64_t outputs = pw_sim_get(r, 4);
-  if (kind >= PW_SIM__KIND_COUNT || has_cb > 1 || inputs > PW_BACKEND_MAX_PARAMS ||
-      outputs > PW_BACKEND_MAX_PARAMS || p->time_ns > (uint64_t)PW_SIM__MAX_NS ||
+  if (kind >= PW_SIM__KIND_COUNT || has_cb > 1 || inputs > PW_SIM__MAX_PARAMS ||
+      outputs > PW_SIM__MAX_PARAMS || p->time_ns > (uint64_t)PW_SIM__MAX_NS ||
       !pw_sim_good_number(p->flops) || !pw_sim_good_number(p->bytes) ||
       !pw_sim_good_number(p->collective_bytes)) {
     return pw_status_make(PW_STATUS_DATA_LOSS, "sim executable '%s': corrupt header fields",
@@ -363,47 +372,68 @@ pw_status_t pw_sim__load(void* self, const void* bytes, size_t size,
   if (pw_sim_fnv1a(in + PW_SIM_HEADER_SIZE, (size_t)payload) != checksum) {
     return pw_status_make(PW_STATUS_DATA_LOSS, "sim load: checksum mismatch (corrupt bytes)");
   }
-  pw_sim__program_t p;
-  pw_mesh_shape_t mesh;
-  pw_sim_reader_t r = {in + PW_SIM_HEADER_SIZE, (size_t)payload, 0, false};
-  PW_RETURN_IF_ERROR(pw_sim_read_payload(&r, version, &p, &mesh));
-  PW_RETURN_IF_ERROR_CTX(pw_sim__program_check(&p, &mesh), "sim load");
-
+  /* Decoded straight into the executable (a program is ~100 KB). */
   void* memory = NULL;
   PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc(b->allocator, sizeof(struct pw_backend_executable_s),
                                              alignof(struct pw_backend_executable_s), &memory),
-                         "sim load of '%s'", p.name);
+                         "sim load");
   pw_backend_executable_t e = memory;
+  const pw_sim__program_t* pp = &e->program;
+  pw_mesh_shape_t mesh;
+  pw_sim_reader_t r = {in + PW_SIM_HEADER_SIZE, (size_t)payload, 0, false};
+  pw_status_t checked = pw_sim_read_payload(&r, version, &e->program, &mesh);
+  if (checked == NULL) {
+    checked = pw_sim__program_check(pp, &mesh);
+    if (checked != NULL) checked = pw_status_annotate(checked, "sim load");
+  }
+  if (checked == NULL && out_signature->struct_size < PW_EXECUTABLE_SIGNATURE_SIZE_V2 &&
+      (pp->input_count > PW_BACKEND_MAX_PARAMS || pp->output_count > PW_BACKEND_MAX_PARAMS)) {
+    checked = pw_status_make(PW_STATUS_OUT_OF_RANGE,
+                             "sim load: '%s' has %u inputs and %u outputs; a v1 signature "
+                             "holds %d of each",
+                             pp->name, pp->input_count, pp->output_count, PW_BACKEND_MAX_PARAMS);
+  }
+  if (checked != NULL) {
+    pw_allocator_free(b->allocator, e, sizeof(*e));
+    return checked;
+  }
   e->magic = PW_SIM__EXECUTABLE_MAGIC;
   atomic_init(&e->refs, 1);
   e->backend = b;
-  e->program = p;
   e->mesh = mesh;
   e->group_size = pw_mesh_shape_device_count(&mesh);
-  e->ring_size = pw_sim__group_size_over(&mesh, p.over_axes);
+  e->ring_size = pw_sim__group_size_over(&mesh, pp->over_axes);
   /* pw_sim__program_check checked every spec: these cannot fail. */
   pw_status_t status = NULL;
-  for (uint32_t i = 0; status == NULL && i < p.input_count; ++i) {
-    status = pw_array_spec_byte_sizes(&p.inputs[i], &mesh, NULL, &e->input_bytes[i]);
+  for (uint32_t i = 0; status == NULL && i < pp->input_count; ++i) {
+    status = pw_array_spec_byte_sizes(&pp->inputs[i], &mesh, NULL, &e->input_bytes[i]);
   }
-  for (uint32_t i = 0; status == NULL && i < p.output_count; ++i) {
-    status = pw_array_spec_byte_sizes(&p.outputs[i], &mesh, NULL, &e->output_bytes[i]);
+  for (uint32_t i = 0; status == NULL && i < pp->output_count; ++i) {
+    status = pw_array_spec_byte_sizes(&pp->outputs[i], &mesh, NULL, &e->output_bytes[i]);
   }
   if (status != NULL) {
     pw_allocator_free(b->allocator, e, sizeof(*e));
-    return pw_status_annotate(status, "sim load of '%s'", p.name);
+    return pw_status_annotate(status, "sim load of '%s'", pp->name);
   }
   e->cost_ns = pw_sim_cost(b, e);
   atomic_fetch_add(&b->live_executables, 1);
 
   pw_executable_signature_t sig;
   memset(&sig, 0, sizeof(sig));
-  snprintf(sig.name, sizeof(sig.name), "%s", p.name);
+  snprintf(sig.name, sizeof(sig.name), "%s", pp->name);
   sig.mesh = mesh;
-  sig.input_count = p.input_count;
-  sig.output_count = p.output_count;
-  memcpy(sig.inputs, p.inputs, sizeof(p.inputs));
-  memcpy(sig.outputs, p.outputs, sizeof(p.outputs));
+  sig.input_count = pp->input_count;
+  sig.output_count = pp->output_count;
+  /* The fixed arrays: the first PW_BACKEND_MAX_PARAMS; the v2 pointers:
+   * every spec, in the executable (valid until unload). */
+  for (uint32_t i = 0; i < sig.input_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig.inputs[i] = pp->inputs[i];
+  }
+  for (uint32_t i = 0; i < sig.output_count && i < PW_BACKEND_MAX_PARAMS; ++i) {
+    sig.outputs[i] = pp->outputs[i];
+  }
+  sig.input_specs = pp->inputs;
+  sig.output_specs = pp->outputs;
   pw_struct_fill(out_signature, &sig, sizeof(sig));
   *out_executable = e;
   return NULL;

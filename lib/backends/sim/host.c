@@ -52,8 +52,8 @@ struct pw_sim__lane_t {
 /* One device's part, as launch.c takes it. */
 typedef struct pw_sim_part_desc_t {
   pw_backend_launch_t launch;
-  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_memory_t inputs[PW_SIM__MAX_PARAMS];
+  pw_backend_memory_t outputs[PW_SIM__MAX_PARAMS];
 } pw_sim_part_desc_t;
 
 static void pw_sim_spin_lock(atomic_uint* lock) {

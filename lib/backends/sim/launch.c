@@ -9,6 +9,7 @@
  * modes push the decided completion into the event queue (queue.c).
  * Collectives are in collective.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
@@ -60,6 +61,60 @@ void pw_sim__call_done_busy(pw_sim__backend_t* b, pw_backend_done_fn_t done,
 /* The launch's done_timed, when its struct_size covers it. */
 static pw_backend_done_timed_fn_t pw_sim_done_timed(const pw_backend_launch_t* l) {
   return l->struct_size >= PW_BACKEND_LAUNCH_SIZE_V2 ? l->done_timed : NULL;
+}
+
+/* Above this many (output, parameter) pairs a launch's outputs are checked
+ * for aliases by sorting, not pairwise. */
+#define PW_SIM_ALIAS_QUADRATIC 1024u
+
+typedef struct pw_sim_alias_t {
+  uintptr_t memory;
+  uint32_t output;  /* 0: an input, 1: an output */
+  uint32_t index;
+} pw_sim_alias_t;
+
+static int pw_sim_alias_cmp(const void* a, const void* b) {
+  const pw_sim_alias_t* x = a;
+  const pw_sim_alias_t* y = b;
+  if (x->memory != y->memory) return x->memory < y->memory ? -1 : 1;
+  if (x->output != y->output) return x->output < y->output ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The wide launches' alias check (as the pairwise one says), O(n log n). */
+static pw_status_t pw_sim_check_aliases(pw_sim__backend_t* b, const pw_backend_launch_t* l,
+                                        const char* name) {
+  size_t n = (size_t)l->input_count + l->output_count;
+  pw_sim_alias_t* v = NULL;
+  PW_RETURN_IF_ERROR_CTX(pw_allocator_calloc_array(b->allocator, n, sizeof(*v), 0, (void**)&v),
+                         "sim launch of '%s': checking %zu arguments", name, n);
+  size_t at = 0;
+  for (uint32_t i = 0; i < l->input_count; ++i) {
+    v[at++] = (pw_sim_alias_t){(uintptr_t)l->inputs[i], 0, i};
+  }
+  for (uint32_t o = 0; o < l->output_count; ++o) {
+    v[at++] = (pw_sim_alias_t){(uintptr_t)l->outputs[o], 1, o};
+  }
+  qsort(v, n, sizeof(*v), pw_sim_alias_cmp);
+  pw_status_t status = NULL;
+  for (size_t k = 0; k < n && status == NULL;) {
+    size_t end = k + 1, first_output = k;
+    while (end < n && v[end].memory == v[k].memory) ++end;
+    while (first_output < end && !v[first_output].output) ++first_output;
+    if (first_output < end && end - k > 1) {
+      status = first_output > k
+                   ? pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                    "sim launch of '%s': output %u is the same memory as "
+                                    "input %u",
+                                    name, v[first_output].index, v[k].index)
+                   : pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                                    "sim launch of '%s': outputs %u and %u are the same memory",
+                                    name, v[k].index, v[k + 1].index);
+    }
+    k = end;
+  }
+  pw_allocator_free(b->allocator, v, n * sizeof(*v));
+  return status;
 }
 
 /*---------------------------------------------------------------------------
@@ -120,6 +175,9 @@ pw_status_t pw_sim__check_launch(pw_sim__backend_t* b, const pw_backend_launch_t
       }
     }
   }
+  if ((uint64_t)l->output_count * (l->input_count + l->output_count) > PW_SIM_ALIAS_QUADRATIC) {
+    return pw_sim_check_aliases(b, l, name);
+  }
   for (uint32_t o = 0; o < l->output_count; ++o) {
     for (uint32_t i = 0; i < l->input_count; ++i) {
       if (l->outputs[o] == l->inputs[i]) {
@@ -173,6 +231,12 @@ void pw_sim__account(pw_sim__backend_t* b, uint32_t device, uint64_t begin, uint
 
 void pw_sim__part_free(pw_sim__backend_t* b, pw_sim__part_t* part) {
   pw_status_free(part->status);
+  if (part->wide_args != NULL) {
+    pw_allocator_free(b->allocator, part->wide_args,
+                      ((size_t)part->input_count + part->output_count) *
+                          sizeof(pw_backend_memory_t));
+    part->wide_args = NULL;
+  }
   if (part->executable != NULL) pw_sim__executable_release(part->executable);
   pw_sim__part_recycle(b, part);
 }
@@ -320,6 +384,21 @@ pw_status_t pw_sim__part_new(pw_sim__backend_t* b, const pw_backend_launch_t* l,
   if (l->output_count > 0) part->output0 = l->outputs[0];
   part->input_count = l->input_count;
   part->output_count = l->output_count;
+  part->inputs = part->inline_args;
+  part->outputs = part->inline_args + PW_BACKEND_MAX_PARAMS;
+  if (l->input_count > PW_BACKEND_MAX_PARAMS || l->output_count > PW_BACKEND_MAX_PARAMS) {
+    status = pw_allocator_calloc_array(b->allocator, (size_t)l->input_count + l->output_count,
+                                       sizeof(pw_backend_memory_t), 0,
+                                       (void**)&part->wide_args);
+    if (status != NULL) {
+      pw_sim__part_discard(b, part);
+      return pw_status_annotate(status, "sim launch of '%s' on device %u: %u arguments",
+                                l->executable->program.name, l->device,
+                                l->input_count + l->output_count);
+    }
+    part->inputs = part->wide_args;
+    part->outputs = part->wide_args + l->input_count;
+  }
   if (l->input_count > 0) memcpy(part->inputs, l->inputs, l->input_count * sizeof(l->inputs[0]));
   if (l->output_count > 0) {
     memcpy(part->outputs, l->outputs, l->output_count * sizeof(l->outputs[0]));

@@ -369,8 +369,8 @@ static pw_status_t pw_sim_directive(unsigned line, const pw_sim_token_t* tokens,
   }
   bool input = pw_sim_token_is(d, "input");
   uint32_t* n = input ? &p->input_count : &p->output_count;
-  if (*n == PW_BACKEND_MAX_PARAMS) {
-    return pw_sim_line_error(line, "too many parameters (maximum 16):", d);
+  if (*n == PW_SIM__MAX_PARAMS) {
+    return pw_sim_line_error(line, "too many parameters (maximum 512):", d);
   }
   pw_backend_param_t* param = input ? &p->inputs[*n] : &p->outputs[*n];
   memset(param, 0, sizeof(*param));

@@ -58,7 +58,12 @@ typedef enum pw_sim__kind_e {
 /* Largest virtual duration a program may declare (about 31 years). */
 #define PW_SIM__MAX_NS 1e18
 
-/* A parsed program: a plain value. */
+/* Inputs, and separately outputs, a program holds (past the signature's
+ * fixed arrays: load hands the runtime v2 pointers). */
+#define PW_SIM__MAX_PARAMS 512
+
+/* A parsed program: a plain value (about 100 KB: compile and load keep
+ * theirs on the heap). */
 typedef struct pw_sim__program_t {
   char name[PW_SIM__NAME_MAX];
   pw_sim__kind_t kind;
@@ -69,8 +74,8 @@ typedef struct pw_sim__program_t {
   bool has_collective_bytes;
   uint32_t input_count;
   uint32_t output_count;
-  pw_backend_param_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_param_t outputs[PW_BACKEND_MAX_PARAMS];
+  pw_backend_param_t inputs[PW_SIM__MAX_PARAMS];
+  pw_backend_param_t outputs[PW_SIM__MAX_PARAMS];
   /* Collectives: the mesh axes they run over (bit a for axis a; the `over`
    * directive); 0: every device of the mesh. */
   uint32_t over_axes;
@@ -297,8 +302,8 @@ struct pw_backend_executable_s {
   uint32_t ring_size;   /* devices of one group (over its axes): the ring */
   uint64_t cost_ns;     /* on one slice (a gang over several: collective_cost) */
   double base_ns;       /* the cost without the collective term, unrounded */
-  size_t input_bytes[PW_BACKEND_MAX_PARAMS];  /* per-device shard sizes */
-  size_t output_bytes[PW_BACKEND_MAX_PARAMS];
+  size_t input_bytes[PW_SIM__MAX_PARAMS];  /* per-device shard sizes */
+  size_t output_bytes[PW_SIM__MAX_PARAMS];
 };
 
 /* INVALID_ARGUMENT unless |memory| is a live allocation of |backend| on
@@ -366,8 +371,13 @@ struct pw_sim__part_t {
   bool decided;                   /* time (and kind, status) known */
   uint32_t input_count;
   uint32_t output_count;
-  pw_backend_memory_t inputs[PW_BACKEND_MAX_PARAMS];
-  pw_backend_memory_t outputs[PW_BACKEND_MAX_PARAMS];
+  /* input_count / output_count entries: |inline_args| for at most
+   * PW_BACKEND_MAX_PARAMS of each, else |wide_args| (heap, freed with the
+   * part: pw_sim__part_free). */
+  pw_backend_memory_t* inputs;
+  pw_backend_memory_t* outputs;
+  pw_backend_memory_t* wide_args;
+  pw_backend_memory_t inline_args[2 * PW_BACKEND_MAX_PARAMS];
 };
 
 /* A collective in progress: the parts of one gang that have arrived.

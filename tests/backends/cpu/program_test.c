@@ -157,9 +157,9 @@ Test(cpu_program, error_bad_attribute) {
 }
 
 Test(cpu_program, error_too_many_params_and_attrs) {
-  char text[4096] = "kernel k\n";
-  for (int i = 0; i < 17; ++i) strcat(text, "input f32[1] replicated\n");
-  expect_error(text, "line 18", "more than 16 inputs");
+  static char text[PW_CPU_PROGRAM_TEXT_MAX] = "kernel k\n";
+  for (int i = 0; i < PW_CPU_MAX_PARAMS + 1; ++i) strcat(text, "input f32[1] replicated\n");
+  expect_error(text, "line 514", "more than 512 inputs");
   strcpy(text, "kernel k\n");
   for (int i = 0; i < 17; ++i) {
     char line[32];
@@ -267,7 +267,7 @@ Test(cpu_program, builder_rejects_bad_values) {
   s = pw_cpu_program_set_string(&p, "mode", "inf");
   cr_assert_eq(pw_status_code(s), PW_STATUS_INVALID_ARGUMENT);
   pw_status_free(s);
-  for (int i = 0; i < PW_BACKEND_MAX_PARAMS; ++i) {
+  for (int i = 0; i < PW_CPU_MAX_PARAMS; ++i) {
     cr_assert_null(pw_cpu_program_add_output(&p, PW_DTYPE_U8, &ok, pw_sharding_replicated()));
   }
   s = pw_cpu_program_add_output(&p, PW_DTYPE_U8, &ok, pw_sharding_replicated());

@@ -3,6 +3,7 @@
  * hangs), the MANUAL mode driving a runtime, determinism of the trace hash
  * across runs, seeds and delivery modes, and a 64 x 256 fleet. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,4 +242,52 @@ Test(sim_runtime, fleet_of_64_slices_of_256_chips) {
   cr_assert_eq(m.trace_hash, a.trace_hash);
   double seconds = (double)(pw_clock_now() - start) / 1e9;
   cr_assert_lt(seconds, 60.0, "the 64x256 fleet took %.1f s", seconds);
+}
+
+/* A sim op past the signature's fixed arrays: 300 inputs and 300 outputs
+ * (v2 pointers), fed by a 300-output op, run through the runtime. */
+Test(sim_runtime, three_hundred_inputs_and_outputs) {
+  pw_sim_backend_options_t o = pw_sim_fleet_options(1, 2, PW_SIM_MODE_INLINE);
+  pw_sim_fleet_t f;
+  PW_SIM_OK(pw_sim_fleet_init(&f, &o, pw_allocator_system()));
+  enum { WIDE = 300 };
+  size_t cap = 64 + 2 * WIDE * 32;
+  char* producer = malloc(cap);
+  char* consumer = malloc(cap);
+  cr_assert(producer != NULL && consumer != NULL);
+  size_t a = (size_t)snprintf(producer, cap, "op make\ntime 1us\n");
+  size_t b = (size_t)snprintf(consumer, cap, "op take\ntime 1us\n");
+  for (int i = 0; i < WIDE; ++i) {
+    a += (size_t)snprintf(producer + a, cap - a, "output f32[8] split(0,all)\n");
+    b += (size_t)snprintf(consumer + b, cap - b, "input f32[8] split(0,all)\n");
+  }
+  for (int i = 0; i < WIDE; ++i) {
+    b += (size_t)snprintf(consumer + b, cap - b, "output f32[8] split(0,all)\n");
+  }
+  pw_executable_t make = pw_sim_compile(&f, producer);
+  pw_executable_t take = pw_sim_compile(&f, consumer);
+  uint32_t count = 0;
+  PW_SIM_OK(pw_executable_param_count(f.client, take, PW_PARAM_INPUT, &count));
+  cr_assert_eq(count, WIDE);
+  pw_array_spec_t last;
+  PW_SIM_OK(pw_executable_param(f.client, take, PW_PARAM_OUTPUT, WIDE - 1, &last));
+  cr_assert_eq(last.shape.dims[0], 8);
+  pw_graph_t g;
+  PW_SIM_OK(pw_graph_create(f.client, &g));
+  uint32_t nm, nt;
+  PW_SIM_OK(pw_graph_add_compute(f.client, g, "make", make, f.vslices[0], NULL, 0, &nm));
+  pw_value_t in[WIDE];
+  for (int k = 0; k < WIDE; ++k) in[k] = pw_value(nm, (uint32_t)k);
+  PW_SIM_OK(pw_graph_add_compute(f.client, g, "take", take, f.vslices[0], in, WIDE, &nt));
+  PW_SIM_OK(pw_graph_finalize(f.client, g));
+  for (int run = 0; run < 2; ++run) {
+    pw_status_t status = pw_sim_run_step(&f, g);
+    cr_assert_null(status, "run %d: %s", run, pw_status_message(status));
+  }
+  PW_SIM_OK(pw_graph_release(f.client, g));
+  PW_SIM_OK(pw_executable_release(f.client, make));
+  PW_SIM_OK(pw_executable_release(f.client, take));
+  free(producer);
+  free(consumer);
+  pw_sim_fleet_deinit(&f);
 }
