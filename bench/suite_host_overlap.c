@@ -5,8 +5,9 @@
  *   h = matmul(x, w1)  x: f32[rows, k] (the batch), w1: f32[k, n]
  *   g = matmul(h, w2)  w2: f32[n, n]
  *   s = reduce_sum(add(h, g), axis 0)  f32[n], the step's output
- * and the modes below run interleaved, --steps steps each, in every one of
- * --rounds rounds (one runtime for the whole run):
+ * (--graph add: s = reduce_sum(x + x, axis 0), a lighter, memory-bound
+ * step), and the modes below run interleaved, --steps steps each, in
+ * every one of --rounds rounds (one runtime for the whole run):
  *   compute    the batch is on the device already (uploaded once): the
  *              step alone, the baseline (baseline_ns);
  *   blocking   pw_buffer_from_host of the batch on the stepping thread,
@@ -34,8 +35,9 @@
  * mode's last output of every round is checked against the compute
  * mode's, bit for bit (the same data, one device: the same sums).
  *
- * pw-bench host-overlap [--batch-mib 32] [--k 256] [--n 6] [--steps 12]
- *                       [--rounds 7] [--fill] [--no-pin] [--no-pool] [--json]
+ * pw-bench host-overlap [--batch-mib 32] [--k 256] [--n 2] [--steps 24]
+ *                       [--rounds 7] [--graph matmul|add] [--fill] [--no-pin]
+ *                       [--no-pool] [--json]
  * stdout: one JSON object per mode ("bench":"host-overlap"; medians over
  * the rounds of the wall time per step, ratio = step_ns / baseline_ns)
  * and a summary ("bench":"host-overlap-summary"); --json adds one line
@@ -123,6 +125,9 @@ static void pw_ho_pool_drain(pw_ho_pool_t* pool) {
 
 typedef struct pw_ho_s {
   int64_t rows, k, n;
+  bool light;               /* --graph add: the light step */
+  uint32_t nargs;           /* 3 (x, w1, w2), or 1 (x) for the light step */
+  size_t out_len;           /* floats of the step's output */
   size_t batch_bytes;
   long long steps;
   bool fill;
@@ -151,8 +156,38 @@ static int pw_ho_compile(pw_ho_t* h, const char* text, pw_executable_t* out) {
   return 0;
 }
 
+/* The light step (--graph add): s = reduce_sum(x + x, axis 0), f32[k];
+ * memory-bound, about a quarter of the default step's time per batch
+ * element, so the transfer weighs more next to it. */
+static int pw_ho_build_light_graph(pw_ho_t* h) {
+  long long r = (long long)h->rows, k = (long long)h->k;
+  char t[512];
+  pw_executable_t add, sum;
+  snprintf(t, sizeof(t),
+           "kernel add\ninput f32[%lld,%lld] replicated\ninput f32[%lld,%lld] replicated\n"
+           "output f32[%lld,%lld] replicated\n", r, k, r, k, r, k);
+  if (pw_ho_compile(h, t, &add) != 0) return -1;
+  snprintf(t, sizeof(t),
+           "kernel reduce_sum\ninput f32[%lld,%lld] replicated\noutput f32[%lld] replicated\n"
+           "attr axis 0\n", r, k, k);
+  if (pw_ho_compile(h, t, &sum) != 0) return -1;
+  uint32_t px, a, b;
+  PW_HO_TRY(pw_graph_create(h->c, &h->g), "graph");
+  PW_HO_TRY(pw_graph_add_parameter(h->c, h->g, h->vs, &h->batch_spec, &px), "param x");
+  pw_value_t in1[2] = {pw_value(px, 0), pw_value(px, 0)};
+  PW_HO_TRY(pw_graph_add_compute(h->c, h->g, "y", add, h->vs, in1, 2, &a), "y");
+  pw_value_t in2 = pw_value(a, 0);
+  PW_HO_TRY(pw_graph_add_compute(h->c, h->g, "s", sum, h->vs, &in2, 1, &b), "s");
+  PW_HO_TRY(pw_graph_add_output(h->c, h->g, pw_value(b, 0)), "output");
+  PW_HO_TRY(pw_graph_finalize(h->c, h->g), "finalize");
+  PW_HO_TRY(pw_executable_release(h->c, add), "exe release");
+  PW_HO_TRY(pw_executable_release(h->c, sum), "exe release");
+  return 0;
+}
+
 /* The step's graph (executables released once it holds them). */
 static int pw_ho_build_graph(pw_ho_t* h) {
+  if (h->light) return pw_ho_build_light_graph(h);
   long long r = (long long)h->rows, k = (long long)h->k, n = (long long)h->n;
   char t[512];
   pw_executable_t mm1, mm2, add, sum;
@@ -246,8 +281,8 @@ static int pw_ho_open(pw_ho_t* h, bool pin) {
     if (h->host[i] == NULL) return -1;
     pw_ho_fill_floats(h->host[i], h->batch_bytes / sizeof(float), 3);
   }
-  h->ref = calloc((size_t)h->n, sizeof(float));
-  h->out = calloc((size_t)h->n, sizeof(float));
+  h->ref = calloc(h->out_len, sizeof(float));
+  h->out = calloc(h->out_len, sizeof(float));
   if (h->ref == NULL || h->out == NULL) return -1;
   PW_HO_TRY(pw_buffer_from_host(h->c, h->vs, &h->batch_spec, h->host[0], h->batch_bytes,
                                 &h->resident),
@@ -281,7 +316,7 @@ static int pw_ho_wait(pw_event_t* ev, const char* what) {
 static int pw_ho_submit(pw_ho_t* h, pw_buffer_t x, bool release_x, pw_buffer_t* out_s,
                         pw_event_t** out_done) {
   pw_buffer_t args[3] = {x, h->w1, h->w2};
-  PW_HO_TRY(pw_graph_submit(h->c, h->g, args, 3, NULL, out_s, 1, out_done), "submit");
+  PW_HO_TRY(pw_graph_submit(h->c, h->g, args, h->nargs, NULL, out_s, 1, out_done), "submit");
   if (release_x) PW_HO_TRY(pw_buffer_release(h->c, x), "release batch");
   return 0;
 }
@@ -290,7 +325,7 @@ static int pw_ho_submit(pw_ho_t* h, pw_buffer_t x, bool release_x, pw_buffer_t* 
 static int pw_ho_finish(pw_ho_t* h, pw_buffer_t s, pw_event_t* done, bool last) {
   if (pw_ho_wait(done, "step") != 0) return -1;
   if (last) {
-    PW_HO_TRY(pw_buffer_to_host(h->c, s, h->out, (size_t)h->n * sizeof(float),
+    PW_HO_TRY(pw_buffer_to_host(h->c, s, h->out, h->out_len * sizeof(float),
                                 pw_deadline_from_timeout(PW_HO_DEADLINE_NS)),
               "output to host");
   }
@@ -363,9 +398,9 @@ static int pw_ho_run_mode(pw_ho_t* h, int mode, double* out_ns) {
   }
   *out_ns = (double)(pw_bench_now_ns() - t0) / (double)h->steps;
   if (!h->have_ref) {
-    memcpy(h->ref, h->out, (size_t)h->n * sizeof(float));
+    memcpy(h->ref, h->out, h->out_len * sizeof(float));
     h->have_ref = true;
-  } else if (memcmp(h->ref, h->out, (size_t)h->n * sizeof(float)) != 0) {
+  } else if (memcmp(h->ref, h->out, h->out_len * sizeof(float)) != 0) {
     fprintf(stderr, "pw-bench host-overlap: mode %s computed a different output\n",
             pw_ho_mode_names[mode]);
     return -1;
@@ -415,9 +450,9 @@ static void pw_ho_report(const pw_ho_t* h, double t[PW_HO_MODES][PW_HO_MAX_ROUND
   memcpy(tmp, upload, (size_t)rounds * sizeof(double));
   double up = pw_bench_median(tmp, (size_t)rounds);
   double mib = (double)h->batch_bytes / (1024.0 * 1024.0);
-  fprintf(stderr, "host-overlap: cpu backend, 1 device, 1 worker; batch f32[%lld,%lld] "
+  fprintf(stderr, "host-overlap: cpu backend, 1 device, 1 worker, graph %s; batch f32[%lld,%lld] "
           "(%.0f MiB), n %lld, %lld steps x %lld rounds%s, device memory %s\n",
-          (long long)h->rows, (long long)h->k, mib, (long long)h->n, h->steps, rounds,
+          h->light ? "add" : "matmul", (long long)h->rows, (long long)h->k, mib, (long long)h->n, h->steps, rounds,
           h->fill ? ", fill" : "", h->use_pool ? "pooled" : "system allocator");
   fprintf(stderr, "%-10s %10s %10s %10s %8s\n", "mode", "step_ms", "min_ms", "max_ms", "ratio");
   for (int m = 0; m < PW_HO_MODES; ++m) {
@@ -427,6 +462,7 @@ static void pw_ho_report(const pw_ho_t* h, double t[PW_HO_MODES][PW_HO_MAX_ROUND
     pw_bench_json_begin(&j, "host-overlap");
     pw_bench_json_str(&j, "backend", "cpu");
     pw_bench_json_str(&j, "mode", pw_ho_mode_names[m]);
+    pw_bench_json_str(&j, "graph", h->light ? "add" : "matmul");
     pw_bench_json_str(&j, "transfer", h->fill && m == PW_HO_OVERLAP ? "fill" : "from_host");
     pw_bench_json_num(&j, "batch_mib", mib);
     pw_bench_json_str(&j, "device_memory", h->use_pool ? "pool" : "system");
@@ -445,6 +481,7 @@ static void pw_ho_report(const pw_ho_t* h, double t[PW_HO_MODES][PW_HO_MAX_ROUND
   pw_bench_json_t j;
   pw_bench_json_begin(&j, "host-overlap-summary");
   pw_bench_json_str(&j, "backend", "cpu");
+  pw_bench_json_str(&j, "graph", h->light ? "add" : "matmul");
   pw_bench_json_num(&j, "batch_mib", mib);
   pw_bench_json_str(&j, "device_memory", h->use_pool ? "pool" : "system");
   pw_bench_json_num(&j, "upload_ns", up);
@@ -489,13 +526,18 @@ static int pw_ho_rounds(pw_ho_t* h, long long rounds, bool json) {
 static int pw_bench_suite_host_overlap(int argc, char** argv) {
   long long mib = pw_bench_opt_int(argc, argv, "batch-mib", 32);
   long long k = pw_bench_opt_int(argc, argv, "k", 256);
-  long long n = pw_bench_opt_int(argc, argv, "n", 6);
-  long long steps = pw_bench_opt_int(argc, argv, "steps", 12);
+  long long n = pw_bench_opt_int(argc, argv, "n", 2);
+  long long steps = pw_bench_opt_int(argc, argv, "steps", 24);
   long long rounds = pw_bench_opt_int(argc, argv, "rounds", 7);
   bool fill = pw_bench_opt_flag(argc, argv, "fill");
   bool pin = !pw_bench_opt_flag(argc, argv, "no-pin");
   bool pool = !pw_bench_opt_flag(argc, argv, "no-pool");
   bool json = pw_bench_opt_flag(argc, argv, "json");
+  const char* graph = pw_bench_opt_value(argc, argv, "graph");
+  if (graph != NULL && strcmp(graph, "matmul") != 0 && strcmp(graph, "add") != 0) {
+    fprintf(stderr, "pw-bench host-overlap: --graph matmul|add, not '%s'\n", graph);
+    return 2;
+  }
   if (mib < 1 || mib > 1024 || k < 1 || k > 65536 || n < 1 || n > 4096 || steps < 2 ||
       steps > 100000 || rounds < 1 || rounds > PW_HO_MAX_ROUNDS) {
     fprintf(stderr, "pw-bench host-overlap: --batch-mib 1..1024, --k 1..65536, --n 1..4096, "
@@ -510,6 +552,9 @@ static int pw_bench_suite_host_overlap(int argc, char** argv) {
   h.steps = steps;
   h.fill = fill;
   h.use_pool = pool;
+  h.light = graph != NULL && strcmp(graph, "add") == 0;
+  h.nargs = h.light ? 1 : 3;
+  h.out_len = (size_t)(h.light ? k : n);
   pthread_mutex_init(&h.pool.lock, NULL);
   h.batch_bytes = (size_t)h.rows * (size_t)k * sizeof(float);
   if (h.rows < 1 || h.batch_bytes % 64 != 0) {
