@@ -452,8 +452,9 @@ static void pw_ho_report(const pw_ho_t* h, double t[PW_HO_MODES][PW_HO_MAX_ROUND
   double mib = (double)h->batch_bytes / (1024.0 * 1024.0);
   fprintf(stderr, "host-overlap: cpu backend, 1 device, 1 worker, graph %s; batch f32[%lld,%lld] "
           "(%.0f MiB), n %lld, %lld steps x %lld rounds%s, device memory %s\n",
-          h->light ? "add" : "matmul", (long long)h->rows, (long long)h->k, mib, (long long)h->n, h->steps, rounds,
-          h->fill ? ", fill" : "", h->use_pool ? "pooled" : "system allocator");
+          h->light ? "add" : "matmul", (long long)h->rows, (long long)h->k, mib,
+          (long long)h->n, h->steps, rounds, h->fill ? ", fill" : "",
+          h->use_pool ? "pooled" : "system allocator");
   fprintf(stderr, "%-10s %10s %10s %10s %8s\n", "mode", "step_ms", "min_ms", "max_ms", "ratio");
   for (int m = 0; m < PW_HO_MODES; ++m) {
     fprintf(stderr, "%-10s %10.3f %10.3f %10.3f %8.3f\n", pw_ho_mode_names[m], med[m] / 1e6,
