@@ -49,7 +49,7 @@ def test_immutable_array_dropped_at_once_is_kept_until_host_done(vs):
     host = f32(1024, 8, start=3)
     want = host.copy()
     ref = weakref.ref(host)
-    b, host_done = pw.from_host_async(vs, host, pw.split(0), semantics="immutable")
+    b, host_done = vs.from_host_async(host, pw.split(0), semantics="immutable")
     del host
     collect()
     with b, host_done:
@@ -101,7 +101,7 @@ def test_zero_copy_buffer_used_by_a_graph_after_release(client, vs):
 def test_create_empty_then_fill_after_the_graph_was_submitted(client, vs):
     with vs.compile(program("scale", [ROWS], [ROWS], alpha=2)) as double:
         g = one_node_graph(client, vs, double, ROWS)
-        x = pw.create_empty(vs, ROWS)
+        x = vs.create_empty(ROWS)
         assert x.spec == pw.ArraySpec.parse(ROWS) and not x.ready
         ex = g.submit(x)
         read = pw.to_host_async(ex.outputs[0])
