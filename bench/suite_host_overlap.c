@@ -254,7 +254,8 @@ static int pw_ho_open(pw_ho_t* h, bool pin) {
   /* After the backend checked CPU 0 is ours; before the transfer thread
    * starts (it inherits the mask). */
   if (pin) pw_bench_pin(1);
-  pw_slice_desc_t slice = {NULL, {1, {1}}, 0, 0, 0};
+  const uint32_t one[1] = {1};
+  pw_slice_desc_t slice = {.name = NULL, .mesh = pw_mesh_shape_make(1, one)};
   pw_runtime_options_t ro;
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
@@ -264,7 +265,7 @@ static int pw_ho_open(pw_ho_t* h, bool pin) {
   ro.slice_count = 1;
   PW_HO_TRY(pw_runtime_create(&ro, &h->rt), "runtime");
   PW_HO_TRY(pw_client_create(h->rt, NULL, &h->c), "client");
-  pw_mesh_shape_t mesh = {1, {1}};
+  pw_mesh_shape_t mesh = pw_mesh_shape_make(1, one);
   PW_HO_TRY(pw_vslice_create(h->c, &mesh, 0, &h->vs), "vslice");
   h->batch_spec = pw_ho_spec(h->rows, h->k, 2);
   if (pw_ho_build_graph(h) != 0) return -1;
