@@ -408,6 +408,28 @@ pw_status_t pw_buffer_spec(pw_client_t* client, pw_buffer_t buffer,
                            pw_array_spec_t* out_spec);
 pw_status_t pw_buffer_release(pw_client_t* client, pw_buffer_t buffer);
 
+typedef enum pw_host_semantics_e {
+  PW_HOST_COPY_BEFORE_RETURN = 0,
+  PW_HOST_IMMUTABLE_UNTIL_TRANSFER_COMPLETES = 1,
+  PW_HOST_ZERO_COPY = 2,
+} pw_host_semantics_t;
+typedef struct pw_host_transfer_options_t {
+  size_t struct_size;
+  pw_host_semantics_t semantics;
+} pw_host_transfer_options_t;
+void pw_host_transfer_options_init(pw_host_transfer_options_t* options);
+pw_status_t pw_buffer_from_host_async(pw_client_t* client, pw_vslice_t vslice,
+                                      const pw_array_spec_t* spec, const void* data,
+                                      size_t size, const pw_host_transfer_options_t* options,
+                                      pw_buffer_t* out_buffer, pw_event_t** out_host_done);
+pw_status_t pw_buffer_create_empty(pw_client_t* client, pw_vslice_t vslice,
+                                   const pw_array_spec_t* spec, pw_buffer_t* out_buffer);
+pw_status_t pw_buffer_fill_from_host(pw_client_t* client, pw_buffer_t buffer, const void* data,
+                                     size_t size, const pw_host_transfer_options_t* options,
+                                     pw_event_t** out_host_done);
+pw_status_t pw_buffer_to_host_async(pw_client_t* client, pw_buffer_t buffer, void* dst,
+                                    size_t size, pw_event_t** out_done);
+
 /* ---- executable.h ------------------------------------------------------- */
 typedef struct pw_executable_t {
   uint64_t id;

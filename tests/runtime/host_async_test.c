@@ -298,3 +298,178 @@ Test(host_async, bad_calls) {
   free(h);
   pw_fixture_deinit(&e.f);
 }
+
+/* ---- the caller-memory rules, one per semantics (ASan checks them) ---- */
+
+/* A larger array (256 KiB, f32[65536] split over the 4 devices) so that a
+ * background copy spans many pages and takes a while. */
+#define BIG 65536
+
+static float* big_array(float base) {
+  float* h = aligned_alloc(64, BIG * sizeof(float));
+  cr_assert_not_null(h);
+  for (int i = 0; i < BIG; ++i) h[i] = base + (float)i;
+  return h;
+}
+
+static pw_array_spec_t big_spec(void) {
+  int64_t dims[1] = {BIG};
+  return pw_fixture_spec_f32(1, dims, pw_sharding_split(0, PW_MESH_AXIS_ALL));
+}
+
+static void expect_big(env_t* e, pw_buffer_t b, float base) {
+  float* out = calloc(BIG, sizeof(float));
+  cr_assert_not_null(out);
+  OK(pw_buffer_to_host(e->f.client, b, out, BIG * sizeof(float), pw_clock_now() + DEADLINE_NS));
+  for (int i = 0; i < BIG; ++i) {
+    if (out[i] != base + (float)i) {
+      cr_assert_fail("element %d is %g, want %g", i, (double)out[i], (double)(base + (float)i));
+    }
+  }
+  free(out);
+}
+
+Test(host_async, copy_before_return_memory_overwritten_then_freed_at_return) {
+  env_t e;
+  env_init(&e);
+  pw_array_spec_t spec = big_spec();
+  pw_host_transfer_options_t o = options(PW_HOST_COPY_BEFORE_RETURN);
+  /* from_host_async, with and without a host-done event, and NULL options. */
+  for (int way = 0; way < 4; ++way) {
+    float* h = big_array(10.0f * (float)way);
+    pw_buffer_t b;
+    pw_event_t* host_done = NULL;
+    if (way == 0) {
+      OK(pw_buffer_from_host_async(e.f.client, e.vs, &spec, h, BIG * 4, &o, &b, &host_done));
+      cr_assert(pw_event_is_ready(host_done), "host-done complete at return");
+      OK(pw_fixture_wait(host_done));
+    } else if (way == 1) {
+      OK(pw_buffer_from_host_async(e.f.client, e.vs, &spec, h, BIG * 4, NULL, &b, NULL));
+    } else {
+      /* create_empty + fill: copied before the fill returns. */
+      OK(pw_buffer_create_empty(e.f.client, e.vs, &spec, &b));
+      OK(pw_buffer_fill_from_host(e.f.client, b, h, BIG * 4, way == 2 ? &o : NULL,
+                                  way == 2 ? &host_done : NULL));
+      if (way == 2) {
+        cr_assert(pw_event_is_ready(host_done));
+        OK(pw_fixture_wait(host_done));
+      }
+    }
+    /* Ready at return, and the caller's memory is its own again. */
+    pw_event_t* ready = NULL;
+    OK(pw_buffer_ready_event(e.f.client, b, &ready));
+    cr_assert(pw_event_is_ready(ready), "way %d: ready at return", way);
+    pw_event_release(ready);
+    memset(h, 0xff, BIG * sizeof(float)); /* NaNs: a buffer still on |h| would show them */
+    free(h);                              /* a later read of |h|: ASan fails the test */
+    expect_big(&e, b, 10.0f * (float)way);
+    OK(pw_buffer_release(e.f.client, b));
+  }
+  pw_fixture_deinit(&e.f);
+}
+
+Test(host_async, immutable_memory_freed_after_host_done_with_graphs_reading) {
+  env_t e;
+  env_init(&e);
+  pw_array_spec_t spec = big_spec();
+  const char* kCopyBig =
+      "kernel copy\ninput f32[65536] split(0,all)\noutput f32[65536] split(0,all)\n";
+  pw_executable_t copy;
+  OK(pw_fixture_compile(&e.f, e.vs, kCopyBig, &copy));
+  pw_graph_t g;
+  OK(pw_graph_create(e.f.client, &g));
+  uint32_t p, a;
+  OK(pw_graph_add_parameter(e.f.client, g, e.vs, &spec, &p));
+  pw_value_t in = pw_value(p, 0);
+  OK(pw_graph_add_compute(e.f.client, g, "a", copy, e.vs, &in, 1, &a));
+  OK(pw_graph_add_output(e.f.client, g, pw_value(a, 0)));
+  pw_host_transfer_options_t o = options(PW_HOST_IMMUTABLE_UNTIL_TRANSFER_COMPLETES);
+  for (int round = 0; round < 8; ++round) {
+    float base = 1000.0f * (float)round;
+    float* h = big_array(base);
+    pw_buffer_t x, y;
+    pw_event_t* host_done = NULL;
+    if (round % 2 == 0) {
+      OK(pw_buffer_from_host_async(e.f.client, e.vs, &spec, h, BIG * 4, &o, &x, &host_done));
+    } else {
+      OK(pw_buffer_create_empty(e.f.client, e.vs, &spec, &x));
+      OK(pw_buffer_fill_from_host(e.f.client, x, h, BIG * 4, &o, &host_done));
+    }
+    /* A graph reads the buffer, submitted before the copy may be done; the
+     * handle goes at once (the submission keeps the buffer). */
+    pw_event_t* done = NULL;
+    OK(pw_graph_submit(e.f.client, g, &x, 1, NULL, &y, 1, &done));
+    OK(pw_buffer_release(e.f.client, x));
+    OK(pw_fixture_wait(host_done));
+    memset(h, 0xff, BIG * sizeof(float)); /* the runtime reads |h| no more */
+    free(h);
+    OK(pw_fixture_wait(done));
+    expect_big(&e, y, base);
+    OK(pw_buffer_release(e.f.client, y));
+  }
+  OK(pw_graph_release(e.f.client, g));
+  pw_fixture_deinit(&e.f);
+}
+
+Test(host_async, zero_copy_reads_callers_memory_freed_after_release_and_work) {
+  env_t e;
+  env_init(&e);
+  pw_host_transfer_options_t o = options(PW_HOST_ZERO_COPY);
+  for (int way = 0; way < 2; ++way) {
+    float* h = host_array();
+    pw_buffer_t b, y;
+    pw_event_t* host_done = NULL;
+    if (way == 0) {
+      OK(pw_buffer_from_host_async(e.f.client, e.vs, &e.spec, h, 32, &o, &b, &host_done));
+    } else {
+      OK(pw_buffer_create_empty(e.f.client, e.vs, &e.spec, &b));
+      OK(pw_buffer_fill_from_host(e.f.client, b, h, 32, &o, &host_done));
+    }
+    /* The buffer is the caller's memory: a write shows through. */
+    h[0] = 100.0f;
+    float out[8];
+    OK(pw_buffer_to_host(e.f.client, b, out, sizeof(out), pw_clock_now() + DEADLINE_NS));
+    cr_assert_float_eq(out[0], 100.0f, 0, "way %d: adopted, not copied", way);
+    h[0] = 1.0f;
+    /* A graph and an asynchronous read still use it after the handle
+     * goes: the memory stays the runtime's until both are done. */
+    pw_event_t* done = NULL;
+    OK(pw_graph_submit(e.f.client, e.g, &b, 1, NULL, &y, 1, &done));
+    float* back = calloc(8, sizeof(float));
+    pw_event_t* read = NULL;
+    OK(pw_buffer_to_host_async(e.f.client, b, back, 32, &read));
+    cr_assert_not(pw_event_is_ready(host_done), "way %d: host memory released while the "
+                  "buffer has a handle", way);
+    OK(pw_buffer_release(e.f.client, b));
+    OK(pw_fixture_wait(host_done));
+    /* Every user of the memory is done with it: NaNs written now reach
+     * neither the graph's output nor the read, and any later access to
+     * |h| by the runtime fails the test under ASan. */
+    memset(h, 0xff, 32);
+    free(h);
+    OK(pw_fixture_wait(done));
+    OK(pw_fixture_wait(read));
+    for (int i = 0; i < 8; ++i) cr_assert_float_eq(back[i], (float)(i + 1), 0);
+    free(back);
+    expect_contents(&e, y);
+    OK(pw_buffer_release(e.f.client, y));
+  }
+  pw_fixture_deinit(&e.f);
+}
+
+Test(host_async, zero_copy_memory_released_by_client_destroy) {
+  env_t e;
+  env_init(&e);
+  float* h = host_array();
+  pw_host_transfer_options_t o = options(PW_HOST_ZERO_COPY);
+  pw_buffer_t b;
+  pw_event_t* host_done = NULL;
+  OK(pw_buffer_from_host_async(e.f.client, e.vs, &e.spec, h, 32, &o, &b, &host_done));
+  expect_contents(&e, b);
+  cr_assert_not(pw_event_is_ready(host_done));
+  /* The handle is never released: the client's destroy lets the memory go. */
+  pw_fixture_deinit(&e.f);
+  cr_assert(pw_event_is_ready(host_done), "host-done pending after the client is gone");
+  OK(pw_fixture_wait(host_done));
+  free(h);
+}

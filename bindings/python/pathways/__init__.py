@@ -48,6 +48,8 @@ from ._graph import ArmedGraph, Execution, Graph, Value
 from ._graphfile import (GRAPH_FORMAT_VERSION, GraphFileInfo, canonical_graph_file,
                          check_graph_file, graph_file_hash, graph_file_json)
 from ._host import HostTaskCall
+from ._host_async import (HOST_SEMANTICS, HostRead, create_empty, fill_from_host,
+                          from_host_async, to_host_async)
 from ._plugin import PLUGIN_ABI_VERSION, Plugin, PluginBackend, load_plugin, plugin_dir
 from ._kernels import Attr, KernelCall, Param
 from ._lowlevel import ffi as _ffi, lib as _lib
@@ -73,6 +75,8 @@ __all__ = [
     "VSliceInfo",
     "Runtime", "Sharding", "Slice", "Trace", "VSlice", "Value", "bf16_from_float",
     "bf16_to_float", "replicated", "split",
+    "HOST_SEMANTICS", "HostRead", "create_empty", "fill_from_host", "from_host_async",
+    "to_host_async",
     "PathwaysError", "CancelledError", "UnknownError", "InvalidArgumentError",
     "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
     "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError",

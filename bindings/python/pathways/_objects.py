@@ -236,6 +236,18 @@ class Buffer(ClientHandle):
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
+    def fill_from_host(self, array, *, semantics="immutable"):
+        """Fills this buffer (made by pathways.create_empty) from |array|;
+        returns the host-done Event (see pathways.fill_from_host)."""
+        from ._host_async import fill_from_host
+        return fill_from_host(self, array, semantics=semantics)
+
+    def to_host_async(self, out=None):
+        """Starts an asynchronous copy to host memory and returns a HostRead
+        at once (see pathways.to_host_async)."""
+        from ._host_async import to_host_async
+        return to_host_async(self, out)
+
     def tobytes(self, timeout=None):
         """The raw bytes of the global array (row major, native order)."""
         return bytes(self.to_host(bytearray(self.nbytes), timeout))

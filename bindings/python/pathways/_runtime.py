@@ -1106,6 +1106,16 @@ class VSlice(ClientHandle):
         from ._objects import Buffer
         return Buffer.from_array(self.client, self, array, sharding, dtype=dtype)
 
+    def from_host_async(self, array, sharding=None, *, dtype=None, semantics="immutable"):
+        """(Buffer, host_done Event) at once; see pathways.from_host_async."""
+        from ._host_async import from_host_async
+        return from_host_async(self, array, sharding, dtype=dtype, semantics=semantics)
+
+    def create_empty(self, spec):
+        """An unfilled Buffer of |spec|; see pathways.create_empty."""
+        from ._host_async import create_empty
+        return create_empty(self, spec)
+
     def compile(self, program):
         """Compiles |program| (a Program or program text) for this mesh."""
         from ._objects import Executable
