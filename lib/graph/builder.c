@@ -252,7 +252,7 @@ static pw_status_t pw_graph_add_node(pw_client_t* client, pw_graph_obj_t* g, con
     }
   } else if (status == NULL && node->kind == PW_GRAPH_NODE_TRANSFER &&
              add->sharding.kind != PW_SHARDING_REPLICATED &&
-             add->sharding.kind != PW_SHARDING_SPLIT) {
+             add->sharding.kind != PW_SHARDING_SPLIT && add->sharding.kind != PW_SHARDING_TILED) {
     status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "pw_graph_add_transfer: unknown sharding kind %d",
                             (int)add->sharding.kind);

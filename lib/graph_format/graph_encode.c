@@ -191,7 +191,6 @@ static pw_status_t pw_genc_scan(pw_genc_t* c, const pw_graph_encode_options_t* o
     }
     if (n.kind == PW__GRAPH_NODE_HOST) {
       buffers += n.output_count;
-      c->doc.version = 2;
       continue;
     }
     buffers += n.executable->signature.output_count;
@@ -402,6 +401,7 @@ pw_status_t pw_graph_encode(pw_client_t* client, pw_graph_t graph,
   if (status == NULL) status = pw_genc_scan(&c, options, listed);
   if (status == NULL) status = pw_genc_fill(&c, options);
   if (status == NULL) status = pw_genc_transfers(&c);
+  if (status == NULL) c.doc.version = pw__gdoc_version_needed(&c.doc);
   if (status == NULL) {
     status = pw__gdoc_check(&c.doc);
     if (status) status = pw_status_annotate(status, "pw_graph_encode: the graph is not valid");
