@@ -6,7 +6,10 @@
  * to the object, and inserting that reference gives a handle of our own
  * (released with pw_buffer_release once copied). Everything else in this
  * module uses the public API. */
+#include <string.h>
+
 #include "core/handles.h"
+#include "core/objects.h"
 #include "snapshot/snapshot_internal.h"
 
 pw_status_t pw__snap_pin(pw_client_t* client, pw_buffer_t buffer, pw_buffer_t* out_pin) {
@@ -14,4 +17,14 @@ pw_status_t pw__snap_pin(pw_client_t* client, pw_buffer_t buffer, pw_buffer_t* o
   pw_object_t* object = NULL;
   PW_RETURN_IF_ERROR(pw__handle_lookup(client, buffer.id, PW_OBJECT_BUFFER, "buffer", &object));
   return pw__handle_insert(client, object, &out_pin->id);
+}
+
+pw_status_t pw__snap_buffer_mesh(pw_client_t* client, pw_buffer_t buffer,
+                                 pw_mesh_shape_t* out_mesh) {
+  memset(out_mesh, 0, sizeof(*out_mesh));
+  pw_object_t* object = NULL;
+  PW_RETURN_IF_ERROR(pw__handle_lookup(client, buffer.id, PW_OBJECT_BUFFER, "buffer", &object));
+  *out_mesh = ((const pw_buffer_obj_t*)object)->mesh;
+  pw__object_release(object);
+  return NULL;
 }
