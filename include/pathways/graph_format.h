@@ -87,9 +87,15 @@ typedef struct pw_graph_format_info_t {
   uint32_t nodes;
   uint32_t outputs;
   pw_graph_hash_t hash;   /* canonical hash */
+  /* -- v2 fields start here -- */
+  uint32_t version;          /* the file's format version (1 to 3) */
+  uint32_t named_vslices;    /* vslices whose mesh names its axes */
+  uint32_t tiled_buffers;    /* buffers with a TILED sharding */
+  uint32_t unreduced_buffers; /* of those, the ones with unreduced axes */
 } pw_graph_format_info_t;
 
 #define PW_GRAPH_FORMAT_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_graph_format_info_t, hash)
+#define PW_GRAPH_FORMAT_INFO_SIZE_V2 PW_STRUCT_SIZE(pw_graph_format_info_t, unreduced_buffers)
 
 /* ---- files, without a runtime (thread-safe, no shared state) ------------ */
 

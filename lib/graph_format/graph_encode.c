@@ -39,6 +39,15 @@ pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t
     info.nodes = doc.node_count;
     info.outputs = doc.output_count;
     info.hash = pw__gdoc_hash(&doc);
+    info.version = doc.version;
+    for (uint32_t i = 0; i < doc.vslice_count; ++i) {
+      info.named_vslices += doc.vslices[i].axis_names[0][0] != '\0';
+    }
+    for (uint32_t i = 0; i < doc.buffer_count; ++i) {
+      const pw_sharding_t* s = &doc.buffers[i].spec.sharding;
+      info.tiled_buffers += s->kind == PW_SHARDING_TILED;
+      info.unreduced_buffers += s->kind == PW_SHARDING_TILED && s->unreduced_axes != 0;
+    }
     pw_struct_fill(out_info, &info, sizeof(info));
   }
   pw__gdoc_free(&doc);

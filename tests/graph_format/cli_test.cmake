@@ -38,6 +38,17 @@ endforeach()
 if(NOT hash_valid_minimal.cbor STREQUAL hash_valid_noncanonical.cbor)
   message(FATAL_ERROR "a file and its non-canonical twin hash differently")
 endif()
+# validate reports the version-3 contents: named meshes and tiled shardings.
+execute_process(COMMAND ${TOOL} validate ${CORPUS}/valid_tiled_names.cbor RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "; version 3, 1 named meshes, 4 tiled shardings \\(2 unreduced\\)")
+  message(FATAL_ERROR "validate valid_tiled_names.cbor: exit ${rc}, output '${out}'")
+endif()
+execute_process(COMMAND ${TOOL} validate ${CORPUS}/valid_minimal.cbor RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "; version 1, 0 named meshes, 0 tiled shardings")
+  message(FATAL_ERROR "validate valid_minimal.cbor: exit ${rc}, output '${out}'")
+endif()
 execute_process(COMMAND ${TOOL} frobnicate x RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT rc EQUAL 2)
   message(FATAL_ERROR "a usage error exited ${rc}, not 2")
