@@ -9,7 +9,7 @@
  *     (encode -> decode -> encode is the identity);
  *   - the JSON view of an accepted input can be made.
  * Memory goes through a counting allocator whose peak is checked against
- * the documented bound (8 x input + 128 KiB).
+ * the documented bound (8 x input + 512 KiB).
  *
  * Built as a libFuzzer binary with PW_FUZZ=ON under clang, and always as
  * pw_fuzz_graph_replay (with replay_main.c), which ctest runs over the
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pw_allocator_t a = {&counter, pw_fuzz_alloc, pw_fuzz_free};
   pw_graph_format_info_t info = {.struct_size = sizeof(pw_graph_format_info_t)};
   pw_status_t status = pw_graph_format_check(data, size, a, &info);
-  if (counter.peak > 8 * size + (128u << 10)) {
+  if (counter.peak > 8 * size + (512u << 10)) {
     fprintf(stderr, "graph fuzz: decoding %zu bytes peaked at %zu bytes\n", size, counter.peak);
     abort();
   }

@@ -137,7 +137,7 @@ case("valid_transfer", graph(
     buffers=[buf(), buf(), buf(1, sharding="replicated")],
     nodes=[node("a", [0], [1]), {"name": "t", "vslice": 1, "inputs": [1], "outputs": [2]}],
     outputs=[2]), "ok")
-case("bad_version", graph(v=3), "v: unknown format version 3")
+case("bad_version", graph(v=4), "v: unknown format version 4")
 case("bad_no_version", {k: v for k, v in graph().items() if k != "v"}, "missing key \"v\"")
 case("bad_unknown_key", graph(extra=1), "graph: unknown key \"extra\"")
 case("bad_wrong_type", graph(parameters="0"), "parameters: expected an array, found a text")
@@ -267,6 +267,113 @@ case("bad_huge_transfer", graph(
              buf(1, dtype="f64", shape=((1 << 62) + 8,), sharding="replicated")],
     nodes=[{"name": "t", "vslice": 1, "inputs": [0], "outputs": [1]}],
     outputs=[1]), "array f64[4611686018427387912]: 4611686018427387912 elements of 8 bytes")
+
+# Version 3: named mesh axes and tiled (PartitionSpec) shardings, axes by
+# name (from the buffer's vslice) or by index.
+MESH_2X4 = [["data", 2], ["model", 4]]
+
+
+def tiled(spec, unreduced=None):
+    s = {"spec": spec}
+    if unreduced is not None:
+        s["unreduced"] = unreduced
+    return s
+
+
+def params3(buffers, vslices=None):
+    return graph(v=3, vslices=vslices or [MESH_2X4], executables=[], buffers=buffers,
+                 parameters=list(range(len(buffers))), nodes=[],
+                 outputs=list(range(len(buffers))))
+
+
+case("valid_named_mesh", params3([buf(sharding="replicated"),
+                                  buf(sharding={"split": 0, "mesh_axis": 1})]), "ok")
+case("valid_tiled_names", params3([
+    buf(shape=(8, 16), sharding=tiled([["data"], ["model"]])),
+    buf(shape=(8, 4), sharding=tiled([[], ["model"]], ["data"])),
+    buf(shape=(16,), sharding=tiled([["data", "model"]])),
+    buf(shape=(4, 4), sharding=tiled([], ["data", "model"]))]), "ok")
+case("valid_tiled_indices", params3([buf(shape=(8, 16), sharding=tiled([[1], [0]]))],
+                                    vslices=[[2, 4]]), "ok")
+case("valid_tiled_noncanonical", enc(params3([
+    buf(shape=(8, 16), sharding=tiled([["model"], []], [0]))]), canonical=False, wide=True), "ok")
+case("valid_tiled_transfer", graph(
+    v=3, vslices=[MESH_2X4, [8]], executables=[],
+    buffers=[buf(shape=(8, 16), sharding=tiled([["data"], ["model"]])),
+             buf(1, shape=(8, 16), sharding=tiled([[], [0]])),
+             buf(0, shape=(8, 16), sharding=tiled([["model", "data"]]))],
+    nodes=[{"name": "t", "vslice": 1, "inputs": [0], "outputs": [1]},
+           {"name": "back", "vslice": 0, "inputs": [1], "outputs": [2]}],
+    outputs=[2]), "ok")
+case("valid_tiled_host", graph(
+    v=3, vslices=[MESH_2X4], buffers=[buf(), buf(), buf(shape=(8,), sharding=tiled([["model"]]))],
+    nodes=[node("c", [0], [1]), host("h", "snapshot", [1], [2])], outputs=[2]), "ok")
+case("bad_tiled_unknown_name", params3([buf(sharding=tiled([["modle"]]))]),
+     "buffers[0].sharding.spec[0][0]: no mesh axis 'modle' (the mesh's axes: data, model)")
+case("bad_tiled_axis_twice", params3([buf(shape=(8, 8), sharding=tiled([["data"], ["data"]]))]),
+     "buffers[0].sharding.spec[1][0]: mesh axis 'data' is used twice (it already splits "
+     "dimension 0)")
+case("bad_tiled_unreduced_and_split", params3([buf(sharding=tiled([["model"]], ["model"]))]),
+     "buffers[0].sharding.unreduced[0]: mesh axis 'model' splits dimension 0 and is also "
+     "unreduced")
+case("bad_tiled_unreduced_twice", params3([buf(sharding=tiled([], ["data", "data"]))]),
+     "buffers[0].sharding.unreduced[1]: mesh axis 'data' is listed as unreduced twice")
+case("bad_tiled_not_divisible", params3([buf(shape=(6,), sharding=tiled([["model"]]))]),
+     "buffers[0] (on vslice 0)")
+case("bad_tiled_index_range", params3([buf(sharding=tiled([[2]]))]),
+     "buffers[0].sharding.spec[0][0]: mesh axis 2 is out of range (the mesh has 2 axes)")
+case("bad_tiled_too_many_entries", params3([buf(sharding=tiled([[], ["data"]]))]),
+     "buffers[0].sharding.spec: 2 entries for an array of rank 1")
+case("bad_tiled_names_unnamed_mesh", params3([buf(sharding=tiled([["data"]]))],
+                                             vslices=[[2, 4]]),
+     "buffers[0].sharding.spec[0][0]: no mesh axis 'data' (the mesh's axes: 0, 1)")
+case("bad_tiled_dangling_vslice", graph(
+    v=3, vslices=[MESH_2X4], executables=[], buffers=[buf(3, sharding=tiled([["data"]]))],
+    parameters=[0], nodes=[], outputs=[0]),
+    "buffers[0].sharding.spec[0][0]: mesh axis 'data' names an axis of vslice 3, which does "
+    "not exist")
+case("bad_tiled_and_split", params3([buf(sharding=dict(tiled([["data"]]), split=0,
+                                                       mesh_axis=0))]),
+     "buffers[0].sharding: has both \"split\"/\"mesh_axis\" and \"spec\"/\"unreduced\"")
+case("bad_tiled_no_spec", params3([buf(sharding={"unreduced": ["data"]})]),
+     "buffers[0].sharding: missing key \"spec\"")
+case("bad_tiled_axis_type", params3([buf(sharding=tiled([[True]]))]),
+     "buffers[0].sharding.spec[0][0]: expected a mesh axis name or number")
+case("bad_tiled_entry_type", params3([buf(sharding=tiled(["data"]))]),
+     "buffers[0].sharding.spec[0]: expected an array, found a text")
+case("bad_tiled_in_v1", graph(buffers=[buf(sharding=tiled([[0]])), buf()]),
+     "buffers[0].sharding.spec: tiled shardings (\"spec\", \"unreduced\") need format "
+     "version 3 (the file says 1)")
+case("bad_names_in_v2", graph(v=2, vslices=[MESH_2X4],
+                              nodes=[node("c", [0], [1]), host("h", "snapshot", [], [])]),
+     "vslices[0][0]: mesh axis names need format version 3 (the file says 2)")
+case("bad_v3_without_names", graph(v=3), "v: version 3 is for graphs with named mesh axes or "
+     "tiled shardings, and this one has none (it is written as version 1)")
+case("bad_mesh_name_duplicate", params3([buf(sharding="replicated")],
+                                        vslices=[[["data", 2], ["data", 4]]]),
+     "vslices[0]: mesh axes 0 and 1 are both named 'data'")
+case("bad_mesh_name_invalid", params3([buf(sharding="replicated")],
+                                      vslices=[[["2d", 2], ["model", 4]]]),
+     "vslices[0]: mesh axis 0's name '2d' is not 1..15 characters")
+case("bad_mesh_name_long", params3([buf(sharding="replicated")],
+                                   vslices=[[["a" * 16, 2]]]),
+     "vslices[0][0][0]: text of 16 bytes (at most 15)")
+case("bad_mesh_names_mixed", params3([buf(sharding="replicated")],
+                                     vslices=[[["data", 2], 4]]),
+     "vslices[0][1]: either every mesh axis is named")
+case("bad_mesh_axis_arity", params3([buf(sharding="replicated")],
+                                    vslices=[[["data", 2, 1]]]),
+     "vslices[0][0]: a named mesh axis is [name, size], not 3 elements")
+case("bad_tiled_dtype", params3([buf(dtype="f4", sharding=tiled([["data"]]))]),
+     "buffers[0].dtype: unknown dtype \"f4\"")
+
+# The most vslices a file may have, each the smallest mesh: the meshes'
+# array is the decoder's largest fixed cost (docs/formats.md, memory bound).
+case("valid_most_vslices", graph(
+    vslices=[[1]] * 4096, executables=[], buffers=[buf(sharding="replicated")], parameters=[0],
+    nodes=[], outputs=[0]), "ok")
+case("bad_too_many_vslices", graph(vslices=[[1]] * 4097),
+     "vslices: 4097 elements (at most 4096)")
 
 
 def main():

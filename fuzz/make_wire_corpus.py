@@ -13,7 +13,7 @@ from make_corpus import enc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fuzz", "corpus", "wire")
-VERSION = 2
+VERSION = 3
 
 # type: (name, unsigned count, blobs (str or bytes samples), list or None)
 SHAPES = {
@@ -24,7 +24,7 @@ SHAPES = {
     5: ("heartbeat", 1, [], [0, 0, 1, 0]),
     6: ("peer", 1, ["worker-1", b"\xaa" * 40], None),
     7: ("reply", 2, ["", b"payload"], [3, 4]),
-    8: ("compile", 1, [b"copy\ninput f32[8] split(0,all)\n", ""], [2, 2]),
+    8: ("compile", 1, [b"copy\ninput f32[8] split(0,all)\n", "", "data,model"], [2, 2]),
     9: ("load", 2, [b"\x00executable"], None),
     10: ("unload", 1, [], None),
     11: ("alloc", 3, [], None),
@@ -56,6 +56,10 @@ def main():
     hello = SHAPES[1]
     cases["bad_version"] = enc([1, 1] + [0] * 6 + hello[2] + [hello[3]])
     cases["bad_type"] = enc([VERSION, 99])
+    # Version 2 COMPILE (no axis names): the version is refused first.
+    cases["bad_compile_v2"] = enc([2, 8, 8000, b"copy\n", "", [2, 2]])
+    cases["bad_compile_no_axes"] = enc([VERSION, 8, 8000, b"copy\n", "", [2, 2]])
+    cases["bad_compile_axes_long"] = enc([VERSION, 8, 8000, b"copy\n", "", "a" * 64, [2, 2]])
     cases["bad_short"] = enc([VERSION, 11, 1, 2])
     cases["bad_blob_kind"] = enc([VERSION, 3, b"reason as bytes"])
     cases["bad_nested_list"] = enc([VERSION, 5, 1, [[1]]])

@@ -107,9 +107,10 @@ int main(int argc, char** argv) {
       printf("%s\n", hex);
     } else if (status == NULL) {
       printf("%s: ok: %u vslices, %u executables, %u buffers, %u parameters, %u nodes, "
-             "%u outputs\n",
+             "%u outputs; version %u, %u named meshes, %u tiled shardings (%u unreduced)\n",
              path, info.vslices, info.executables, info.buffers, info.parameters, info.nodes,
-             info.outputs);
+             info.outputs, info.version, info.named_vslices, info.tiled_buffers,
+             info.unreduced_buffers);
     }
   }
   if (status != NULL) {

@@ -185,6 +185,17 @@ pw_status_t pw_array_spec_check(const pw_array_spec_t* spec,
                                 const pw_mesh_shape_t* mesh);
 size_t pw_array_spec_format(const pw_array_spec_t* spec, char* buffer,
                             size_t capacity);
+pw_status_t pw_mesh_shape_set_axis_names(pw_mesh_shape_t* mesh, uint32_t count,
+                                         const char* const* names);
+size_t pw_mesh_shape_format(const pw_mesh_shape_t* mesh, char* buffer, size_t capacity);
+pw_status_t pw_sharding_parse(const char* text, size_t length, uint32_t rank,
+                              const pw_mesh_shape_t* mesh, pw_sharding_t* out_sharding);
+size_t pw_sharding_format_named(const pw_sharding_t* sharding, const pw_mesh_shape_t* mesh,
+                                char* buffer, size_t capacity);
+bool pw_sharding_equivalent(const pw_sharding_t* a, const pw_sharding_t* b,
+                            const pw_shape_t* shape, const pw_mesh_shape_t* mesh);
+pw_status_t pw_sharding_check(const pw_sharding_t* sharding, const pw_shape_t* shape,
+                              const pw_mesh_shape_t* mesh);
 
 /* ---- backend.h ---------------------------------------------------------- */
 typedef enum pw_device_health_e {

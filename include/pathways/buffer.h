@@ -62,6 +62,11 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_buffer_byte_size(pw_client_t* client,
                                                           pw_buffer_t buffer,
                                                           size_t* out_size);
 
+/* The mesh of the virtual slice |buffer| lives on, its axis names
+ * included (what its sharding's axes refer to). */
+PW_API PW_MUST_USE_RESULT pw_status_t pw_buffer_mesh(pw_client_t* client, pw_buffer_t buffer,
+                                                     pw_mesh_shape_t* out_mesh);
+
 /* A second handle of |client| on the same buffer (PJRT keeps buffers alive
  * with shared references the same way): the buffer lives until every
  * handle is released. Each handle is released once with pw_buffer_release.

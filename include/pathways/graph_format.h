@@ -1,15 +1,20 @@
-/* libpathways: graphs as bytes (CBOR, format versions 1 and 2).
+/* libpathways: graphs as bytes (CBOR, format versions 1 to 3).
  *
  * Runtimes hand programs over as bytes. A graph file is one CBOR map
  * (docs/formats.md has the full schema):
  *
  *   {"v": 1,
  *    "vslices":     [[2, 4], ...],          meshes the graph runs on
+ *                   (version 3: [["data", 2], ["model", 4]], axes named)
  *    "executables": [{"vslice": 0, "program": h'..', "options": ""}
  *                    or {"hash": h'<16 bytes>'}, ...],
  *    "buffers":     [{"vslice": 0, "dtype": "f32", "shape": [8],
  *                     "sharding": "replicated" or
- *                                 {"split": 0, "mesh_axis": 1 or "all"}}, ...],
+ *                                 {"split": 0, "mesh_axis": 1 or "all"} or
+ *                                 (version 3, a PartitionSpec: axes by name
+ *                                 from the buffer's vslice, or by index)
+ *                                 {"spec": [["data"], [], ["x", "y"]],
+ *                                  "unreduced": ["model"]}}, ...],
  *    "parameters":  [buffer, ...],
  *    "nodes":       [{"name": "mm", "executable": 0, "vslice": 0,
  *                     "inputs": [buffer, ...], "outputs": [buffer, ...]},
@@ -53,10 +58,12 @@
 
 PW_EXTERN_C_BEGIN
 
-/* The newest format version read and written: 2 adds host nodes. A graph
- * without host nodes is written as version 1 (byte for byte what earlier
- * releases wrote); one with host nodes as version 2. Both are read. */
-#define PW_GRAPH_FORMAT_VERSION 2u
+/* The newest format version read and written: 2 adds host nodes, 3 named
+ * mesh axes and tiled shardings. A graph is written in the lowest version
+ * that can say it: version 1 (byte for byte what earlier releases wrote)
+ * without host nodes, names or tiled shardings; 2 with host nodes; 3 with
+ * a named mesh or a tiled sharding. All three are read. */
+#define PW_GRAPH_FORMAT_VERSION 3u
 /* Deepest nesting of arrays and maps a graph file may use. */
 #define PW_GRAPH_FORMAT_MAX_DEPTH 8u
 
@@ -80,9 +87,15 @@ typedef struct pw_graph_format_info_t {
   uint32_t nodes;
   uint32_t outputs;
   pw_graph_hash_t hash;   /* canonical hash */
+  /* -- v2 fields start here -- */
+  uint32_t version;          /* the file's format version (1 to 3) */
+  uint32_t named_vslices;    /* vslices whose mesh names its axes */
+  uint32_t tiled_buffers;    /* buffers with a TILED sharding */
+  uint32_t unreduced_buffers; /* of those, the ones with unreduced axes */
 } pw_graph_format_info_t;
 
 #define PW_GRAPH_FORMAT_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_graph_format_info_t, hash)
+#define PW_GRAPH_FORMAT_INFO_SIZE_V2 PW_STRUCT_SIZE(pw_graph_format_info_t, unreduced_buffers)
 
 /* ---- files, without a runtime (thread-safe, no shared state) ------------ */
 

@@ -191,9 +191,15 @@ typedef struct pw_snapshot_buffer_info_t {
   /* XXH64 (seed 0) of the raw bytes: set once persisted or loaded, 0
    * before. */
   uint64_t xxh64;
+  /* -- v2 fields start here -- */
+  /* The mesh of the vslice the buffer lived on, its axis names included
+   * (what |spec|'s sharding refers to); rank 0 for a snapshot loaded
+   * from a format 1 manifest, which did not record it. */
+  pw_mesh_shape_t mesh;
 } pw_snapshot_buffer_info_t;
 
 #define PW_SNAPSHOT_BUFFER_INFO_SIZE_V1 PW_STRUCT_SIZE(pw_snapshot_buffer_info_t, xxh64)
+#define PW_SNAPSHOT_BUFFER_INFO_SIZE_V2 PW_STRUCT_SIZE(pw_snapshot_buffer_info_t, mesh)
 
 /* Buffer |index| of the snapshot of |step|: NOT_FOUND (step), OUT_OF_RANGE
  * (index). */

@@ -41,6 +41,7 @@ typedef struct pw_gdoc_exe_t {
 typedef struct pw_gdoc_buffer_t {
   uint32_t vslice;
   pw_array_spec_t spec;
+  size_t sharding_at;             /* decoding: where its "sharding" value starts */
 } pw_gdoc_buffer_t;
 
 /* A compute node, a transfer node (no executable: one input moved onto
@@ -65,7 +66,7 @@ typedef struct pw_gdoc_node_t {
 
 typedef struct pw_gdoc_t {
   pw_allocator_t allocator;
-  uint32_t version;               /* 1, or 2 when it has host nodes */
+  uint32_t version;               /* pw__gdoc_version_needed */
   uint32_t vslice_count;
   pw_mesh_shape_t* vslices;
   uint32_t exe_count;
@@ -109,6 +110,11 @@ pw_status_t pw__gdoc_check(const pw_gdoc_t* doc);
 
 /* Decode + check in one, for callers that need both. */
 pw_status_t pw__gdoc_load(pw_gdoc_t* doc, const void* bytes, size_t size);
+
+/* The format version |doc| is written in: 3 when a mesh names its axes
+ * or a buffer has a TILED sharding, else 2 when it has host nodes, else 1
+ * (files say exactly that version). */
+uint32_t pw__gdoc_version_needed(const pw_gdoc_t* doc);
 
 /* Writes the deterministic encoding of |doc|. */
 void pw__gdoc_emit(pw_cbor_writer_t* w, const pw_gdoc_t* doc);

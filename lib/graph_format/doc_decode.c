@@ -3,7 +3,7 @@
  *
  * Runs after pw__cbor_prescan, so every count fits the input and nothing
  * nests deeper than the format allows. Every error names the path of the
- * offending value ("nodes[3].inputs[1]", "buffers[0].sharding.mesh_axis");
+ * offending value ("nodes[3].inputs[1]", "buffers[0].sharding.spec[1][0]");
  * the top level is "graph". Map keys may come in any order (the canonical
  * order is the encoder's business); unknown and duplicate keys are
  * errors, and every key of the schema is required. */
@@ -210,20 +210,71 @@ static pw_status_t pw_gdec_require(pw_gdec_t* d, const char* const* keys, uint32
 
 /* ---- element decoders ----------------------------------------------------- */
 
+/* One axis of a mesh: a size, or ["name", size] (version 3). |*named| is
+ * set by the first axis; the others must agree. */
+static pw_status_t pw_gdec_mesh_axis(pw_gdec_t* d, pw_mesh_shape_t* mesh, uint32_t i,
+                                     int* named) {
+  size_t saved = d->r.pos;
+  pw_cbor_item_t item;
+  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
+  int is_named = item.type == PW_CBOR_ARRAY;
+  if (*named < 0) *named = is_named;
+  if (*named != is_named) {
+    return pw_gdec_error(d, "either every mesh axis is named ([\"data\", 2]) or none is (2)");
+  }
+  uint64_t v = 0;
+  if (!is_named) {
+    d->r.pos = saved;
+    PW_RETURN_IF_ERROR(pw_gdec_uint(d, 1u << 20, &v));
+    mesh->dims[i] = (uint32_t)v;
+    return NULL;
+  }
+  if (d->doc->version < 3) {
+    return pw_gdec_error(d, "mesh axis names need format version 3 (the file says %u)",
+                         d->doc->version);
+  }
+  if (item.value != 2) {
+    return pw_gdec_error(d, "a named mesh axis is [name, size], not %" PRIu64 " elements",
+                         item.value);
+  }
+  const char* name;
+  size_t size;
+  size_t old = pw_gpath_index(&d->path, 0);
+  PW_RETURN_IF_ERROR(pw_gdec_text(d, 1, PW_MESH_AXIS_NAME_MAX - 1, &name, &size));
+  memcpy(mesh->axis_names[i], name, size);
+  pw_gpath_pop(&d->path, old);
+  old = pw_gpath_index(&d->path, 1);
+  PW_RETURN_IF_ERROR(pw_gdec_uint(d, 1u << 20, &v));
+  mesh->dims[i] = (uint32_t)v;
+  pw_gpath_pop(&d->path, old);
+  return NULL;
+}
+
 static pw_status_t pw_gdec_mesh(pw_gdec_t* d, pw_mesh_shape_t* mesh) {
   uint32_t rank;
   PW_RETURN_IF_ERROR(pw_gdec_array(d, 1, PW_MAX_MESH_RANK, &rank));
   if (rank == 0) return pw_gdec_error(d, "a mesh has at least one dimension");
   memset(mesh, 0, sizeof(*mesh));
   mesh->rank = rank;
+  int named = -1;
   for (uint32_t i = 0; i < rank; ++i) {
     size_t old = pw_gpath_index(&d->path, i);
-    uint64_t v = 0;
-    PW_RETURN_IF_ERROR(pw_gdec_uint(d, 1u << 20, &v));
-    mesh->dims[i] = (uint32_t)v;
+    PW_RETURN_IF_ERROR(pw_gdec_mesh_axis(d, mesh, i, &named));
     pw_gpath_pop(&d->path, old);
   }
   PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_check(mesh), "%s", pw_gpath_str(&d->path));
+  if (named == 1) {
+    /* The names were copied as read; the mesh check validates them (the
+     * characters, a leading digit, a name used twice). */
+    char copies[PW_MAX_MESH_RANK][PW_MESH_AXIS_NAME_MAX];
+    const char* names[PW_MAX_MESH_RANK];
+    for (uint32_t i = 0; i < rank; ++i) {
+      memcpy(copies[i], mesh->axis_names[i], PW_MESH_AXIS_NAME_MAX);
+      names[i] = copies[i];
+    }
+    PW_RETURN_IF_ERROR_CTX(pw_mesh_shape_set_axis_names(mesh, rank, names), "%s",
+                           pw_gpath_str(&d->path));
+  }
   return NULL;
 }
 
@@ -264,56 +315,6 @@ static pw_status_t pw_gdec_exe(pw_gdec_t* d, pw_gdoc_exe_t* e) {
   return pw_gdec_require(d, pw_gdoc_exe_keys, 4, seen, 0xEu);
 }
 
-static const char* const pw_gdoc_sharding_keys[] = {"split", "mesh_axis"};
-
-static pw_status_t pw_gdec_sharding_field(pw_gdec_t* d, uint32_t key, void* object) {
-  pw_sharding_t* s = object;
-  uint64_t v = 0;
-  if (key == 0) {
-    PW_RETURN_IF_ERROR(pw_gdec_uint(d, PW_MAX_RANK - 1, &v));
-    s->tensor_axis = (uint32_t)v;
-    return NULL;
-  }
-  size_t saved = d->r.pos;
-  pw_cbor_item_t item;
-  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
-  if (item.type == PW_CBOR_TEXT && item.length == 3 && memcmp(item.data, "all", 3) == 0) {
-    s->mesh_axis = PW_MESH_AXIS_ALL;
-    return NULL;
-  }
-  if (item.type != PW_CBOR_UINT) {
-    return pw_gdec_error(d, "expected a mesh axis number or \"all\", found %s",
-                         pw__cbor_type_name(item.type));
-  }
-  d->r.pos = saved;
-  PW_RETURN_IF_ERROR(pw_gdec_uint(d, PW_MAX_MESH_RANK - 1, &v));
-  s->mesh_axis = (uint32_t)v;
-  return NULL;
-}
-
-static pw_status_t pw_gdec_sharding(pw_gdec_t* d, pw_sharding_t* s) {
-  size_t saved = d->r.pos;
-  pw_cbor_item_t item;
-  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
-  if (item.type == PW_CBOR_TEXT) {
-    if (item.length == 10 && memcmp(item.data, "replicated", 10) == 0) {
-      *s = pw_sharding_replicated();
-      return NULL;
-    }
-    return pw_gdec_error(d, "unknown sharding text (expected \"replicated\" or a "
-                         "{\"split\", \"mesh_axis\"} map)");
-  }
-  if (item.type != PW_CBOR_MAP) {
-    return pw_gdec_error(d, "expected \"replicated\" or a map, found %s",
-                         pw__cbor_type_name(item.type));
-  }
-  d->r.pos = saved;
-  *s = pw_sharding_split(0, 0);
-  uint32_t seen;
-  PW_RETURN_IF_ERROR(pw_gdec_map(d, pw_gdoc_sharding_keys, 2, pw_gdec_sharding_field, s, &seen));
-  return pw_gdec_require(d, pw_gdoc_sharding_keys, 2, seen, 0x3u);
-}
-
 static const char* const pw_gdoc_buffer_keys[] = {"vslice", "dtype", "shape", "sharding"};
 
 static pw_status_t pw_gdec_buffer_field(pw_gdec_t* d, uint32_t key, void* object) {
@@ -343,7 +344,12 @@ static pw_status_t pw_gdec_buffer_field(pw_gdec_t* d, uint32_t key, void* object
       }
       return NULL;
     }
-    default: return pw_gdec_sharding(d, &b->spec.sharding);
+    default:
+      /* Read in a second pass (pw_gdec_shardings): axis names resolve
+       * against the buffer's mesh, and "vslice" and "vslices" may come later. */
+      b->sharding_at = d->r.pos;
+      PW_RETURN_IF_ERROR_CTX(pw__cbor_skip(&d->r), "%s", pw_gpath_str(&d->path));
+      return NULL;
   }
 }
 
@@ -391,6 +397,216 @@ static pw_status_t pw_gdec_node_field(pw_gdec_t* d, uint32_t key, void* object) 
       return NULL;
     }
   }
+}
+
+/* ---- shardings ------------------------------------------------------------ */
+
+/* A sharding being decoded: the buffer's shape and mesh (NULL when its
+ * vslice does not exist) and, per mesh axis, its first use. */
+#define PW_GDEC_AXIS_FREE 0xFFu
+#define PW_GDEC_AXIS_UNREDUCED 0xFEu
+
+typedef struct pw_gdec_shard_t {
+  pw_sharding_t s;
+  const pw_shape_t* shape;
+  const pw_mesh_shape_t* mesh;
+  uint32_t vslice;
+  uint8_t use[PW_MAX_MESH_RANK];  /* tensor dimension, or a PW_GDEC_AXIS_* */
+} pw_gdec_shard_t;
+
+static void pw_gdec_axis_text(const pw_gdec_shard_t* sh, uint32_t axis, char* out, size_t n) {
+  if (sh->mesh != NULL && axis < sh->mesh->rank) {
+    pw_mesh_axis_format(sh->mesh, axis, out, n);
+  } else {
+    snprintf(out, n, "%u", axis);
+  }
+}
+
+/* One mesh axis, by name (resolved against the buffer's mesh) or by index;
+ * |tensor_dim| is what uses it (a dimension, or PW_GDEC_AXIS_UNREDUCED). */
+static pw_status_t pw_gdec_shard_axis(pw_gdec_t* d, pw_gdec_shard_t* sh, uint8_t tensor_dim,
+                                      uint32_t* out_axis) {
+  size_t saved = d->r.pos;
+  pw_cbor_item_t item;
+  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
+  uint32_t axis = 0;
+  if (item.type == PW_CBOR_TEXT) {
+    d->r.pos = saved;
+    const char* name;
+    size_t size;
+    PW_RETURN_IF_ERROR(pw_gdec_text(d, 1, 64, &name, &size));
+    if (sh->mesh == NULL) {
+      return pw_gdec_error(d, "mesh axis '%.*s' names an axis of vslice %u, which does not "
+                           "exist (%u vslices)", (int)size, name, sh->vslice,
+                           d->doc->vslice_count);
+    }
+    pw_status_t found = pw_mesh_axis_find(sh->mesh, name, size, &axis);
+    if (found != NULL) {
+      pw_status_t error = pw_gdec_error(d, "%s", pw_status_message(found));
+      pw_status_free(found);
+      return error;
+    }
+  } else if (item.type == PW_CBOR_UINT) {
+    uint32_t rank = sh->mesh != NULL ? sh->mesh->rank : PW_MAX_MESH_RANK;
+    if (item.value >= rank) {
+      return pw_gdec_error(d, "mesh axis %" PRIu64 " is out of range (the mesh has %u axes)",
+                           item.value, rank);
+    }
+    axis = (uint32_t)item.value;
+  } else {
+    return pw_gdec_error(d, "expected a mesh axis name or number, found %s",
+                         pw__cbor_type_name(item.type));
+  }
+  uint8_t first = sh->use[axis];
+  if (first != PW_GDEC_AXIS_FREE) {
+    char text[PW_MESH_AXIS_NAME_MAX + 8];
+    pw_gdec_axis_text(sh, axis, text, sizeof(text));
+    if (first == PW_GDEC_AXIS_UNREDUCED || tensor_dim == PW_GDEC_AXIS_UNREDUCED) {
+      uint32_t dim = first == PW_GDEC_AXIS_UNREDUCED ? tensor_dim : first;
+      if (first == tensor_dim) {
+        return pw_gdec_error(d, "mesh axis '%s' is listed as unreduced twice", text);
+      }
+      return pw_gdec_error(d, "mesh axis '%s' splits dimension %u and is also unreduced (an "
+                           "axis either splits a dimension or holds partial sums)", text, dim);
+    }
+    return pw_gdec_error(d, "mesh axis '%s' is used twice (it already splits dimension %u)",
+                         text, first);
+  }
+  sh->use[axis] = tensor_dim;
+  *out_axis = axis;
+  return NULL;
+}
+
+/* "spec": one entry per tensor dimension (at most the rank; missing ones
+ * are not split), each an array of the mesh axes splitting it, major to
+ * minor. */
+static pw_status_t pw_gdec_shard_spec(pw_gdec_t* d, pw_gdec_shard_t* sh) {
+  uint32_t dims;
+  PW_RETURN_IF_ERROR(pw_gdec_array(d, 1, PW_MAX_RANK, &dims));
+  if (dims > sh->shape->rank) {
+    return pw_gdec_error(d, "%u entries for an array of rank %u (one per dimension at most)",
+                         dims, sh->shape->rank);
+  }
+  for (uint32_t t = 0; t < dims; ++t) {
+    size_t old = pw_gpath_index(&d->path, t);
+    uint32_t count;
+    PW_RETURN_IF_ERROR(pw_gdec_array(d, 1, PW_MAX_MESH_RANK, &count));
+    for (uint32_t k = 0; k < count; ++k) {
+      size_t inner = pw_gpath_index(&d->path, k);
+      uint32_t axis = 0;
+      PW_RETURN_IF_ERROR(pw_gdec_shard_axis(d, sh, (uint8_t)t, &axis));
+      /* Each axis is used once and there are at most PW_MAX_MESH_RANK. */
+      sh->s.tiles[sh->s.tile_count].tensor_axis = (uint8_t)t;
+      sh->s.tiles[sh->s.tile_count].mesh_axis = (uint8_t)axis;
+      sh->s.tile_count++;
+      pw_gpath_pop(&d->path, inner);
+    }
+    pw_gpath_pop(&d->path, old);
+  }
+  return NULL;
+}
+
+static const char* const pw_gdoc_sharding_keys[] = {"split", "mesh_axis", "spec", "unreduced"};
+
+static pw_status_t pw_gdec_sharding_field(pw_gdec_t* d, uint32_t key, void* object) {
+  pw_gdec_shard_t* sh = object;
+  pw_sharding_t* s = &sh->s;
+  uint64_t v = 0;
+  if (key >= 2 && d->doc->version < 3) {
+    return pw_gdec_error(d, "tiled shardings (\"spec\", \"unreduced\") need format version 3 "
+                         "(the file says %u)", d->doc->version);
+  }
+  if (key == 2) return pw_gdec_shard_spec(d, sh);
+  if (key == 3) {
+    uint32_t count;
+    PW_RETURN_IF_ERROR(pw_gdec_array(d, 1, PW_MAX_MESH_RANK, &count));
+    for (uint32_t k = 0; k < count; ++k) {
+      size_t old = pw_gpath_index(&d->path, k);
+      uint32_t axis = 0;
+      PW_RETURN_IF_ERROR(pw_gdec_shard_axis(d, sh, PW_GDEC_AXIS_UNREDUCED, &axis));
+      s->unreduced_axes |= 1u << axis;
+      pw_gpath_pop(&d->path, old);
+    }
+    return NULL;
+  }
+  if (key == 0) {
+    PW_RETURN_IF_ERROR(pw_gdec_uint(d, PW_MAX_RANK - 1, &v));
+    s->tensor_axis = (uint32_t)v;
+    return NULL;
+  }
+  size_t saved = d->r.pos;
+  pw_cbor_item_t item;
+  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
+  if (item.type == PW_CBOR_TEXT && item.length == 3 && memcmp(item.data, "all", 3) == 0) {
+    s->mesh_axis = PW_MESH_AXIS_ALL;
+    return NULL;
+  }
+  if (item.type != PW_CBOR_UINT) {
+    return pw_gdec_error(d, "expected a mesh axis number or \"all\", found %s",
+                         pw__cbor_type_name(item.type));
+  }
+  d->r.pos = saved;
+  PW_RETURN_IF_ERROR(pw_gdec_uint(d, PW_MAX_MESH_RANK - 1, &v));
+  s->mesh_axis = (uint32_t)v;
+  return NULL;
+}
+
+/* "replicated", {"split": T, "mesh_axis": M or "all"}, or (version 3)
+ * {"spec": [[axes of dimension 0], ...], "unreduced": [axes]} with axes by
+ * name or index. Runs after the rest of the file, when the buffer's shape
+ * and mesh are known. */
+static pw_status_t pw_gdec_sharding(pw_gdec_t* d, const pw_gdoc_buffer_t* b, pw_sharding_t* out) {
+  size_t saved = d->r.pos;
+  pw_cbor_item_t item;
+  PW_RETURN_IF_ERROR_CTX(pw__cbor_next(&d->r, &item), "%s", pw_gpath_str(&d->path));
+  if (item.type == PW_CBOR_TEXT) {
+    if (item.length == 10 && memcmp(item.data, "replicated", 10) == 0) {
+      *out = pw_sharding_replicated();
+      return NULL;
+    }
+    return pw_gdec_error(d, "unknown sharding text (expected \"replicated\", a "
+                         "{\"split\", \"mesh_axis\"} or a {\"spec\"} map)");
+  }
+  if (item.type != PW_CBOR_MAP) {
+    return pw_gdec_error(d, "expected \"replicated\" or a map, found %s",
+                         pw__cbor_type_name(item.type));
+  }
+  d->r.pos = saved;
+  pw_gdec_shard_t sh;
+  memset(&sh, 0, sizeof(sh));
+  memset(sh.use, PW_GDEC_AXIS_FREE, sizeof(sh.use));
+  sh.shape = &b->spec.shape;
+  sh.vslice = b->vslice;
+  sh.mesh = b->vslice < d->doc->vslice_count ? &d->doc->vslices[b->vslice] : NULL;
+  uint32_t seen;
+  PW_RETURN_IF_ERROR(pw_gdec_map(d, pw_gdoc_sharding_keys, 4, pw_gdec_sharding_field, &sh, &seen));
+  if (seen & 0xCu) {
+    if (seen & 0x3u) {
+      return pw_gdec_error(d, "has both \"split\"/\"mesh_axis\" and \"spec\"/\"unreduced\"; "
+                           "give one form");
+    }
+    PW_RETURN_IF_ERROR(pw_gdec_require(d, pw_gdoc_sharding_keys, 4, seen, 0x4u));
+    *out = pw_sharding_tiled(sh.s.tile_count, sh.s.tiles, sh.s.unreduced_axes);
+    return NULL;
+  }
+  PW_RETURN_IF_ERROR(pw_gdec_require(d, pw_gdoc_sharding_keys, 4, seen, 0x3u));
+  *out = pw_sharding_split(sh.s.tensor_axis, sh.s.mesh_axis);
+  return NULL;
+}
+
+/* Second pass: every buffer's sharding, from where the first pass left it. */
+static pw_status_t pw_gdec_shardings(pw_gdec_t* d) {
+  size_t end = d->r.pos;
+  for (uint32_t i = 0; i < d->doc->buffer_count; ++i) {
+    pw_gdoc_buffer_t* b = &d->doc->buffers[i];
+    pw_gpath_pop(&d->path, 0);
+    pw_gpath_push(&d->path, "buffers[%u].sharding", i);
+    d->r.pos = b->sharding_at;
+    PW_RETURN_IF_ERROR(pw_gdec_sharding(d, b, &b->spec.sharding));
+  }
+  pw_gpath_pop(&d->path, 0);
+  d->r.pos = end;
+  return NULL;
 }
 
 /* ---- top level ------------------------------------------------------------ */
@@ -520,16 +736,19 @@ pw_status_t pw__gdoc_decode(pw_gdoc_t* doc, const void* bytes, size_t size) {
     uint32_t seen = 0;
     status = pw_gdec_map(&d, pw_gdoc_top_keys, 7, pw_gdec_top_field, NULL, &seen);
     if (status == NULL) status = pw_gdec_require(&d, pw_gdoc_top_keys, 7, seen, 0x7Fu);
+    if (status == NULL) status = pw_gdec_shardings(&d);
   }
-  if (status == NULL && doc->version == 2) {
-    /* One encoding per graph: version 2 only where version 1 cannot say it. */
-    bool host = false;
-    for (uint32_t i = 0; i < doc->node_count && !host; ++i) host = doc->nodes[i].host != NULL;
-    if (!host) {
-      status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
-                              "v: version 2 is for graphs with host nodes, and this one has "
-                              "none (it is written as version 1)");
-    }
+  /* One encoding per graph: the lowest version that can say it. */
+  uint32_t needed = status == NULL ? pw__gdoc_version_needed(doc) : doc->version;
+  if (status == NULL && doc->version == 3 && needed < 3) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "v: version 3 is for graphs with named mesh axes or tiled "
+                            "shardings, and this one has none (it is written as version %u)",
+                            needed);
+  } else if (status == NULL && doc->version == 2 && needed < 2) {
+    status = pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                            "v: version 2 is for graphs with host nodes, and this one has "
+                            "none (it is written as version 1)");
   }
   if (status != NULL) pw__gdoc_free(doc);
   return status;

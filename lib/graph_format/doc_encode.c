@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* Documents -> deterministic CBOR (RFC 8949 section 4.2: definite lengths,
  * shortest heads, map keys ordered by their encodings, which for these
  * short text keys means shorter keys first, then bytewise), the canonical
@@ -90,31 +91,102 @@ static void pw_gdoc_emit_refs(pw_cbor_writer_t* w, const uint32_t* refs, uint32_
   for (uint32_t i = 0; i < count; ++i) pw__cbor_write_uint(w, refs[i]);
 }
 
-static void pw_gdoc_emit_buffer(pw_cbor_writer_t* w, const pw_gdoc_buffer_t* b) {
+/* One mesh axis of a tiled sharding: its name when the mesh names its
+ * axes, else its index. */
+static void pw_gdoc_emit_axis(pw_cbor_writer_t* w, const pw_mesh_shape_t* mesh, uint32_t axis) {
+  if (mesh != NULL && axis < mesh->rank && axis < PW_MAX_MESH_RANK &&
+      mesh->axis_names[axis][0] != '\0') {
+    pw__cbor_write_text(w, mesh->axis_names[axis],
+                        strnlen(mesh->axis_names[axis], PW_MESH_AXIS_NAME_MAX));
+  } else {
+    pw__cbor_write_uint(w, axis);
+  }
+}
+
+/* {"spec": [[axes of dimension 0], ...], "unreduced": [axes]}: one entry
+ * per dimension, the tiles of each in their order; "unreduced" only when
+ * some axis is. */
+static void pw_gdoc_emit_tiled(pw_cbor_writer_t* w, const pw_sharding_t* s, uint32_t rank,
+                               const pw_mesh_shape_t* mesh) {
+  uint32_t tiles = s->tile_count < PW_MAX_MESH_RANK ? s->tile_count : PW_MAX_MESH_RANK;
+  uint32_t unreduced = s->unreduced_axes & ((1u << PW_MAX_MESH_RANK) - 1);
+  pw__cbor_write_map(w, unreduced ? 2 : 1);
+  pw__cbor_write_key(w, "spec");
+  pw__cbor_write_array(w, rank);
+  for (uint32_t t = 0; t < rank; ++t) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < tiles; ++i) count += s->tiles[i].tensor_axis == t;
+    pw__cbor_write_array(w, count);
+    for (uint32_t i = 0; i < tiles; ++i) {
+      if (s->tiles[i].tensor_axis == t) pw_gdoc_emit_axis(w, mesh, s->tiles[i].mesh_axis);
+    }
+  }
+  if (unreduced == 0) return;
+  pw__cbor_write_key(w, "unreduced");
+  uint32_t count = 0;
+  for (uint32_t a = 0; a < PW_MAX_MESH_RANK; ++a) count += (unreduced >> a) & 1u;
+  pw__cbor_write_array(w, count);
+  for (uint32_t a = 0; a < PW_MAX_MESH_RANK; ++a) {
+    if (unreduced & (1u << a)) pw_gdoc_emit_axis(w, mesh, a);
+  }
+}
+
+static void pw_gdoc_emit_buffer(pw_cbor_writer_t* w, const pw_gdoc_t* doc,
+                                const pw_gdoc_buffer_t* b) {
+  uint32_t rank = b->spec.shape.rank < PW_MAX_RANK ? b->spec.shape.rank : PW_MAX_RANK;
   pw__cbor_write_map(w, 4);
   pw__cbor_write_key(w, "dtype");
   pw__cbor_write_key(w, pw_dtype_name(b->spec.dtype));
   pw__cbor_write_key(w, "shape");
-  pw__cbor_write_array(w, b->spec.shape.rank);
-  for (uint32_t i = 0; i < b->spec.shape.rank && i < PW_MAX_RANK; ++i) {
-    pw__cbor_write_uint(w, (uint64_t)b->spec.shape.dims[i]);
-  }
+  pw__cbor_write_array(w, rank);
+  for (uint32_t i = 0; i < rank; ++i) pw__cbor_write_uint(w, (uint64_t)b->spec.shape.dims[i]);
   pw__cbor_write_key(w, "vslice");
   pw__cbor_write_uint(w, b->vslice);
   pw__cbor_write_key(w, "sharding");
-  if (b->spec.sharding.kind == PW_SHARDING_REPLICATED) {
+  const pw_sharding_t* s = &b->spec.sharding;
+  if (s->kind == PW_SHARDING_REPLICATED) {
     pw__cbor_write_key(w, "replicated");
+  } else if (s->kind == PW_SHARDING_TILED) {
+    pw_gdoc_emit_tiled(w, s, rank,
+                       b->vslice < doc->vslice_count ? &doc->vslices[b->vslice] : NULL);
   } else {
     pw__cbor_write_map(w, 2);
     pw__cbor_write_key(w, "split");
-    pw__cbor_write_uint(w, b->spec.sharding.tensor_axis);
+    pw__cbor_write_uint(w, s->tensor_axis);
     pw__cbor_write_key(w, "mesh_axis");
-    if (b->spec.sharding.mesh_axis == PW_MESH_AXIS_ALL) {
+    if (s->mesh_axis == PW_MESH_AXIS_ALL) {
       pw__cbor_write_key(w, "all");
     } else {
-      pw__cbor_write_uint(w, b->spec.sharding.mesh_axis);
+      pw__cbor_write_uint(w, s->mesh_axis);
     }
   }
+}
+
+/* [2, 4], or [["data", 2], ["model", 4]] when the axes are named. */
+static void pw_gdoc_emit_mesh(pw_cbor_writer_t* w, const pw_mesh_shape_t* m) {
+  uint32_t rank = m->rank < PW_MAX_MESH_RANK ? m->rank : PW_MAX_MESH_RANK;
+  bool named = rank > 0 && m->axis_names[0][0] != '\0';
+  pw__cbor_write_array(w, rank);
+  for (uint32_t k = 0; k < rank; ++k) {
+    if (named) {
+      pw__cbor_write_array(w, 2);
+      pw__cbor_write_text(w, m->axis_names[k], strnlen(m->axis_names[k], PW_MESH_AXIS_NAME_MAX));
+    }
+    pw__cbor_write_uint(w, m->dims[k]);
+  }
+}
+
+uint32_t pw__gdoc_version_needed(const pw_gdoc_t* doc) {
+  for (uint32_t i = 0; i < doc->vslice_count; ++i) {
+    if (doc->vslices[i].axis_names[0][0] != '\0') return 3;
+  }
+  for (uint32_t i = 0; i < doc->buffer_count; ++i) {
+    if (doc->buffers[i].spec.sharding.kind == PW_SHARDING_TILED) return 3;
+  }
+  for (uint32_t i = 0; i < doc->node_count; ++i) {
+    if (doc->nodes[i].host != NULL) return 2;
+  }
+  return 1;
 }
 
 static void pw_gdoc_emit_exe(pw_cbor_writer_t* w, const pw_gdoc_exe_t* e) {
@@ -161,18 +233,12 @@ void pw__gdoc_emit(pw_cbor_writer_t* w, const pw_gdoc_t* doc) {
   for (uint32_t i = 0; i < doc->node_count; ++i) pw_gdoc_emit_node(w, &doc->nodes[i]);
   pw__cbor_write_key(w, "buffers");
   pw__cbor_write_array(w, doc->buffer_count);
-  for (uint32_t i = 0; i < doc->buffer_count; ++i) pw_gdoc_emit_buffer(w, &doc->buffers[i]);
+  for (uint32_t i = 0; i < doc->buffer_count; ++i) pw_gdoc_emit_buffer(w, doc, &doc->buffers[i]);
   pw__cbor_write_key(w, "outputs");
   pw_gdoc_emit_refs(w, doc->outputs, doc->output_count);
   pw__cbor_write_key(w, "vslices");
   pw__cbor_write_array(w, doc->vslice_count);
-  for (uint32_t i = 0; i < doc->vslice_count; ++i) {
-    const pw_mesh_shape_t* m = &doc->vslices[i];
-    pw__cbor_write_array(w, m->rank);
-    for (uint32_t k = 0; k < m->rank && k < PW_MAX_MESH_RANK; ++k) {
-      pw__cbor_write_uint(w, m->dims[k]);
-    }
-  }
+  for (uint32_t i = 0; i < doc->vslice_count; ++i) pw_gdoc_emit_mesh(w, &doc->vslices[i]);
   pw__cbor_write_key(w, "parameters");
   pw_gdoc_emit_refs(w, doc->params, doc->param_count);
   pw__cbor_write_key(w, "executables");

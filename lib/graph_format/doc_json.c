@@ -121,7 +121,7 @@ static void pw_json_doc(pw_json_t* j, const pw_gdoc_t* doc) {
   pw_json_printf(j, "{\n  \"v\": %u,\n  \"hash\": \"%s\",\n  \"vslices\": [", doc->version,
                  hex);
   for (uint32_t i = 0; i < doc->vslice_count; ++i) {
-    char mesh[48];
+    char mesh[128];
     pw_mesh_shape_format(&doc->vslices[i], mesh, sizeof(mesh));
     pw_json_printf(j, "%s\"%s\"", i ? ", " : "", mesh);
   }
@@ -132,10 +132,15 @@ static void pw_json_doc(pw_json_t* j, const pw_gdoc_t* doc) {
   }
   pw_json_lit(j, doc->exe_count ? "\n  ],\n  \"buffers\": [" : "],\n  \"buffers\": [");
   for (uint32_t i = 0; i < doc->buffer_count; ++i) {
-    char spec[200];
-    pw_array_spec_format(&doc->buffers[i].spec, spec, sizeof(spec));
-    pw_json_printf(j, "%s{\"id\": %u, \"vslice\": %u, \"spec\": \"%s\"}", i ? ",\n    " : "\n    ",
-                   i, doc->buffers[i].vslice, spec);
+    const pw_gdoc_buffer_t* b = &doc->buffers[i];
+    char spec[200], sharding[200];
+    pw_array_spec_format(&b->spec, spec, sizeof(spec));
+    /* The sharding again with the mesh's axis names ("P(data, None)"). */
+    pw_sharding_format_named(&b->spec.sharding,
+                             b->vslice < doc->vslice_count ? &doc->vslices[b->vslice] : NULL,
+                             sharding, sizeof(sharding));
+    pw_json_printf(j, "%s{\"id\": %u, \"vslice\": %u, \"spec\": \"%s\", \"sharding\": \"%s\"}",
+                   i ? ",\n    " : "\n    ", i, b->vslice, spec, sharding);
   }
   pw_json_lit(j, doc->buffer_count ? "\n  ],\n  \"parameters\": " : "],\n  \"parameters\": ");
   pw_json_refs(j, doc->params, doc->param_count);

@@ -176,14 +176,21 @@ static pw_status_t pw_gbind_vslices(pw_gbind_t* b) {
     snprintf(what, sizeof(what), "options->vslices[%u]", i);
     PW_RETURN_IF_ERROR(pw__handle_lookup(b->client, o->vslices[i].id, PW_OBJECT_VSLICE, what,
                                          (pw_object_t**)&b->vslices[i]));
-    if (!pw_mesh_shape_equal(&b->vslices[i]->mesh, &b->doc.vslices[i])) {
-      char want[32], have[32];
+    const pw_mesh_shape_t* have_mesh = &b->vslices[i]->mesh;
+    const pw_mesh_shape_t* want_mesh = &b->doc.vslices[i];
+    /* Names are labels, but where both sides name the axes they must agree:
+     * a file's "data" is not the slice's "model". */
+    bool names_clash = have_mesh->axis_names[0][0] != '\0' &&
+                       want_mesh->axis_names[0][0] != '\0' &&
+                       !pw_mesh_shape_names_equal(have_mesh, want_mesh);
+    if (!pw_mesh_shape_equal(have_mesh, want_mesh) || names_clash) {
+      char want[128], have[128];
       pw_mesh_shape_format(&b->doc.vslices[i], want, sizeof(want));
       pw_mesh_shape_format(&b->vslices[i]->mesh, have, sizeof(have));
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "vslices[%u]: the graph expects mesh %s, the supplied virtual slice "
-                            "has mesh %s",
-                            i, want, have);
+                            "has mesh %s%s",
+                            i, want, have, names_clash ? " (the axis names differ)" : "");
     }
   }
   return NULL;

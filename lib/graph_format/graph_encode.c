@@ -39,6 +39,15 @@ pw_status_t pw_graph_format_check(const void* bytes, size_t size, pw_allocator_t
     info.nodes = doc.node_count;
     info.outputs = doc.output_count;
     info.hash = pw__gdoc_hash(&doc);
+    info.version = doc.version;
+    for (uint32_t i = 0; i < doc.vslice_count; ++i) {
+      info.named_vslices += doc.vslices[i].axis_names[0][0] != '\0';
+    }
+    for (uint32_t i = 0; i < doc.buffer_count; ++i) {
+      const pw_sharding_t* s = &doc.buffers[i].spec.sharding;
+      info.tiled_buffers += s->kind == PW_SHARDING_TILED;
+      info.unreduced_buffers += s->kind == PW_SHARDING_TILED && s->unreduced_axes != 0;
+    }
     pw_struct_fill(out_info, &info, sizeof(info));
   }
   pw__gdoc_free(&doc);
@@ -191,7 +200,6 @@ static pw_status_t pw_genc_scan(pw_genc_t* c, const pw_graph_encode_options_t* o
     }
     if (n.kind == PW__GRAPH_NODE_HOST) {
       buffers += n.output_count;
-      c->doc.version = 2;
       continue;
     }
     buffers += n.executable->signature.output_count;
@@ -408,6 +416,7 @@ pw_status_t pw_graph_encode(pw_client_t* client, pw_graph_t graph,
   if (status == NULL) status = pw_genc_scan(&c, options, listed);
   if (status == NULL) status = pw_genc_fill(&c, options);
   if (status == NULL) status = pw_genc_transfers(&c);
+  if (status == NULL) c.doc.version = pw__gdoc_version_needed(&c.doc);
   if (status == NULL) {
     status = pw__gdoc_check(&c.doc);
     if (status) status = pw_status_annotate(status, "pw_graph_encode: the graph is not valid");

@@ -88,6 +88,17 @@ static pw_status_t pw_proxy_compile(void* self, const void* program, size_t prog
   uint32_t rank = mesh->rank <= PW_MAX_MESH_RANK ? mesh->rank : PW_MAX_MESH_RANK;
   for (uint32_t i = 0; i < rank; ++i) dims[i] = mesh->dims[i];
   pw_wire_msg_t req = {.type = PW_WIRE_COMPILE, .list = dims, .list_count = rank};
+  /* The names travel so the worker's backend compiles for the mesh the
+   * controller's would (names are labels: the executable does not change). */
+  char axes[PW_MAX_MESH_RANK * PW_MESH_AXIS_NAME_MAX] = "";
+  size_t axes_size = 0;
+  for (uint32_t i = 0; i < rank && mesh->axis_names[0][0] != '\0'; ++i) {
+    size_t n = strnlen(mesh->axis_names[i], PW_MESH_AXIS_NAME_MAX - 1);
+    if (i > 0) axes[axes_size++] = ',';
+    memcpy(axes + axes_size, mesh->axis_names[i], n);
+    axes_size += n;
+  }
+  req.blob[PW_WIRE_COMPILE_B_AXES] = (pw_wire_blob_t){axes, axes_size};
   req.u[PW_WIRE_COMPILE_ID] = pw__remote_next_id(w->remote);
   req.blob[PW_WIRE_COMPILE_B_PROGRAM] = (pw_wire_blob_t){program, program_size};
   req.blob[PW_WIRE_COMPILE_B_OPTIONS] = (pw_wire_blob_t){options, options ? strlen(options) : 0};
@@ -121,6 +132,26 @@ static bool pw_sig_next(const pw_wire_msg_t* reply, uint32_t* pos, uint64_t* out
   return true;
 }
 
+/* Wire version 3: after the mesh axis, the tile count, each tile's tensor
+ * and mesh axis, and the unreduced axes' mask (0, 0 for REPLICATED and
+ * SPLIT). */
+static bool pw_sig_tiles(const pw_wire_msg_t* reply, uint32_t* pos, pw_sharding_t* s) {
+  uint64_t count = 0, t = 0, m = 0, unreduced = 0;
+  if (!pw_sig_next(reply, pos, &count) || count > PW_MAX_MESH_RANK) return false;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!pw_sig_next(reply, pos, &t) || !pw_sig_next(reply, pos, &m) || t >= PW_MAX_RANK ||
+        m >= PW_MAX_MESH_RANK) {
+      return false;
+    }
+    s->tiles[i].tensor_axis = (uint8_t)t;
+    s->tiles[i].mesh_axis = (uint8_t)m;
+  }
+  if (!pw_sig_next(reply, pos, &unreduced) || unreduced >= (1u << PW_MAX_MESH_RANK)) return false;
+  s->tile_count = (uint32_t)count;
+  s->unreduced_axes = (uint32_t)unreduced;
+  return s->kind == PW_SHARDING_TILED || (count == 0 && unreduced == 0);
+}
+
 static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_param_t* p) {
   uint64_t dtype = 0, rank = 0, kind = 0, tensor_axis = 0, mesh_axis = 0;
   if (!pw_sig_next(reply, pos, &dtype) || !pw_sig_next(reply, pos, &rank)) return false;
@@ -132,8 +163,8 @@ static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_p
     dims[i] = (int64_t)d;
   }
   if (!pw_sig_next(reply, pos, &kind) || !pw_sig_next(reply, pos, &tensor_axis) ||
-      !pw_sig_next(reply, pos, &mesh_axis) || kind > UINT32_MAX || tensor_axis > UINT32_MAX ||
-      mesh_axis > UINT32_MAX) {
+      !pw_sig_next(reply, pos, &mesh_axis) || kind > PW_SHARDING_TILED ||
+      tensor_axis > UINT32_MAX || mesh_axis > UINT32_MAX) {
     return false;
   }
   p->dtype = (pw_dtype_t)dtype;
@@ -142,7 +173,7 @@ static bool pw_sig_param(const pw_wire_msg_t* reply, uint32_t* pos, pw_backend_p
   p->sharding.kind = (pw_sharding_kind_t)kind;
   p->sharding.tensor_axis = (uint32_t)tensor_axis;
   p->sharding.mesh_axis = (uint32_t)mesh_axis;
-  return true;
+  return pw_sig_tiles(reply, pos, &p->sharding);
 }
 
 /* The signature list of a LOAD reply (docs/remote.md): the specs go to

@@ -114,6 +114,17 @@ pw_status_t pw_buffer_spec(pw_client_t* client, pw_buffer_t buffer,
   return NULL;
 }
 
+pw_status_t pw_buffer_mesh(pw_client_t* client, pw_buffer_t buffer, pw_mesh_shape_t* out_mesh) {
+  if (out_mesh == NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "out_mesh is NULL");
+  }
+  pw_buffer_obj_t* b = NULL;
+  PW_RETURN_IF_ERROR(pw__buffer_get(client, buffer, &b));
+  *out_mesh = b->mesh;
+  pw__object_release(&b->header);
+  return NULL;
+}
+
 pw_status_t pw_buffer_byte_size(pw_client_t* client, pw_buffer_t buffer,
                                 size_t* out_size) {
   if (out_size == NULL) {

@@ -284,8 +284,58 @@ static void pw_snap_w_text(pw_snap_writer_t* w, const char* text) {
   pw_snap_w_raw(w, text, n);
 }
 
+/* {"kind": "replicated" | "split", "tensor_axis", "mesh_axis"}, or
+ * {"kind": "tiled", "tiles": [[tensor_axis, mesh_axis], ...],
+ *  "unreduced": [mesh_axis, ...]} (format 2). */
+static void pw_snap_emit_sharding(pw_snap_writer_t* w, const pw_sharding_t* s) {
+  pw_snap_w_map(w, 3);
+  pw_snap_w_text(w, "kind");
+  if (s->kind == PW_SHARDING_TILED) {
+    uint32_t tiles = s->tile_count < PW_MAX_MESH_RANK ? s->tile_count : PW_MAX_MESH_RANK;
+    pw_snap_w_text(w, "tiled");
+    pw_snap_w_text(w, "tiles");
+    pw_snap_w_array(w, tiles);
+    for (uint32_t i = 0; i < tiles; ++i) {
+      pw_snap_w_array(w, 2);
+      pw_snap_w_uint(w, s->tiles[i].tensor_axis);
+      pw_snap_w_uint(w, s->tiles[i].mesh_axis);
+    }
+    uint32_t count = 0;
+    for (uint32_t a = 0; a < PW_MAX_MESH_RANK; ++a) count += (s->unreduced_axes >> a) & 1u;
+    pw_snap_w_text(w, "unreduced");
+    pw_snap_w_array(w, count);
+    for (uint32_t a = 0; a < PW_MAX_MESH_RANK; ++a) {
+      if ((s->unreduced_axes >> a) & 1u) pw_snap_w_uint(w, a);
+    }
+    return;
+  }
+  pw_snap_w_text(w, s->kind == PW_SHARDING_SPLIT ? "split" : "replicated");
+  pw_snap_w_text(w, "tensor_axis");
+  pw_snap_w_uint(w, s->tensor_axis);
+  pw_snap_w_text(w, "mesh_axis");
+  pw_snap_w_uint(w, s->mesh_axis);
+}
+
+/* {"dims": [uint, ...], "names": [text, ...] (one per axis, or none)}. */
+static void pw_snap_emit_mesh(pw_snap_writer_t* w, const pw_mesh_shape_t* m) {
+  uint32_t rank = m->rank < PW_MAX_MESH_RANK ? m->rank : PW_MAX_MESH_RANK;
+  bool named = rank > 0 && m->axis_names[0][0] != '\0';
+  pw_snap_w_map(w, 2);
+  pw_snap_w_text(w, "dims");
+  pw_snap_w_array(w, rank);
+  for (uint32_t k = 0; k < rank; ++k) pw_snap_w_uint(w, m->dims[k]);
+  pw_snap_w_text(w, "names");
+  pw_snap_w_array(w, named ? rank : 0);
+  for (uint32_t k = 0; named && k < rank; ++k) {
+    char name[PW_MESH_AXIS_NAME_MAX];
+    memcpy(name, m->axis_names[k], sizeof(name));
+    name[sizeof(name) - 1] = '\0';
+    pw_snap_w_text(w, name);
+  }
+}
+
 static void pw_snap_emit_buffer(pw_snap_writer_t* w, const pw_snap_manifest_buffer_t* b) {
-  pw_snap_w_map(w, 8);
+  pw_snap_w_map(w, 9);
   pw_snap_w_text(w, "name");
   pw_snap_w_text(w, b->name);
   pw_snap_w_text(w, "dtype");
@@ -294,13 +344,9 @@ static void pw_snap_emit_buffer(pw_snap_writer_t* w, const pw_snap_manifest_buff
   pw_snap_w_array(w, b->spec.shape.rank);
   for (uint32_t d = 0; d < b->spec.shape.rank; ++d) pw_snap_w_uint(w, (uint64_t)b->spec.shape.dims[d]);
   pw_snap_w_text(w, "sharding");
-  pw_snap_w_map(w, 3);
-  pw_snap_w_text(w, "kind");
-  pw_snap_w_text(w, b->spec.sharding.kind == PW_SHARDING_SPLIT ? "split" : "replicated");
-  pw_snap_w_text(w, "tensor_axis");
-  pw_snap_w_uint(w, b->spec.sharding.tensor_axis);
-  pw_snap_w_text(w, "mesh_axis");
-  pw_snap_w_uint(w, b->spec.sharding.mesh_axis);
+  pw_snap_emit_sharding(w, &b->spec.sharding);
+  pw_snap_w_text(w, "mesh");
+  pw_snap_emit_mesh(w, &b->mesh);
   pw_snap_w_text(w, "bytes");
   pw_snap_w_uint(w, b->bytes);
   pw_snap_w_text(w, "xxh64");
@@ -321,7 +367,7 @@ static void pw_snap_emit_buffer(pw_snap_writer_t* w, const pw_snap_manifest_buff
 static void pw_snap_emit(pw_snap_writer_t* w, const pw_snap_manifest_t* m) {
   pw_snap_w_map(w, 4);
   pw_snap_w_text(w, "format");
-  pw_snap_w_uint(w, PW_SNAPSHOT_FORMAT_VERSION);
+  pw_snap_w_uint(w, PW_SNAPSHOT_MANIFEST_FORMAT);
   pw_snap_w_text(w, "step");
   pw_snap_w_uint(w, m->step);
   pw_snap_w_text(w, "chunk_bytes");
@@ -430,7 +476,38 @@ static pw_status_t pw_snap_r_uint_max(pw_snap_reader_t* r, const char* what, uin
   return NULL;
 }
 
-static pw_status_t pw_snap_r_sharding(pw_snap_reader_t* r, pw_sharding_t* out) {
+static pw_status_t pw_snap_r_tiled(pw_snap_reader_t* r, pw_sharding_t* out) {
+  uint64_t n, two, t, m;
+  PW_RETURN_IF_ERROR(pw_snap_r_key(r, "tiles"));
+  PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_ARRAY, "tiles", &n));
+  if (n > PW_MAX_MESH_RANK) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: %" PRIu64 " tiles (at most %d)", n,
+                          PW_MAX_MESH_RANK);
+  }
+  pw_sharding_tile_t tiles[PW_MAX_MESH_RANK];
+  for (uint64_t i = 0; i < n; ++i) {
+    PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_ARRAY, "a tile", &two));
+    if (two != 2) return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: a tile has %" PRIu64 " fields", two);
+    PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "a tile's tensor axis", PW_MAX_RANK - 1, &t));
+    PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "a tile's mesh axis", PW_MAX_MESH_RANK - 1, &m));
+    tiles[i].tensor_axis = (uint8_t)t;
+    tiles[i].mesh_axis = (uint8_t)m;
+  }
+  uint32_t unreduced = 0;
+  PW_RETURN_IF_ERROR(pw_snap_r_key(r, "unreduced"));
+  PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_ARRAY, "unreduced", &m));
+  if (m > PW_MAX_MESH_RANK) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: %" PRIu64 " unreduced axes", m);
+  }
+  for (uint64_t i = 0; i < m; ++i) {
+    PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "an unreduced axis", PW_MAX_MESH_RANK - 1, &t));
+    unreduced |= 1u << t;
+  }
+  *out = pw_sharding_tiled((uint32_t)n, tiles, unreduced);
+  return NULL;
+}
+
+static pw_status_t pw_snap_r_sharding(pw_snap_reader_t* r, uint64_t format, pw_sharding_t* out) {
   uint64_t n, v;
   char kind[16];
   PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_MAP, "sharding", &n));
@@ -441,8 +518,11 @@ static pw_status_t pw_snap_r_sharding(pw_snap_reader_t* r, pw_sharding_t* out) {
     out->kind = PW_SHARDING_REPLICATED;
   } else if (strcmp(kind, "split") == 0) {
     out->kind = PW_SHARDING_SPLIT;
+  } else if (strcmp(kind, "tiled") == 0 && format >= 2) {
+    return pw_snap_r_tiled(r, out);
   } else {
-    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: unknown sharding kind '%s'", kind);
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: unknown sharding kind '%s'%s", kind,
+                          strcmp(kind, "tiled") == 0 ? " (tiled shardings need format 2)" : "");
   }
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "tensor_axis"));
   PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "tensor_axis", PW_MAX_RANK, &v));
@@ -450,6 +530,53 @@ static pw_status_t pw_snap_r_sharding(pw_snap_reader_t* r, pw_sharding_t* out) {
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "mesh_axis"));
   PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "mesh_axis", UINT32_MAX, &v));
   out->mesh_axis = (uint32_t)v;
+  return NULL;
+}
+
+/* The buffer's mesh (format 2); checked, names included. */
+static pw_status_t pw_snap_r_mesh(pw_snap_reader_t* r, pw_mesh_shape_t* out) {
+  uint64_t n, rank, v;
+  memset(out, 0, sizeof(*out));
+  PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_MAP, "mesh", &n));
+  if (n != 2) return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: mesh has %" PRIu64 " keys", n);
+  PW_RETURN_IF_ERROR(pw_snap_r_key(r, "dims"));
+  PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_ARRAY, "mesh dims", &rank));
+  if (rank == 0 || rank > PW_MAX_MESH_RANK) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: mesh rank %" PRIu64, rank);
+  }
+  out->rank = (uint32_t)rank;
+  for (uint32_t k = 0; k < out->rank; ++k) {
+    PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "a mesh dim", 1u << 20, &v));
+    out->dims[k] = (uint32_t)v;
+  }
+  pw_status_t status = pw_mesh_shape_check(out);
+  if (status != NULL) {
+    pw_status_t error = pw_status_make(PW_STATUS_DATA_LOSS, "manifest: %s",
+                                       pw_status_message(status));
+    pw_status_free(status);
+    return error;
+  }
+  PW_RETURN_IF_ERROR(pw_snap_r_key(r, "names"));
+  PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_ARRAY, "mesh names", &n));
+  if (n == 0) return NULL;
+  if (n != rank) {
+    return pw_status_make(PW_STATUS_DATA_LOSS,
+                          "manifest: %" PRIu64 " mesh axis names for a rank-%" PRIu64 " mesh", n,
+                          rank);
+  }
+  char names[PW_MAX_MESH_RANK][PW_MESH_AXIS_NAME_MAX];
+  const char* list[PW_MAX_MESH_RANK];
+  for (uint32_t k = 0; k < out->rank; ++k) {
+    PW_RETURN_IF_ERROR(pw_snap_r_text(r, "a mesh axis name", names[k], sizeof(names[k])));
+    list[k] = names[k];
+  }
+  status = pw_mesh_shape_set_axis_names(out, out->rank, list);
+  if (status != NULL) {
+    pw_status_t error = pw_status_make(PW_STATUS_DATA_LOSS, "manifest: %s",
+                                       pw_status_message(status));
+    pw_status_free(status);
+    return error;
+  }
   return NULL;
 }
 
@@ -495,11 +622,13 @@ static pw_status_t pw_snap_r_chunks(pw_allocator_t allocator, pw_snap_reader_t* 
 }
 
 static pw_status_t pw_snap_r_buffer(pw_allocator_t allocator, pw_snap_reader_t* r,
-                                    pw_snap_manifest_buffer_t* b) {
+                                    uint64_t format, pw_snap_manifest_buffer_t* b) {
   uint64_t n, v;
   char dtype[32];
   PW_RETURN_IF_ERROR(pw_snap_r_head(r, PW_CBOR_MAJOR_MAP, "a buffer", &n));
-  if (n != 8) return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: a buffer has %" PRIu64 " keys", n);
+  if (n != (format >= 2 ? 9u : 8u)) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: a buffer has %" PRIu64 " keys", n);
+  }
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "name"));
   PW_RETURN_IF_ERROR(pw_snap_r_text(r, "name", b->name, sizeof(b->name)));
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "dtype"));
@@ -516,7 +645,18 @@ static pw_status_t pw_snap_r_buffer(pw_allocator_t allocator, pw_snap_reader_t* 
     b->spec.shape.dims[d] = (int64_t)v;
   }
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "sharding"));
-  PW_RETURN_IF_ERROR(pw_snap_r_sharding(r, &b->spec.sharding));
+  PW_RETURN_IF_ERROR(pw_snap_r_sharding(r, format, &b->spec.sharding));
+  if (format >= 2) {
+    PW_RETURN_IF_ERROR(pw_snap_r_key(r, "mesh"));
+    PW_RETURN_IF_ERROR(pw_snap_r_mesh(r, &b->mesh));
+    pw_status_t status = pw_sharding_check(&b->spec.sharding, &b->spec.shape, &b->mesh);
+    if (status != NULL) {
+      pw_status_t error = pw_status_make(PW_STATUS_DATA_LOSS, "manifest: sharding: %s",
+                                         pw_status_message(status));
+      pw_status_free(status);
+      return error;
+    }
+  }
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "bytes"));
   PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "bytes", PW_ARRAY_MAX_BYTES, &b->bytes));
   size_t expect = 0;
@@ -542,10 +682,11 @@ static pw_status_t pw_snap_r_manifest(pw_allocator_t allocator, pw_snap_reader_t
   if (n != 4) return pw_status_make(PW_STATUS_DATA_LOSS, "manifest has %" PRIu64 " keys", n);
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "format"));
   PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "format", UINT64_MAX, &v));
-  if (v != PW_SNAPSHOT_FORMAT_VERSION) {
-    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest format %" PRIu64 " is not %u", v,
-                          PW_SNAPSHOT_FORMAT_VERSION);
+  if (v == 0 || v > PW_SNAPSHOT_MANIFEST_FORMAT) {
+    return pw_status_make(PW_STATUS_DATA_LOSS, "manifest format %" PRIu64 " is not 1 to %u", v,
+                          PW_SNAPSHOT_MANIFEST_FORMAT);
   }
+  uint64_t format = v;
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "step"));
   PW_RETURN_IF_ERROR(pw_snap_r_uint_max(r, "step", UINT64_MAX, &m->step));
   PW_RETURN_IF_ERROR(pw_snap_r_key(r, "chunk_bytes"));
@@ -560,7 +701,7 @@ static pw_status_t pw_snap_r_manifest(pw_allocator_t allocator, pw_snap_reader_t
                                                (void**)&m->buffers));
   m->count = (uint32_t)n;
   for (uint32_t i = 0; i < m->count; ++i) {
-    PW_RETURN_IF_ERROR_CTX(pw_snap_r_buffer(allocator, r, &m->buffers[i]), "buffer %u", i);
+    PW_RETURN_IF_ERROR_CTX(pw_snap_r_buffer(allocator, r, format, &m->buffers[i]), "buffer %u", i);
   }
   if (r->pos != r->size) {
     return pw_status_make(PW_STATUS_DATA_LOSS, "manifest: %zu trailing bytes", r->size - r->pos);

@@ -18,6 +18,7 @@ static pw_status_t pw_snap_load_buffer(pw_snapshotter_t* s, pw_snap_zstd_t* z,
   const pw_snap_manifest_buffer_t* mb = &m->buffers[i];
   memcpy(b->name, mb->name, sizeof(b->name));
   b->spec = mb->spec;
+  b->mesh = mb->mesh;
   b->bytes = mb->bytes;
   b->xxh64 = mb->xxh64;
   if (b->bytes > 0) {

@@ -126,6 +126,7 @@ static pw_status_t pw_snap_put_buffer(pw_snapshotter_t* s, pw_snap_zstd_t* z, pw
   const pw_snap_buffer_t* b = &snap->buffers[index];
   memcpy(mb->name, b->name, sizeof(mb->name));
   mb->spec = b->spec;
+  mb->mesh = b->mesh;
   mb->bytes = b->bytes;
   mb->xxh64 = pw__xxh64(b->data, (size_t)b->bytes, 0);
   uint64_t chunks = (b->bytes + s->chunk_bytes - 1) / s->chunk_bytes;

@@ -189,6 +189,7 @@ pw_status_t pw_snapshot_buffer_info(pw_snapshotter_t* s, uint64_t step, uint32_t
     const pw_snap_buffer_t* b = &snap->buffers[index];
     memcpy(full.name, b->name, sizeof(full.name));
     full.spec = b->spec;
+    full.mesh = b->mesh;
     full.bytes = b->bytes;
     pthread_mutex_lock(&s->mutex);
     full.xxh64 = b->xxh64;

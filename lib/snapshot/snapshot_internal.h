@@ -28,6 +28,7 @@
 typedef struct pw_snap_buffer_t {
   char name[PW_SNAPSHOT_NAME_MAX];
   pw_array_spec_t spec;
+  pw_mesh_shape_t mesh;     /* the buffer's vslice's, names included (rank 0: unknown) */
   uint64_t bytes;
   void* data;               /* |bytes| of host memory (NULL when 0 bytes) */
   uint64_t xxh64;           /* of the raw bytes, once persisted or loaded */
@@ -135,6 +136,9 @@ pw_status_t pw__snap_prune(pw_snapshotter_t* s);
 /* ---- formats (format.c) ---------------------------------------------------- */
 
 #define PW_SNAPSHOT_FORMAT_VERSION 1u
+/* The manifest CBOR's "format": 2 adds each buffer's mesh (axis names
+ * included) and tiled shardings; format 1 manifests are still read. */
+#define PW_SNAPSHOT_MANIFEST_FORMAT 2u
 #define PW_SNAPSHOT_VALUE_MAGIC "PWSNAPV\n"
 #define PW_SNAPSHOT_MANIFEST_MAGIC "PWSNAPM\n"
 #define PW_SNAPSHOT_VALUE_HEADER 64u
@@ -165,6 +169,7 @@ typedef struct pw_snap_chunk_t {
 typedef struct pw_snap_manifest_buffer_t {
   char name[PW_SNAPSHOT_NAME_MAX];
   pw_array_spec_t spec;
+  pw_mesh_shape_t mesh;     /* format 2; zero (rank 0) in a format 1 manifest */
   uint64_t bytes;
   uint64_t xxh64;
   uint64_t stored_bytes;    /* sum over its chunks */

@@ -191,6 +191,7 @@ static pw_status_t pw_snap_take_buffer(pw_snapshotter_t* s, pw_snap_t* snap, uin
   if (name != NULL) snprintf(b->name, sizeof(b->name), "%s", name);
   PW_RETURN_IF_ERROR(pw_buffer_retain(s->client, buffer, &b->pin));
   PW_RETURN_IF_ERROR(pw_buffer_spec(s->client, b->pin, &b->spec));
+  PW_RETURN_IF_ERROR(pw_buffer_mesh(s->client, b->pin, &b->mesh));
   size_t bytes = 0;
   PW_RETURN_IF_ERROR(pw_buffer_byte_size(s->client, b->pin, &bytes));
   b->bytes = bytes;

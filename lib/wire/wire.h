@@ -26,8 +26,10 @@
 #include "pathways/allocator.h"
 #include "pathways/status.h"
 
-/* 2: sessions carry frames (several messages per network message). */
-#define PW_WIRE_VERSION 2u
+/* 2: sessions carry frames (several messages per network message).
+ * 3: COMPILE carries the mesh's axis names; the LOAD reply's signature
+ *    carries each parameter's tiles and unreduced axes (TILED shardings). */
+#define PW_WIRE_VERSION 3u
 #define PW_WIRE_MAX_U 10u
 #define PW_WIRE_MAX_BLOB 5u
 /* The largest list any message may carry (a launch: the gang's devices,
@@ -83,8 +85,9 @@ enum {
   /* REPLY: list = a signature (LOAD) */
   PW_WIRE_REPLY_ID = 0, PW_WIRE_REPLY_CODE = 1, PW_WIRE_REPLY_B_MESSAGE = 0,
   PW_WIRE_REPLY_B_PAYLOAD = 1,
-  /* COMPILE: list = mesh dims */
+  /* COMPILE: list = mesh dims; axes = the axis names joined by ',' ("" unnamed) */
   PW_WIRE_COMPILE_ID = 0, PW_WIRE_COMPILE_B_PROGRAM = 0, PW_WIRE_COMPILE_B_OPTIONS = 1,
+  PW_WIRE_COMPILE_B_AXES = 2,
   /* LOAD */
   PW_WIRE_LOAD_ID = 0, PW_WIRE_LOAD_EXE = 1, PW_WIRE_LOAD_B_BYTES = 0,
   /* UNLOAD */

@@ -7,7 +7,7 @@
 #include "plugin/backend_call.h"
 #include "worker/worker_internal.h"
 
-/* The LOAD reply's signature list: at most 4 + 16 per parameter. */
+/* The LOAD reply's signature list: at most 7 + 23 per parameter. */
 #define PW_WORKER_SIGNATURE_MAX 4096u
 
 static bool pw_worker_need_id(pw_worker_t* w, const pw_wire_msg_t* msg, uint64_t id) {
@@ -116,6 +116,27 @@ void pw__worker_on_read(pw_worker_t* w, const pw_wire_msg_t* msg) {
   pw_allocator_free(w->allocator, buffer, (size_t)size);
 }
 
+/* COMPILE's axis names, "data,model" ("" for an unnamed mesh), onto
+ * |mesh|; INVALID_ARGUMENT naming a bad one (pw_mesh_shape_set_axis_names). */
+static pw_status_t pw_worker_axis_names(pw_mesh_shape_t* mesh, const pw_wire_blob_t* blob) {
+  if (blob->size == 0) return NULL;
+  char text[PW_MAX_MESH_RANK * PW_MESH_AXIS_NAME_MAX];
+  pw__wire_blob_text(blob, text, sizeof(text));
+  const char* names[PW_MAX_MESH_RANK];
+  uint32_t count = 0;
+  char* next = text;
+  while (next != NULL && count < PW_MAX_MESH_RANK) {
+    names[count++] = next;
+    next = strchr(next, ',');
+    if (next != NULL) *next++ = '\0';
+  }
+  if (next != NULL) {
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "COMPILE: more than %d axis names",
+                          PW_MAX_MESH_RANK);
+  }
+  return pw_status_annotate(pw_mesh_shape_set_axis_names(mesh, count, names), "COMPILE");
+}
+
 void pw__worker_on_compile(pw_worker_t* w, const pw_wire_msg_t* msg) {
   uint64_t id = msg->u[PW_WIRE_COMPILE_ID];
   if (!pw_worker_need_id(w, msg, id)) return;
@@ -131,6 +152,7 @@ void pw__worker_on_compile(pw_worker_t* w, const pw_wire_msg_t* msg) {
     }
     s = pw_mesh_shape_check(&mesh);
   }
+  if (s == NULL) s = pw_worker_axis_names(&mesh, &msg->blob[PW_WIRE_COMPILE_B_AXES]);
   char options[1100];
   pw__wire_blob_text(&msg->blob[PW_WIRE_COMPILE_B_OPTIONS], options, sizeof(options));
   void* bytes = NULL;
@@ -157,7 +179,24 @@ static uint32_t pw_worker_param_list(const pw_backend_param_t* p, uint64_t* out)
   out[n++] = (uint64_t)p->sharding.kind;
   out[n++] = p->sharding.tensor_axis;
   out[n++] = p->sharding.mesh_axis;
+  /* Wire version 3: the tiles and unreduced axes (none for REPLICATED and
+   * SPLIT). */
+  bool tiled = p->sharding.kind == PW_SHARDING_TILED;
+  uint32_t tiles = tiled && p->sharding.tile_count <= PW_MAX_MESH_RANK ? p->sharding.tile_count : 0;
+  out[n++] = tiles;
+  for (uint32_t i = 0; i < tiles; ++i) {
+    out[n++] = p->sharding.tiles[i].tensor_axis;
+    out[n++] = p->sharding.tiles[i].mesh_axis;
+  }
+  out[n++] = tiled ? p->sharding.unreduced_axes & ((1u << PW_MAX_MESH_RANK) - 1) : 0;
   return n;
+}
+
+/* Words pw_worker_param_list writes for |p|. */
+static size_t pw_worker_param_words(const pw_backend_param_t* p) {
+  bool tiled = p->sharding.kind == PW_SHARDING_TILED;
+  uint32_t tiles = tiled && p->sharding.tile_count <= PW_MAX_MESH_RANK ? p->sharding.tile_count : 0;
+  return 7 + (p->shape.rank < PW_MAX_RANK ? p->shape.rank : PW_MAX_RANK) + 2 * (size_t)tiles;
 }
 
 /* Words pw_worker_signature_list writes for |sig| (pw__backend_load
@@ -166,18 +205,15 @@ static size_t pw_worker_signature_words(const pw_executable_signature_t* sig) {
   size_t n = 3 + (sig->mesh.rank <= PW_MAX_MESH_RANK ? sig->mesh.rank : PW_MAX_MESH_RANK);
   const pw_backend_param_t* in = pw__signature_inputs(sig);
   const pw_backend_param_t* out = pw__signature_outputs(sig);
-  for (uint32_t i = 0; i < sig->input_count; ++i) {
-    n += 5 + (in[i].shape.rank < PW_MAX_RANK ? in[i].shape.rank : PW_MAX_RANK);
-  }
-  for (uint32_t i = 0; i < sig->output_count; ++i) {
-    n += 5 + (out[i].shape.rank < PW_MAX_RANK ? out[i].shape.rank : PW_MAX_RANK);
-  }
+  for (uint32_t i = 0; i < sig->input_count; ++i) n += pw_worker_param_words(&in[i]);
+  for (uint32_t i = 0; i < sig->output_count; ++i) n += pw_worker_param_words(&out[i]);
   return n;
 }
 
 /* docs/remote.md: mesh rank, dims..., input count, output count, then per
- * parameter dtype, rank, dims..., sharding kind, tensor axis, mesh axis
- * (every parameter: the v2 specs past the fixed arrays too). */
+ * parameter dtype, rank, dims..., sharding kind, tensor axis, mesh axis,
+ * tile count, (tensor axis, mesh axis) per tile, unreduced mask (every parameter: the v2 specs past the
+ * fixed arrays too). */
 static uint32_t pw_worker_signature_list(const pw_executable_signature_t* sig, uint64_t* out) {
   uint32_t n = 0;
   uint32_t rank = sig->mesh.rank <= PW_MAX_MESH_RANK ? sig->mesh.rank : PW_MAX_MESH_RANK;

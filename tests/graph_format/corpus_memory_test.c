@@ -15,13 +15,11 @@
 
 TestSuite(graph_corpus_memory, .fini = pw_test_check_leaks);
 
-/* Source blocks of buffer |b| of |doc|: the parts of its split axis. */
+/* Source blocks of buffer |b| of |doc|: the parts of its split axes. */
 static uint64_t doc_blocks(const pw_gdoc_t* doc, uint32_t b) {
   const pw_gdoc_buffer_t* buffer = &doc->buffers[b];
-  if (buffer->spec.sharding.kind != PW_SHARDING_SPLIT) return 1;
-  const pw_mesh_shape_t* mesh = &doc->vslices[buffer->vslice];
-  uint32_t axis = buffer->spec.sharding.mesh_axis;
-  return axis == PW_MESH_AXIS_ALL ? pw_mesh_shape_device_count(mesh) : mesh->dims[axis];
+  return pw_sharding_block_count(&buffer->spec.sharding, &buffer->spec.shape,
+                                 &doc->vslices[buffer->vslice]);
 }
 
 /* The bound for a file of |size| bytes whose (checked) document is |doc|

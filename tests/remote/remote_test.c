@@ -241,10 +241,11 @@ static void* rt_answer_load(void* arg) {
   nng_msg* raw = NULL;
   pw_wire_msg_t load = rt_recv(w, &raw);
   cr_assert_eq(load.type, PW_WIRE_LOAD);
-  /* mesh 1-D of 2; 1 input f32[4] split(0,0); 1 output likewise. */
-  uint64_t sig[] = {1, 2, 1, 1, PW_DTYPE_F32, 1, 4, PW_SHARDING_SPLIT, 0, 0,
-                    PW_DTYPE_F32, 1, 4, PW_SHARDING_SPLIT, 0, 0};
-  pw_wire_msg_t reply = {.type = PW_WIRE_REPLY, .list = sig, .list_count = 16};
+  /* mesh 1-D of 2; 1 input f32[4] P(0) (tiled: one tile, 0 over 0, no
+   * unreduced axes); 1 output f32[4] split(0,0) (no tiles). */
+  uint64_t sig[] = {1, 2, 1, 1, PW_DTYPE_F32, 1, 4, PW_SHARDING_TILED, 0, 0, 1, 0, 0, 0,
+                    PW_DTYPE_F32, 1, 4, PW_SHARDING_SPLIT, 0, 0, 0, 0};
+  pw_wire_msg_t reply = {.type = PW_WIRE_REPLY, .list = sig, .list_count = 22};
   reply.u[PW_WIRE_REPLY_ID] = load.u[PW_WIRE_LOAD_ID];
   reply.blob[PW_WIRE_REPLY_B_PAYLOAD] = (pw_wire_blob_t){"fake_kernel", 11};
   rt_send(w, &reply);
@@ -266,6 +267,9 @@ static pw_backend_executable_t rt_load(rt_fixture_t* f) {
   cr_assert_eq(sig.input_count, 1);
   cr_assert_eq(sig.inputs[0].shape.dims[0], 4);
   cr_assert_eq(sig.outputs[0].sharding.kind, PW_SHARDING_SPLIT);
+  cr_assert_eq(sig.inputs[0].sharding.kind, PW_SHARDING_TILED);
+  cr_assert_eq(sig.inputs[0].sharding.tile_count, 1);
+  cr_assert_eq(sig.inputs[0].sharding.unreduced_axes, 0);
   return exe;
 }
 

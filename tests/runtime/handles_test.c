@@ -429,6 +429,10 @@ Test(handles, a_retained_buffer_outlives_its_first_handle) {
   cr_assert_neq(second.id, w.buf.id);
   cr_assert_eq(pw_client_live_handles(c), live + 1);
   OK(pw_buffer_release(c, w.buf));
+  pw_mesh_shape_t mesh;
+  OK(pw_buffer_mesh(c, second, &mesh));
+  cr_assert_eq(mesh.rank, 2);
+  cr_assert_eq(mesh.dims[1], 4);
   float back[8] = {0};
   OK(pw_buffer_to_host(c, second, back, sizeof(back), PW_INFINITE_FUTURE));
   for (int i = 0; i < 8; ++i) cr_assert_eq(back[i], (float)(i + 1));

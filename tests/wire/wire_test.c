@@ -100,12 +100,12 @@ Test(wire, strict_decoding_names_the_culprit) {
   pw_wire_msg_t msg = {.type = PW_WIRE_FREE};
   msg.u[0] = 5;
   uint8_t buf[64];
-  size_t n = wt_encode(&msg, buf, sizeof(buf));  /* 83 02 0c 05 */
+  size_t n = wt_encode(&msg, buf, sizeof(buf));  /* 83 03 0c 05 */
   cr_assert_eq(n, 4);
   uint8_t bad[16];
   memcpy(bad, buf, n);
   bad[1] = 1; /* a peer of the single-message protocol */
-  wt_expect_error(bad, n, 0, "version 1 (this library speaks 2)");
+  wt_expect_error(bad, n, 0, "version 1 (this library speaks 3)");
   memcpy(bad, buf, n);
   bad[2] = 0x18; /* needs a following byte: truncated head */
   wt_expect_error(bad, n, 0, "wire message");
@@ -122,26 +122,26 @@ Test(wire, strict_decoding_names_the_culprit) {
   bad[n] = 0x00;
   wt_expect_error(bad, n + 1, 0, "wire message");  /* trailing byte */
   wt_expect_error(buf, n, PW_WIRE_ALLOC, "FREE where ALLOC was expected");
-  uint8_t four_fields[] = {0x84, 0x02, 0x0c, 0x05, 0x05};
+  uint8_t four_fields[] = {0x84, (uint8_t)PW_WIRE_VERSION, 0x0c, 0x05, 0x05};
   wt_expect_error(four_fields, sizeof(four_fields), 0, "4 fields, expected 3");
-  uint8_t indefinite[] = {0x9f, 0x02, 0x0c, 0x05, 0xff};
+  uint8_t indefinite[] = {0x9f, (uint8_t)PW_WIRE_VERSION, 0x0c, 0x05, 0xff};
   wt_expect_error(indefinite, sizeof(indefinite), 0, "wire message");
   wt_expect_error(buf, 0, 0, "empty");
 }
 
 Test(wire, list_counts_are_checked_before_allocation) {
   /* HEARTBEAT [2, 5, seq, list] with a list claiming 60000 items in 8 bytes. */
-  uint8_t lie[] = {0x84, 0x02, 0x05, 0x00, 0x99, 0xea, 0x60, 0x00};
+  uint8_t lie[] = {0x84, (uint8_t)PW_WIRE_VERSION, 0x05, 0x00, 0x99, 0xea, 0x60, 0x00};
   wt_expect_error(lie, sizeof(lie), 0, "wire message");
   /* A nested array inside the list: depth 3. */
-  uint8_t deep[] = {0x84, 0x02, 0x05, 0x00, 0x81, 0x80};
+  uint8_t deep[] = {0x84, (uint8_t)PW_WIRE_VERSION, 0x05, 0x00, 0x81, 0x80};
   wt_expect_error(deep, sizeof(deep), 0, "wire message");
 }
 
 Test(wire, oversized_strings_are_refused_on_decode) {
-  /* BYE [2, 19, text of 1025 bytes]: the reason's maximum is 1024. */
+  /* BYE [3, 19, text of 1025 bytes]: the reason's maximum is 1024. */
   static uint8_t msg[3 + 3 + 1025];
-  msg[0] = 0x83; msg[1] = 0x02; msg[2] = 0x13;
+  msg[0] = 0x83; msg[1] = (uint8_t)PW_WIRE_VERSION; msg[2] = 0x13;
   msg[3] = 0x79; msg[4] = 0x04; msg[5] = 0x01;
   memset(msg + 6, 'a', 1025);
   wt_expect_error(msg, sizeof(msg), 0, "reason of 1025 bytes");

@@ -110,6 +110,43 @@ Test(worker, alloc_write_read_round_trip) {
   fc_stop(&fc);
 }
 
+/* COMPILE with the mesh's axis names: good names compile; a bad or
+ * duplicated name, or a count other than the rank, is INVALID_ARGUMENT
+ * naming it. */
+static uint64_t fc_compile_named(fc_t* fc, uint64_t id, const char* axes, char* text, size_t n) {
+  pw_wire_msg_t c = {.type = PW_WIRE_COMPILE};
+  uint64_t dims[2] = {2, 1};
+  c.u[PW_WIRE_COMPILE_ID] = id;
+  c.blob[PW_WIRE_COMPILE_B_PROGRAM] = (pw_wire_blob_t){fc_add_program, strlen(fc_add_program)};
+  c.blob[PW_WIRE_COMPILE_B_AXES] = (pw_wire_blob_t){axes, strlen(axes)};
+  c.list = dims;
+  c.list_count = 2;
+  fc_send(fc, &c);
+  fc_msg_t r;
+  fc_recv(fc, PW_WIRE_REPLY, &r);
+  uint64_t code = r.msg.u[PW_WIRE_REPLY_CODE];
+  pw__wire_blob_text(&r.msg.blob[PW_WIRE_REPLY_B_MESSAGE], text, n);
+  fc_release(&r);
+  return code;
+}
+
+Test(worker, compile_carries_the_mesh_axis_names) {
+  fc_t fc;
+  fc_session(&fc, 2);
+  char text[256];
+  cr_assert_eq(fc_compile_named(&fc, 1, "data,model", text, sizeof(text)), 0, "%s", text);
+  cr_assert_eq(fc_compile_named(&fc, 2, "data,data", text, sizeof(text)),
+               PW_STATUS_INVALID_ARGUMENT);
+  cr_assert(strstr(text, "COMPILE") != NULL && strstr(text, "both named 'data'") != NULL, "%s",
+            text);
+  cr_assert_eq(fc_compile_named(&fc, 3, "data", text, sizeof(text)), PW_STATUS_INVALID_ARGUMENT);
+  cr_assert(strstr(text, "1 axis names for a rank-2 mesh") != NULL, "%s", text);
+  cr_assert_eq(fc_compile_named(&fc, 4, "9lives,x", text, sizeof(text)),
+               PW_STATUS_INVALID_ARGUMENT);
+  cr_assert(strstr(text, "'9lives'") != NULL, "%s", text);
+  fc_stop(&fc);
+}
+
 /* COMPILE + LOAD of |program| (two f32[4] inputs, one output) for a mesh
  * of 2, ALLOC + WRITE the shards. */
 static void fc_setup_program(fc_t* fc, uint64_t exe, const char* program) {
@@ -139,7 +176,7 @@ static void fc_setup_program(fc_t* fc, uint64_t exe, const char* program) {
   /* mesh rank 1, dim 2, 2 inputs, 1 output; input 0: f32, rank 1, [4],
    * split, tensor axis 0, mesh axis all. */
   const uint64_t* s = r.msg.list;
-  cr_assert_geq(r.msg.list_count, 5 + 6);
+  cr_assert_geq(r.msg.list_count, 5 + 8);
   cr_assert_eq(s[0], 1);
   cr_assert_eq(s[1], 2);
   cr_assert_eq(s[2], 2);
@@ -148,7 +185,9 @@ static void fc_setup_program(fc_t* fc, uint64_t exe, const char* program) {
   cr_assert_eq(s[5], 1);
   cr_assert_eq(s[6], 4);
   cr_assert_eq(s[7], PW_SHARDING_SPLIT);
-  cr_assert_eq(r.msg.list_count, 4 + 3 * 6);
+  cr_assert_eq(s[10], 0); /* no tiles */
+  cr_assert_eq(s[11], 0); /* no unreduced axes */
+  cr_assert_eq(r.msg.list_count, 4 + 3 * 8);
   fc_release(&r);
   float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
   for (uint32_t d = 0; d < 2; ++d) {

@@ -58,8 +58,8 @@ from ._runtime import Client, Device, Runtime, Slice, VSlice
 from ._snapshot import Snapshotter, SnapshotTake
 from ._metrics import MetricsServer
 from ._trace import Trace
-from ._types import (ALL, DTYPES, NUMPY_NAMES, REPLICATED, VIEW_DTYPES, ArraySpec, Program,
-                     Sharding, bf16_from_float, bf16_to_float, replicated, split)
+from ._types import (ALL, DTYPES, NUMPY_NAMES, REPLICATED, VIEW_DTYPES, ArraySpec, Mesh, P,
+                     Program, Sharding, bf16_from_float, bf16_to_float, replicated, split)
 
 __version__ = _ffi.string(_lib.pw_version_string()).decode()
 
@@ -70,7 +70,7 @@ __all__ = [
     "canonical_graph_file", "check_graph_file", "graph_file_hash", "graph_file_json",
     "ALL", "DTYPES", "NUMPY_NAMES", "REPLICATED", "VIEW_DTYPES", "ArmedGraph", "ArraySpec", "Attr", "Buffer", "Client",
     "Device", "Elastic", "ElasticEvent", "Event", "Executable", "Execution", "Graph", "HostTaskCall", "KernelCall",
-    "MetricsServer",
+    "MetricsServer", "Mesh", "P",
     "Param", "Program", "SnapshotTake", "Snapshotter", "StateBuffer", "TopologyEvent",
     "VSliceInfo",
     "Runtime", "Sharding", "Slice", "Trace", "VSlice", "Value", "bf16_from_float",

@@ -8,7 +8,7 @@ from ._errors import FailedPreconditionError, check, take_error
 from ._event import Event
 from ._lowlevel import ffi, in_callback, lib
 from ._objects import Executable, _adopt_buffer, _vslice_handle
-from ._types import ArraySpec, as_sharding, as_spec, mesh_text, parse_spec_text
+from ._types import ArraySpec, Sharding, as_sharding, as_spec, mesh_text, parse_spec_text
 
 
 
@@ -174,7 +174,10 @@ class Graph(_Runs, ClientHandle):
         bufs = {}
         for b in view["buffers"]:
             vs = vslices[b["vslice"]]
-            bufs[b["id"]] = Value(g, b["id"], 0, parse_spec_text(b["spec"]), vs)
+            spec = parse_spec_text(b["spec"])
+            if b.get("sharding", "").startswith("P("):  # tiled: with the mesh's axis names
+                spec = ArraySpec(spec.dtype_name, spec.shape, Sharding.parse(b["sharding"]))
+            bufs[b["id"]] = Value(g, b["id"], 0, spec, vs)
         for k, bid in enumerate(view["parameters"]):
             n = _Node()
             n.index, n.kind, n.name, n.param = bid, "parameter", None, k
@@ -206,7 +209,7 @@ class Graph(_Runs, ClientHandle):
         "f32[8,4] split(0,all)") living on |vslice|. Returns its Value."""
         spec = as_spec(spec)
         cvs = _vslice_handle(vslice)
-        cspec = spec._new_c()
+        cspec = spec._new_c(vslice.mesh)
         node = ffi.new("uint32_t*")
         with _Call(self) as ptr:
             check(lib.pw_graph_add_parameter(ptr, self._h[0], cvs, cspec, node))
@@ -259,7 +262,8 @@ class Graph(_Runs, ClientHandle):
             raise TypeError(f"transfer input is not a Value of this graph: {value!r}")
         sharding = as_sharding(sharding)
         cs = ffi.new("pw_sharding_t*")
-        sharding._to_c(cs)
+        sharding._to_c(cs, len(value.spec.shape) if getattr(value, "spec", None) is not None
+                       else None, vslice.mesh)
         node = ffi.new("uint32_t*")
         cname = name.encode() if name else ffi.NULL
         cvs = _vslice_handle(vslice)
@@ -299,7 +303,7 @@ class Graph(_Runs, ClientHandle):
             cin[i].output = v.output
         cspecs = ffi.new("pw_array_spec_t[]", max(1, len(specs)))
         for k, s in enumerate(specs):
-            s._to_c(cspecs[k])
+            s._to_c(cspecs[k], getattr(vslice, "mesh", None))
         node = ffi.new("uint32_t*")
         cname = name.encode() if name else ffi.NULL
         if isinstance(fn, str):

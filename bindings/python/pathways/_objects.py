@@ -85,7 +85,7 @@ class Buffer(ClientHandle):
         spec = ArraySpec(dtype_name(code), arr.shape, as_sharding(sharding))
         out = ffi.new("pw_buffer_t*")
         data = ffi.from_buffer(arr)
-        cspec = spec._new_c()
+        cspec = spec._new_c(vslice.mesh)
         box = client._box
         with box as ptr:
             check(lib.pw_buffer_from_host(ptr, cvs, cspec, data, arr.nbytes, out))
@@ -121,7 +121,8 @@ class Buffer(ClientHandle):
                 check(lib.pw_buffer_spec(ptr, h, cspec))
             finally:
                 self._exit()
-            spec = self._spec = ArraySpec._from_c(cspec)
+            mesh = self.vslice.mesh if self.vslice is not None else None
+            spec = self._spec = ArraySpec._from_c(cspec, mesh)
         return spec
 
     @property
@@ -297,6 +298,10 @@ class Executable(ClientHandle):
 
     __slots__ = ("client", "_id", "vslice", "_sig", "__weakref__")
 
+    def _mesh(self):
+        """The vslice's mesh (its names label the signature's shardings)."""
+        return self.vslice.mesh if getattr(self, "vslice", None) is not None else None
+
     @classmethod
     def compile(cls, client, vslice, program):
         cvs = _vslice_handle(vslice)
@@ -354,8 +359,10 @@ class Executable(ClientHandle):
                     mesh_from_c(c.mesh),
                     # v2 views: every spec (past PW_BACKEND_MAX_PARAMS too),
                     # runtime storage valid while the handle lives.
-                    tuple(ArraySpec._from_c(c.input_specs[i]) for i in range(c.input_count)),
-                    tuple(ArraySpec._from_c(c.output_specs[i]) for i in range(c.output_count)),
+                    tuple(ArraySpec._from_c(c.input_specs[i], self._mesh())
+                          for i in range(c.input_count)),
+                    tuple(ArraySpec._from_c(c.output_specs[i], self._mesh())
+                          for i in range(c.output_count)),
                 )
             finally:
                 self.client._box.exit()

@@ -327,7 +327,7 @@ class Snapshotter(Closeable):
         with self._enter() as sptr, box.using("a VSlice") as cptr:
             index = self._index(sptr, step, buffer)
             s = self._spec_for(sptr, step, index, spec, sharding)
-            cspec = ffi.NULL if s is None else s._new_c()
+            cspec = ffi.NULL if s is None else s._new_c(vslice.mesh)
             check(lib.pw_snapshot_restore(sptr, step, index, cptr, cvs, cspec, out))
             box.live += 1
         return _adopt_buffer(client, out.id, s, vslice)
@@ -361,7 +361,7 @@ class Snapshotter(Closeable):
             if pyspecs[0] is not None:
                 cspecs = ffi.new("pw_array_spec_t[]", n)
                 for i, s in enumerate(pyspecs):
-                    cspecs[i] = s._new_c()[0]
+                    cspecs[i] = s._new_c(vslice.mesh)[0]
             outs = ffi.new("pw_buffer_t[]", n)
             check(lib.pw_snapshot_restore_all(sptr, step, cptr, cvs, cspecs, n, outs))
             box.live += n
