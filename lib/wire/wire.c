@@ -36,8 +36,10 @@ static const pw_wire_shape_t pw_wire_shapes[PW_WIRE_TYPE_COUNT] = {
     [PW_WIRE_ATTACH] = {"ATTACH", 1, 1, {PW_B("nonce", PW_WIRE_NONCE_SIZE)}, 0},
     [PW_WIRE_HEARTBEAT] = {"HEARTBEAT", 1, 0, {{0}}, 65536},
     [PW_WIRE_PEER] = {"PEER", 1, 2, {PW_T("name", 63), PW_B("ucx address", 64 * PW_KIB)}, 0},
+    /* The list of a LOAD reply is the signature: every parameter of up to
+     * PW_EXECUTABLE_MAX_PARAMS each (the worker refuses a longer one). */
     [PW_WIRE_REPLY] = {"REPLY", 2, 2, {PW_T("message", 4 * PW_KIB), PW_B("payload", PW_WIRE_MAX_BYTES)},
-                       4096},
+                       PW_WIRE_MAX_LIST},
     [PW_WIRE_COMPILE] = {"COMPILE", 1, 3,
                          {PW_B("program", PW_WIRE_MAX_BYTES), PW_T("options", 1 * PW_KIB),
                           PW_T("axis names", 63)},
