@@ -62,7 +62,10 @@ Test(cpu_block_cache, a_freed_block_is_reused_across_devices) {
   unsigned char data[64];
   memset(data, 7, sizeof(data));
   cr_assert_null(vt->copy_to_device(b.self, 1, n, (1 << 20) - 64, data, 64));
-  cr_assert_not_null(vt->copy_to_device(b.self, 1, n, (1 << 20) - 63, data, 64));
+  pw_status_t past = vt->copy_to_device(b.self, 1, n, (1 << 20) - 63, data, 64);
+  cr_assert_not_null(past, "a block taken from the cache has the requested size");
+  cr_assert_eq(pw_status_code(past), PW_STATUS_OUT_OF_RANGE);
+  pw_status_free(past);
   vt->deallocate(b.self, 1, n);
   cpu_destroy(b);
   cr_assert_eq(pw_test_allocator_live(&counting), 0, "destroy frees the kept blocks");
