@@ -100,8 +100,8 @@ static pw_status_t round_build(round_t* r, uint32_t from, uint64_t n) {
            (unsigned long long)n, (unsigned long long)n, (unsigned long long)n);
   for (uint32_t i = 0; i < 2; ++i) {
     uint32_t slice = i == 0 ? from : 1 - from;
-    pw_vslice_span_t span = {.struct_size = sizeof(span), .mesh = {1, {2}}, .slice_count = 1,
-                             .slices = &slice};
+    pw_vslice_span_t span = {.struct_size = sizeof(span), .mesh = PW_MESH_SHAPE_INIT(1, 2),
+                             .slice_count = 1, .slices = &slice};
     PW_RETURN_IF_ERROR(pw_vslice_create_spanning(r->client, &span, &r->vs[i]));
     PW_RETURN_IF_ERROR(pw_executable_compile(r->client, r->vs[i], text, strlen(text), NULL,
                                              &r->add[i]));

@@ -53,7 +53,7 @@ static void env_deinit(env_t* e) {
 }
 
 static pw_vslice_request_t request(void) {
-  pw_vslice_request_t r = {.struct_size = sizeof(r), .mesh = {1, {2}},
+  pw_vslice_request_t r = {.struct_size = sizeof(r), .mesh = PW_MESH_SHAPE_INIT(1, 2),
                            .host = PW_VSLICE_ANY_HOST};
   return r;
 }
