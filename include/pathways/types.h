@@ -121,8 +121,9 @@ PW_API PW_MUST_USE_RESULT pw_status_t pw_shape_byte_size(pw_dtype_t dtype,
  * graph files, messages) refer to them. A name is 1..15 characters of
  * [A-Za-z0-9_], not starting with a digit, distinct within the mesh; an
  * empty name (all zero, what pw_mesh_shape_make gives) is an unnamed axis,
- * written as its index. Either every axis is named or none is. Names are labels: pw_mesh_shape_equal,
- * executables' mesh match and the compile cache's key ignore them. */
+ * written as its index. Either every axis is named or none is. Names are
+ * labels: pw_mesh_shape_equal, executables' mesh match and the compile
+ * cache's key ignore them. */
 typedef struct pw_mesh_shape_t {
   uint32_t rank;
   uint32_t dims[PW_MAX_MESH_RANK];

@@ -46,7 +46,8 @@ uint32_t pw__sharding_tiles(const pw_sharding_t* sharding, const pw_mesh_shape_t
       return rank;
     }
     case PW_SHARDING_TILED: {
-      uint32_t n = sharding->tile_count > PW_MAX_MESH_RANK ? PW_MAX_MESH_RANK : sharding->tile_count;
+      uint32_t n =
+          sharding->tile_count > PW_MAX_MESH_RANK ? PW_MAX_MESH_RANK : sharding->tile_count;
       memcpy(tiles, sharding->tiles, n * sizeof(*tiles));
       *out_unreduced = sharding->unreduced_axes;
       return n;
@@ -87,8 +88,9 @@ static const char* pw_axis_text(const pw_mesh_shape_t* mesh, uint32_t axis, char
 static pw_status_t pw_sharding_check_split(const pw_sharding_t* sharding, const pw_shape_t* shape,
                                            const pw_mesh_shape_t* mesh) {
   if (sharding->tensor_axis >= shape->rank) {
-    return pw_status_make(PW_STATUS_INVALID_ARGUMENT, "split along tensor axis %u of a rank-%u array",
-                          sharding->tensor_axis, shape->rank);
+    return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
+                          "split along tensor axis %u of a rank-%u array", sharding->tensor_axis,
+                          shape->rank);
   }
   uint32_t parts = pw__mesh_axis_size(mesh, sharding->mesh_axis);
   if (parts == 0) {
@@ -126,7 +128,8 @@ pw_status_t pw__sharding_check_axes(const pw_sharding_t* sharding, uint32_t rank
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
                             "sharding splits tensor dimension %u of a rank-%u array over mesh "
                             "axis %s",
-                            t->tensor_axis, rank, pw_axis_text(mesh, t->mesh_axis, name, sizeof(name)));
+                            t->tensor_axis, rank,
+                            pw_axis_text(mesh, t->mesh_axis, name, sizeof(name)));
     }
     if (used_by[t->mesh_axis] >= 0) {
       return pw_status_make(PW_STATUS_INVALID_ARGUMENT,
@@ -156,7 +159,9 @@ static void pw_sharding_parts(const pw_sharding_tile_t* tiles, uint32_t count, u
                               const pw_mesh_shape_t* mesh, uint64_t* parts) {
   for (uint32_t k = 0; k < rank; ++k) parts[k] = 1;
   for (uint32_t i = 0; i < count; ++i) {
-    if (tiles[i].tensor_axis < rank) parts[tiles[i].tensor_axis] *= pw__mesh_axis_size(mesh, tiles[i].mesh_axis);
+    if (tiles[i].tensor_axis < rank) {
+      parts[tiles[i].tensor_axis] *= pw__mesh_axis_size(mesh, tiles[i].mesh_axis);
+    }
   }
 }
 

@@ -228,7 +228,9 @@ static pw_status_t pw_spec_split(pw_spec_reader_t* r, uint32_t rank, pw_sharding
   size_t n = pw_spec_word(r, &word);
   uint32_t t = 0;
   size_t k = 0;
-  while (k < n && k < 4 && word[k] >= '0' && word[k] <= '9') t = t * 10 + (uint32_t)(word[k++] - '0');
+  while (k < n && k < 4 && word[k] >= '0' && word[k] <= '9') {
+    t = t * 10 + (uint32_t)(word[k++] - '0');
+  }
   if (n == 0 || k != n) return pw_spec_error(r, "expected a tensor dimension");
   if (t >= rank) return pw_spec_error(r, "tensor dimension out of range");
   if (!pw_spec_eat(r, ',')) return pw_spec_error(r, "expected ',' after the tensor dimension");

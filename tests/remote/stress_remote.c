@@ -258,7 +258,9 @@ static pw_status_t make_runtime(void) {
     PW_RETURN_IF_ERROR(pw_remote_backend(g_remote, i, &proxies[info.name[1] - '0']));
   }
   pw_slice_desc_t slices[kWorkers];
-  for (uint32_t k = 0; k < kWorkers; ++k) slices[k] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 2), k, 0, k};
+  for (uint32_t k = 0; k < kWorkers; ++k) {
+    slices[k] = (pw_slice_desc_t){NULL, PW_MESH_SHAPE_INIT(1, 2), k, 0, k};
+  }
   pw_transport_t transport;
   PW_RETURN_IF_ERROR(pw_remote_transport(g_remote, &transport));
   pw_runtime_options_t ro = {0};
