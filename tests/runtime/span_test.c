@@ -348,10 +348,14 @@ static bool spanning_path(pw_allocator_t a, bool expect_failure, void* user) {
   float back[8];
   if (s == NULL) s = pw_buffer_to_host(f.client, y, back, sizeof(back), PW_INFINITE_FUTURE);
   /* A part of the gang whose launch failed for the injected allocation
-   * failure ABORTs the others; which part the run reports first is a
-   * race, so the others' ABORTED stands for the exhausted part. */
+   * failure ABORTs the others (the runtime's "a part's launch was
+   * refused", or the double's rendezvous "collective gang N was aborted"
+   * when the part failed after joining it); which part the run reports
+   * first is a race, so the others' ABORTED stands for the exhausted
+   * part. */
   if (expect_failure && pw_status_code(s) == PW_STATUS_ABORTED &&
-      strstr(pw_status_message(s), "a part's launch was refused") != NULL) {
+      (strstr(pw_status_message(s), "a part's launch was refused") != NULL ||
+       strstr(pw_status_message(s), "was aborted") != NULL)) {
     pw_status_free(s);
     s = pw_status_make(PW_STATUS_RESOURCE_EXHAUSTED, "a part's launch was refused (aborted)");
   }
